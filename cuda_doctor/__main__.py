@@ -1,0 +1,4 @@
+from cuda_doctor.cli import main
+
+if __name__ == "__main__":
+    main()

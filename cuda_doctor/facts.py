@@ -1,0 +1,125 @@
+"""The fact model: a flat mapping of dotted names to plain JSON values.
+
+Names look like ``driver.version``, ``gpu[0].compute_capability`` or ``torch.cuda_build``.
+A fact is either *known* (its value may legitimately be ``None``: a CPU-only torch has
+``torch.cuda_build = None``) or *unknown*, in which case the reason it could not be
+gathered is kept instead ("libnvidia-ml.so.1 not found").  Facts are the only thing
+probes produce and the only thing rules read, so a saved facts file can be re-judged
+anywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: JSON-compatible values a fact may hold.
+FactValue = Any
+
+_INDEXED = re.compile(r"^(?P<family>[a-z_][a-z0-9_]*)\[(?P<index>\d+)\]\.")
+
+
+@dataclass
+class Facts:
+    """Known facts (``values``) and facts that could not be gathered (``unknown``: name → reason)."""
+
+    values: dict[str, FactValue] = field(default_factory=dict)
+    unknown: dict[str, str] = field(default_factory=dict)
+
+    # -- writing ---------------------------------------------------------------------------
+    def set(self, name: str, value: FactValue) -> None:
+        self.values[name] = value
+        self.unknown.pop(name, None)
+
+    def set_many(self, prefix: str, mapping: Mapping[str, FactValue]) -> None:
+        for key, value in mapping.items():
+            self.set(f"{prefix}.{key}" if prefix else key, value)
+
+    def mark_unknown(self, name: str, reason: str) -> None:
+        """Record that ``name`` could not be gathered; a known value always wins."""
+        if name not in self.values:
+            self.unknown[name] = reason
+
+    def merge(self, other: Facts) -> None:
+        for name, value in other.values.items():
+            self.set(name, value)
+        for name, reason in other.unknown.items():
+            self.mark_unknown(name, reason)
+
+    # -- reading ---------------------------------------------------------------------------
+    def __contains__(self, name: object) -> bool:
+        return name in self.values
+
+    def get(self, name: str, default: FactValue = None) -> FactValue:
+        return self.values.get(name, default)
+
+    def has(self, name: str) -> bool:
+        return name in self.values
+
+    def reason(self, name: str) -> str | None:
+        """Why ``name`` is unknown, looking at the fact and then at its parents (``gpu[0]``, ``gpu``)."""
+        if name in self.unknown:
+            return self.unknown[name]
+        parts = name.split(".")
+        while len(parts) > 1:
+            parts.pop()
+            parent = ".".join(parts)
+            if parent in self.unknown:
+                return self.unknown[parent]
+            bare = _strip_index(parent)
+            if bare != parent and bare in self.unknown:
+                return self.unknown[bare]
+        return None
+
+    def indices(self, family: str) -> list[int]:
+        """The indices that exist for an indexed family, e.g. ``gpu`` → [0, 1]."""
+        found: set[int] = set()
+        for name in self.values:
+            match = _INDEXED.match(name)
+            if match and match.group("family") == family:
+                found.add(int(match.group("index")))
+        return sorted(found)
+
+    def with_prefix(self, prefix: str) -> dict[str, FactValue]:
+        """All known facts below ``prefix.`` with the prefix removed."""
+        start = prefix + "."
+        return {k[len(start):]: v for k, v in self.values.items() if k.startswith(start)}
+
+    def items(self) -> Iterator[tuple[str, FactValue]]:
+        return iter(sorted(self.values.items()))
+
+    def copy(self) -> Facts:
+        return Facts(dict(self.values), dict(self.unknown))
+
+    # -- serialisation ---------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "values": dict(sorted(self.values.items())),
+            "unknown": dict(sorted(self.unknown.items())),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Facts:
+        values = data.get("values", {})
+        unknown = data.get("unknown", {})
+        if not isinstance(values, dict) or not isinstance(unknown, dict):
+            raise ValueError("facts must have 'values' and 'unknown' objects")
+        return cls(dict(values), {str(k): str(v) for k, v in unknown.items()})
+
+    @classmethod
+    def combine(cls, parts: Iterable[Facts]) -> Facts:
+        out = cls()
+        for part in parts:
+            out.merge(part)
+        return out
+
+
+def _strip_index(name: str) -> str:
+    return re.sub(r"\[\d+\]", "", name)
+
+
+def indexed(family: str, index: int, name: str) -> str:
+    """``indexed("gpu", 0, "name")`` → ``gpu[0].name``."""
+    return f"{family}[{index}].{name}"

@@ -1,0 +1,58 @@
+"""What every probe shares: its inputs (``ProbeContext``) and its shape (``Probe``).
+
+A probe gathers facts from one source.  It never prints and never raises: whatever it
+cannot learn is recorded with ``Facts.mark_unknown`` and the reason.  Its inputs (the file
+system root, the environment, PATH, the interpreter to inspect, timeouts) come from the
+context, so tests can point a probe at fixtures instead of at this machine.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Protocol
+
+from cuda_doctor.facts import Facts
+
+
+@dataclass(frozen=True)
+class ProbeContext:
+    """Everything a probe may look at.  Defaults describe the machine we run on."""
+
+    root: Path = Path("/")
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    python: str = sys.executable
+    timeout: float = 10.0
+    fast: bool = False
+    smoke: bool = True
+    smoke_timeout: float = 30.0
+    images: tuple[str, ...] = ()
+    run_images: bool = False
+    nccl: bool = False
+
+    @property
+    def path(self) -> str:
+        return self.env.get("PATH", os.defpath)
+
+    def file(self, absolute: str) -> Path:
+        """Map an absolute path of the inspected system into ``root``."""
+        return self.root / absolute.lstrip("/")
+
+    def but(self, **changes: object) -> ProbeContext:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+class Probe(Protocol):
+    """A source of facts.  ``name`` is also the prefix of the facts it records."""
+
+    name: str
+
+    def applies(self, ctx: ProbeContext) -> bool:
+        """False when the probe should not run at all (e.g. framework import under ``--fast``)."""
+        ...
+
+    def collect(self, ctx: ProbeContext) -> Facts:
+        ...

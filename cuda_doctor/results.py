@@ -1,0 +1,86 @@
+"""Results: what judging one rule (for one subject) concluded.  Plain frozen data."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Status(str, enum.Enum):
+    PASS = "pass"
+    INFO = "info"  # worth knowing, nothing wrong
+    WARN = "warn"
+    FAIL = "fail"
+    UNKNOWN = "unknown"  # a fact the rule needs could not be gathered
+    SKIPPED = "skipped"  # not applicable here, or deselected
+    ERROR = "error"  # the rule itself broke
+
+
+class Severity(str, enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return {"info": 1, "warning": 2, "error": 3}[self.value]
+
+    @property
+    def status(self) -> Status:
+        return {"info": Status.INFO, "warning": Status.WARN, "error": Status.FAIL}[self.value]
+
+
+#: Statuses that are findings, with the severity that each counts as for ``--fail-on``.
+FINDING_RANK = {Status.INFO: 1, Status.WARN: 2, Status.FAIL: 3, Status.ERROR: 3}
+
+
+@dataclass(frozen=True)
+class Result:
+    rule_id: str
+    title: str
+    category: str
+    status: Status
+    message: str
+    subject: str | None = None  # "GPU 0", an image name, a file:line …
+    fix: str | None = None
+    commands: tuple[str, ...] = ()
+    links: tuple[str, ...] = ()
+    evidence: dict[str, Any] = field(default_factory=dict)  # the facts the verdict rests on
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule_id,
+            "title": self.title,
+            "category": self.category,
+            "status": self.status.value,
+            "subject": self.subject,
+            "message": self.message,
+            "fix": self.fix,
+            "commands": list(self.commands),
+            "links": list(self.links),
+            "evidence": self.evidence,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Result:
+        return cls(
+            rule_id=str(data["rule"]),
+            title=str(data.get("title", "")),
+            category=str(data.get("category", "")),
+            status=Status(data["status"]),
+            message=str(data.get("message", "")),
+            subject=data.get("subject"),
+            fix=data.get("fix"),
+            commands=tuple(data.get("commands", ())),
+            links=tuple(data.get("links", ())),
+            evidence=dict(data.get("evidence", {})),
+        )
+
+    def rank(self) -> int:
+        return FINDING_RANK.get(self.status, 0)
+
+
+def exit_code(results: list[Result], fail_on: Severity) -> int:
+    """0 when nothing reaches ``fail_on``; 1 otherwise."""
+    return 1 if any(r.rank() >= fail_on.rank for r in results) else 0
