@@ -1,0 +1,58 @@
+"""The GPU probe: NVML first, ``nvidia-smi`` when NVML cannot answer in this Python.
+
+NVML can fail here while the driver is fine (no ``nvidia-ml-py`` in the inspected
+environment, ``libnvidia-ml.so.1`` not on the loader path, a hung call); nvidia-smi then
+often still knows the driver and the GPUs.  When NVML's answer is definitive
+(``no_gpu``, ``version_mismatch``) it is kept as is.  When both fail, the NVML facts are
+kept and nvidia-smi's reason is added to ``driver.error``.  NVML's own reason is always
+kept in ``nvml.error``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cuda_doctor.facts import Facts
+from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.probes.nvidia_smi import collect_nvidia_smi
+from cuda_doctor.probes.nvml import collect_nvml
+
+# NVML statuses that nvidia-smi (built on the same NVML) could only repeat.
+_DEFINITIVE = {"ok", "no_gpu", "version_mismatch"}
+
+
+@dataclass
+class GpuProbe:
+    """``nvml`` replaces the ``pynvml`` module (tests pass a fake GPU)."""
+
+    name: str = "gpu"
+    nvml: Any = None
+
+    def applies(self, ctx: ProbeContext) -> bool:
+        return True
+
+    def collect(self, ctx: ProbeContext) -> Facts:
+        nvml_facts = collect_nvml(ctx, self.nvml)
+        status = nvml_facts.get("driver.status")
+        if status in _DEFINITIVE:
+            return nvml_facts
+        smi_facts = collect_nvidia_smi(ctx)
+        nvml_error = nvml_facts.get("nvml.error") or nvml_facts.get("driver.error")
+        smi_status = smi_facts.get("driver.status")
+        # nvidia-smi's verdict wins when it has one, unless it only failed the way NVML did
+        if smi_status is not None and not (smi_status == "error" and status != "error"):
+            smi_facts.set("nvml.error", nvml_error)
+            return smi_facts
+        smi_reason = (
+            smi_facts.get("driver.error")
+            or smi_facts.unknown.get("driver.status")
+            or "nvidia-smi gave no answer"
+        )
+        merged = nvml_facts.copy()
+        merged.set("driver.error", f"{nvml_facts.get('driver.error')}; {smi_reason}")
+        merged.set("nvml.error", nvml_error)
+        return merged
+
+
+PROBE = GpuProbe()

@@ -1,0 +1,347 @@
+"""Driver and GPU facts read from ``nvidia-smi``: the fallback when NVML cannot be loaded here.
+
+``nvidia-smi -q -x`` gives everything but the compute capability, which comes from
+``nvidia-smi --query-gpu=index,uuid,compute_cap --format=csv,noheader``.  The fact names
+are the NVML probe's, with ``driver.source = "nvidia-smi"``.  Both parsers are pure
+functions of the text so they can be tested on recordings.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from cuda_doctor.facts import Facts, indexed
+from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.probes.nvml import (
+    SYSTEM_FACTS,
+    VERSION_MISMATCH_MESSAGE,
+    mark_failed,
+    reason_names,
+)
+from cuda_doctor.process import CommandResult, run_command
+
+SOURCE = "nvidia-smi"
+CSV_FIELDS: tuple[str, ...] = ("index", "uuid", "compute_cap")
+
+# Suffixes of <clocks_event_reason_*> (and the older <clocks_throttle_reason_*>) → nvml.h bit.
+_REASON_BITS: dict[str, int] = {
+    "gpu_idle": 0x1,
+    "applications_clocks_setting": 0x2,
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sync_boost": 0x10,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+    "display_clocks_setting": 0x100,
+}
+_REASON_PREFIXES = ("clocks_event_reason_", "clocks_throttle_reason_")
+
+_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)")
+_NOT_A_VALUE = {"N/A", "Not Supported", "Unknown Error", "Insufficient Permissions"}
+_TRUE = {"enabled", "yes", "active", "on"}
+_FALSE = {"disabled", "no", "not active", "off"}
+
+
+# -- small readers of nvidia-smi's text values -----------------------------------------------
+def _value(node: ET.Element | None, path: str) -> str | None:
+    """The stripped text at ``path``, or None when absent or "N/A"-like."""
+    if node is None:
+        return None
+    found = node.find(path)
+    if found is None or found.text is None:
+        return None
+    raw = found.text.strip()
+    if not raw or raw.strip("[]") in _NOT_A_VALUE:
+        return None
+    return raw
+
+
+def _number(raw: str | None) -> int | float | None:
+    """``"143771 MiB"`` → 143771, ``"78.02 W"`` → 78.02, ``"16x"`` → 16."""
+    if raw is None:
+        return None
+    match = _NUMBER.match(raw)
+    if match is None:
+        return None
+    digits = match.group(1)
+    return float(digits) if "." in digits else int(digits)
+
+
+def _integer(raw: str | None) -> int | None:
+    number = _number(raw)
+    return None if number is None else int(number)
+
+
+def _flag(raw: str | None) -> bool | None:
+    if raw is None:
+        return None
+    lowered = raw.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    return None
+
+
+def _first_value(node: ET.Element | None, *paths: str) -> str | None:
+    for path in paths:
+        raw = _value(node, path)
+        if raw is not None:
+            return raw
+    return None
+
+
+# -- nvidia-smi -q -x ------------------------------------------------------------------------
+def parse_query_xml(text: str) -> Facts:
+    """Facts from ``nvidia-smi -q -x``; malformed output leaves them unknown with the reason."""
+    facts = Facts()
+    facts.set("driver.source", SOURCE)
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        reason = f"nvidia-smi -q -x printed output that is not valid XML ({exc})"
+        for name in ("driver.status", *SYSTEM_FACTS, "gpu"):
+            facts.mark_unknown(name, reason)
+        return facts
+    if root.tag != "nvidia_smi_log":
+        reason = f"nvidia-smi -q -x printed <{root.tag}>, not <nvidia_smi_log>"
+        for name in ("driver.status", *SYSTEM_FACTS, "gpu"):
+            facts.mark_unknown(name, reason)
+        return facts
+
+    _set_or_unknown(facts, "driver.version", _value(root, "driver_version"), "no <driver_version>")
+    _set_or_unknown(facts, "driver.cuda_version", _value(root, "cuda_version"), "no <cuda_version>")
+    facts.mark_unknown("nvml.version", "nvidia-smi does not report the NVML version")
+    gpus = root.findall("gpu")
+    facts.set("gpu.count", len(gpus))
+    facts.set("driver.status", "ok" if gpus else "no_gpu")
+    facts.set("driver.error", None if gpus else "nvidia-smi lists no GPU")
+    for index, gpu in enumerate(gpus):
+        _parse_gpu(facts, index, gpu)
+    return facts
+
+
+def _set_or_unknown(facts: Facts, name: str, value: Any, reason: str) -> None:
+    if value is None:
+        facts.mark_unknown(name, reason)
+    else:
+        facts.set(name, value)
+
+
+def _parse_gpu(facts: Facts, index: int, gpu: ET.Element) -> None:
+    def put(field: str, value: Any) -> None:
+        facts.set(indexed("gpu", index, field), value)
+
+    put("index", index)
+    put("name", _value(gpu, "product_name"))
+    put("uuid", _value(gpu, "uuid"))
+    put("pci_bus_id", _value(gpu, "pci/pci_bus_id") or gpu.get("id"))
+    facts.mark_unknown(
+        indexed("gpu", index, "compute_capability"), "not in nvidia-smi -q -x output"
+    )
+    put("memory_total_mib", _integer(_value(gpu, "fb_memory_usage/total")))
+    put("memory_used_mib", _integer(_value(gpu, "fb_memory_usage/used")))
+    put("ecc_enabled", _flag(_value(gpu, "ecc_mode/current_ecc")))
+    put("ecc_uncorrected_volatile", _uncorrected_volatile(gpu.find("ecc_errors/volatile")))
+    put(
+        "retired_pages_pending",
+        _flag(
+            _first_value(gpu, "retired_pages/pending_retirement", "retired_pages/pending_blacklist")
+        ),
+    )
+    put("remapped_rows_pending", _flag(_value(gpu, "remapped_rows/remapped_row_pending")))
+    put("remapped_rows_failure", _flag(_value(gpu, "remapped_rows/remapped_row_failure")))
+    put("persistence_mode", _flag(_value(gpu, "persistence_mode")))
+    # No MIG support (N/A, or no <mig_mode> at all on old drivers) means MIG is off.
+    put("mig_enabled", bool(_flag(_value(gpu, "mig_mode/current_mig"))))
+    link = gpu.find("pci/pci_gpu_link_info")
+    put("pcie_gen_current", _integer(_value(link, "pcie_gen/current_link_gen")))
+    put("pcie_gen_max", _integer(_value(link, "pcie_gen/max_link_gen")))
+    put("pcie_width_current", _integer(_value(link, "link_widths/current_link_width")))
+    put("pcie_width_max", _integer(_value(link, "link_widths/max_link_width")))
+    _parse_clock_reasons(facts, index, gpu)
+    put("temperature_c", _integer(_value(gpu, "temperature/gpu_temp")))
+    power = gpu.find("gpu_power_readings")
+    if power is None:
+        power = gpu.find("power_readings")  # drivers before 535
+    put(
+        "power_w",
+        _number(_first_value(power, "power_draw", "average_power_draw", "instant_power_draw")),
+    )
+    put(
+        "power_limit_w",
+        _number(_first_value(power, "current_power_limit", "enforced_power_limit", "power_limit")),
+    )
+    processes = _processes(gpu.find("processes"))
+    put("processes", processes)
+    put("process_count", len(processes))
+
+
+def _uncorrected_volatile(volatile: ET.Element | None) -> int | None:
+    if volatile is None:
+        return None
+    if volatile.find("double_bit") is not None:  # pre-Ampere layout: single_bit / double_bit totals
+        return _integer(_value(volatile, "double_bit/total"))
+    counts = [
+        _integer(_value(volatile, child.tag)) for child in volatile if "uncorrectable" in child.tag
+    ]
+    known = [count for count in counts if count is not None]
+    return sum(known) if known else None
+
+
+def _parse_clock_reasons(facts: Facts, index: int, gpu: ET.Element) -> None:
+    mask_name = indexed("gpu", index, "clock_event_reasons")
+    names_name = indexed("gpu", index, "clock_event_reason_names")
+    section = gpu.find("clocks_event_reasons")
+    if section is None:
+        section = gpu.find("clocks_throttle_reasons")  # drivers before 535
+    if section is None:
+        for name in (mask_name, names_name):
+            facts.mark_unknown(name, "nvidia-smi -q -x has no clock event reasons")
+        return
+    mask = 0
+    seen = False
+    for child in section:
+        suffix = child.tag
+        for prefix in _REASON_PREFIXES:
+            suffix = suffix.removeprefix(prefix)
+        bit = _REASON_BITS.get(suffix)
+        state = _flag(_value(section, child.tag))
+        if bit is None or state is None:
+            continue
+        seen = True
+        if state:
+            mask |= bit
+    if not seen:
+        for name in (mask_name, names_name):
+            facts.set(name, None)
+        return
+    facts.set(mask_name, mask)
+    facts.set(names_name, reason_names(mask))
+
+
+def _processes(section: ET.Element | None) -> list[dict[str, Any]]:
+    if section is None:
+        return []
+    found: list[dict[str, Any]] = []
+    for info in section.findall("process_info"):
+        kind = _value(info, "type")
+        if kind is not None and "C" not in kind:
+            continue  # graphics-only clients; NVML's compute list does not hold them either
+        pid = _integer(_value(info, "pid"))
+        if pid is None:
+            continue
+        used = _number(_value(info, "used_memory"))
+        found.append(
+            {
+                "pid": pid,
+                "name": _value(info, "process_name"),
+                "used_mib": None if used is None else float(used),
+            }
+        )
+    return found
+
+
+# -- nvidia-smi --query-gpu=... --format=csv ---------------------------------------------
+def parse_query_gpu_csv(
+    text: str, fields: tuple[str, ...] = CSV_FIELDS
+) -> dict[int, dict[str, str | None]]:
+    """Rows of ``--query-gpu`` CSV keyed by GPU index; "[N/A]" cells become None.
+
+    Output printed with a header (``--format=csv``) names its own columns (units such as
+    `` [MiB]`` are dropped); without one, ``fields`` gives the column order.
+    """
+    rows: dict[int, dict[str, str | None]] = {}
+    names = list(fields)
+    lines = [line for line in text.splitlines() if line.strip()]
+    if lines and lines[0].split(",")[0].strip() == "index":
+        names = [re.sub(r"\s*\[.*\]$", "", cell.strip()) for cell in lines[0].split(",")]
+        lines = lines[1:]
+    for line in lines:
+        cells = [cell.strip() for cell in line.split(",")]
+        if len(cells) != len(names):
+            raise ValueError(f"expected {len(names)} columns, got {len(cells)}: {line.strip()!r}")
+        row: dict[str, str | None] = {
+            name: None if cell.strip("[]") in {"N/A", "Not Supported"} else cell
+            for name, cell in zip(names, cells, strict=True)
+        }
+        index = row.get("index")
+        if index is None or not index.isdigit():
+            raise ValueError(f"row without a GPU index: {line.strip()!r}")
+        rows[int(index)] = row
+    return rows
+
+
+# -- running nvidia-smi --------------------------------------------------------------------
+def collect_nvidia_smi(ctx: ProbeContext) -> Facts:
+    """Run ``nvidia-smi`` (found on ``ctx.env``'s PATH) within ``ctx.timeout`` per call."""
+    facts = Facts()
+    facts.set("driver.source", SOURCE)
+    result = run_command(["nvidia-smi", "-q", "-x"], timeout=ctx.timeout, env=ctx.env)
+    if not result.ok:
+        _record_failure(facts, result)
+        return facts
+    facts.merge(parse_query_xml(result.stdout))
+    count = facts.get("gpu.count")
+    if isinstance(count, int) and count > 0:
+        _add_compute_capability(ctx, facts, count)
+    return facts
+
+
+def _record_failure(facts: Facts, result: CommandResult) -> None:
+    error = result.error or "nvidia-smi failed"
+    if result.returncode is None and not result.timed_out and "not found on PATH" in error:
+        # nothing ran: leave the driver's state open for other sources
+        for name in ("driver.status", *SYSTEM_FACTS, "gpu"):
+            facts.mark_unknown(name, error)
+        return
+    if result.timed_out or result.returncode is None:
+        mark_failed(facts, "error", error, SOURCE)
+        return
+    output = f"{result.stdout}\n{result.stderr}"
+    if "version mismatch" in output:
+        mark_failed(facts, "version_mismatch", VERSION_MISMATCH_MESSAGE, SOURCE)
+    elif "couldn't communicate with the NVIDIA driver" in output:
+        mark_failed(facts, "not_loaded", _line_with(output, "couldn't communicate"), SOURCE)
+    elif "No devices were found" in output:
+        mark_failed(facts, "no_gpu", "nvidia-smi: No devices were found", SOURCE)
+        facts.set("gpu.count", 0)
+    elif "libnvidia-ml" in output or "NVML Shared Library Not Found" in output:
+        mark_failed(facts, "library_not_found", _line_with(output, "libnvidia-ml", error), SOURCE)
+    else:
+        mark_failed(facts, "error", error, SOURCE)
+
+
+def _line_with(output: str, needle: str, default: str | None = None) -> str:
+    for line in output.splitlines():
+        if needle in line:
+            return line.strip()
+    return default or needle
+
+
+def _add_compute_capability(ctx: ProbeContext, facts: Facts, count: int) -> None:
+    argv = ["nvidia-smi", f"--query-gpu={','.join(CSV_FIELDS)}", "--format=csv,noheader"]
+    result = run_command(argv, timeout=ctx.timeout, env=ctx.env)
+    names = [indexed("gpu", index, "compute_capability") for index in range(count)]
+    if not result.ok:
+        for name in names:
+            facts.mark_unknown(name, result.error or "nvidia-smi --query-gpu failed")
+        return
+    try:
+        rows = parse_query_gpu_csv(result.stdout)
+    except ValueError as exc:
+        for name in names:
+            facts.mark_unknown(name, f"nvidia-smi --query-gpu printed unexpected CSV: {exc}")
+        return
+    by_uuid = {row.get("uuid"): row for row in rows.values()}
+    for index, name in enumerate(names):
+        # -q -x lists GPUs in the same (PCI) order, but the UUID is the safer key
+        row = by_uuid.get(facts.get(indexed("gpu", index, "uuid"))) or rows.get(index)
+        capability = None if row is None else row.get("compute_cap")
+        if capability is None:
+            facts.mark_unknown(name, f"nvidia-smi --query-gpu gave no compute_cap for GPU {index}")
+        else:
+            facts.set(name, capability)

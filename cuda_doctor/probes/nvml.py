@@ -1,0 +1,399 @@
+"""Driver and GPU facts read through NVML (the ``pynvml`` module of nvidia-ml-py).
+
+NVML is the library nvidia-smi itself is built on, so this is the primary source of
+``driver.*``, ``nvml.version``, ``gpu.count`` and ``gpu[i].*``.  Loading it or asking it
+can hang on a wedged driver, so the whole conversation runs in a daemon thread that is
+abandoned after ``ctx.timeout``.  Every per-field call is separate: a field the GPU does
+not support is recorded as null, any other failure as unknown with NVML's message.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from cuda_doctor.facts import Facts, indexed
+from cuda_doctor.probes.base import ProbeContext
+
+MIB = 1024 * 1024
+
+# NVML return codes (nvml.h); the numbers are stable across releases.
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
+
+# nvmlDeviceGetTotalEccErrors arguments and nvmlDeviceGetTemperature sensor (nvml.h).
+_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+_VOLATILE_ECC = 0
+_TEMPERATURE_GPU = 0
+
+VERSION_MISMATCH_MESSAGE = "Failed to initialize NVML: Driver/library version mismatch"
+
+#: nvmlClocksEventReason* bits (nvml.h) and the names the facts use for them.
+CLOCK_EVENT_REASONS: dict[int, str] = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal",
+    0x40: "hw_thermal",
+    0x80: "hw_power_brake",
+    0x100: "display_clocks",
+}
+
+#: The per-GPU facts this source records (without the ``gpu[i].`` prefix).
+GPU_FIELDS: tuple[str, ...] = (
+    "index",
+    "name",
+    "uuid",
+    "pci_bus_id",
+    "compute_capability",
+    "memory_total_mib",
+    "memory_used_mib",
+    "ecc_enabled",
+    "ecc_uncorrected_volatile",
+    "retired_pages_pending",
+    "remapped_rows_pending",
+    "remapped_rows_failure",
+    "persistence_mode",
+    "mig_enabled",
+    "pcie_gen_current",
+    "pcie_gen_max",
+    "pcie_width_current",
+    "pcie_width_max",
+    "clock_event_reasons",
+    "clock_event_reason_names",
+    "temperature_c",
+    "power_w",
+    "power_limit_w",
+    "processes",
+    "process_count",
+)
+
+SYSTEM_FACTS: tuple[str, ...] = (
+    "driver.version",
+    "driver.cuda_version",
+    "nvml.version",
+    "gpu.count",
+)
+
+
+def reason_names(mask: int) -> list[str]:
+    """``0x5`` → ``["gpu_idle", "sw_power_cap"]``; unnamed bits come out as ``bit_0x…``."""
+    names = [name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit]
+    known = sum(CLOCK_EVENT_REASONS)
+    rest = mask & ~known
+    bit = 1
+    while rest:
+        if rest & bit:
+            names.append(f"bit_{bit:#x}")
+            rest &= ~bit
+        bit <<= 1
+    return names
+
+
+def cuda_version_text(value: int) -> str:
+    """NVML's CUDA driver version integer: 13000 → "13.0", 12040 → "12.4"."""
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+def text(value: object) -> str:
+    """Older bindings return ``bytes`` for names and UUIDs, newer ones ``str``."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def mark_failed(facts: Facts, status: str, error: str, source: str) -> None:
+    """Record a driver-level failure: the status, the message, and every fact it hides."""
+    facts.set("driver.source", source)
+    facts.set("driver.status", status)
+    facts.set("driver.error", error)
+    for name in SYSTEM_FACTS:
+        facts.mark_unknown(name, error)
+    facts.mark_unknown("gpu", error)
+
+
+def collect_nvml(ctx: ProbeContext, nvml: Any = None) -> Facts:
+    """Ask NVML about the driver and every GPU, within ``ctx.timeout`` seconds.
+
+    ``nvml`` replaces the ``pynvml`` module (tests pass a fake GPU here).
+    """
+    box: dict[str, Facts] = {}
+    worker = threading.Thread(
+        target=lambda: box.__setitem__("facts", _collect_guarded(ctx, nvml)),
+        name="cuda-doctor-nvml",
+        daemon=True,  # a hung driver call cannot be interrupted; the thread is left behind
+    )
+    worker.start()
+    worker.join(ctx.timeout)
+    if "facts" in box:
+        return box["facts"]
+    facts = Facts()
+    message = f"NVML did not answer in {ctx.timeout:g} s"
+    mark_failed(facts, "error", message, "nvml")
+    facts.set("nvml.error", message)
+    return facts
+
+
+def _collect_guarded(ctx: ProbeContext, nvml: Any) -> Facts:
+    try:
+        return _collect(ctx, nvml)
+    except Exception as exc:  # a binding bug must still end as a recorded reason
+        facts = Facts()
+        message = f"NVML query failed: {type(exc).__name__}: {exc}"
+        mark_failed(facts, "error", message, "nvml")
+        facts.set("nvml.error", message)
+        return facts
+
+
+def _collect(ctx: ProbeContext, nvml: Any) -> Facts:
+    facts = Facts()
+    if nvml is None:
+        try:
+            import pynvml
+        except ImportError as exc:
+            message = f"nvidia-ml-py (module pynvml) cannot be imported: {exc}"
+            mark_failed(facts, "library_not_found", message, "nvml")
+            facts.set("nvml.error", message)
+            return facts
+        nvml = pynvml
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        status, message = _init_failure(exc)
+        mark_failed(facts, status, message, "nvml")
+        facts.set("nvml.error", message)
+        return facts
+    except OSError as exc:  # some bindings let the loader's error through
+        message = f"libnvidia-ml.so.1 could not be loaded: {exc}"
+        mark_failed(facts, "library_not_found", message, "nvml")
+        facts.set("nvml.error", message)
+        return facts
+    try:
+        _read_everything(ctx, nvml, facts)
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except nvml.NVMLError as exc:
+            # the readings are already taken; keep the oddity as evidence
+            facts.set("nvml.shutdown_error", str(exc))
+    return facts
+
+
+def _init_failure(exc: Exception) -> tuple[str, str]:
+    code = getattr(exc, "value", None)
+    if code == NVML_ERROR_LIBRARY_NOT_FOUND:
+        return "library_not_found", f"libnvidia-ml.so.1 not found ({exc})"
+    if code == NVML_ERROR_DRIVER_NOT_LOADED:
+        return "not_loaded", f"NVIDIA kernel driver not loaded ({exc})"
+    if code == NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+        return "version_mismatch", VERSION_MISMATCH_MESSAGE
+    return "error", f"Failed to initialize NVML: {exc}"
+
+
+def _read_everything(ctx: ProbeContext, nvml: Any, facts: Facts) -> None:
+    reader = _Reader(nvml, facts)
+    facts.set("driver.source", "nvml")
+    facts.set("nvml.error", None)
+    reader.read("driver.version", ("nvmlSystemGetDriverVersion",), convert=text)
+    reader.read(
+        "driver.cuda_version",
+        ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"),
+        convert=lambda v: cuda_version_text(int(v)),
+    )
+    reader.read("nvml.version", ("nvmlSystemGetNVMLVersion",), convert=text)
+    try:
+        count = int(nvml.nvmlDeviceGetCount())
+    except nvml.NVMLError as exc:
+        message = f"NVML could not count the GPUs: {exc}"
+        facts.set("driver.status", "error")
+        facts.set("driver.error", message)
+        facts.mark_unknown("gpu.count", message)
+        facts.mark_unknown("gpu", message)
+        return
+    facts.set("gpu.count", count)
+    if count == 0:
+        facts.set("driver.status", "no_gpu")
+        facts.set("driver.error", "NVML reports no NVIDIA GPU")
+        return
+    facts.set("driver.status", "ok")
+    facts.set("driver.error", None)
+    for index in range(count):
+        _read_gpu(ctx, nvml, reader, index)
+
+
+def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None:
+    facts = reader.facts
+    facts.set(indexed("gpu", index, "index"), index)
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    except nvml.NVMLError as exc:
+        facts.mark_unknown(f"gpu[{index}]", f"NVML could not open GPU {index}: {exc}")
+        return
+
+    def read(field: str, names: Sequence[str], *args: Any, convert: Callable[[Any], Any]) -> None:
+        reader.read(indexed("gpu", index, field), names, handle, *args, convert=convert)
+
+    read("name", ("nvmlDeviceGetName",), convert=text)
+    read("uuid", ("nvmlDeviceGetUUID",), convert=text)
+    read("pci_bus_id", ("nvmlDeviceGetPciInfo",), convert=lambda info: text(info.busId))
+    read(
+        "compute_capability",
+        ("nvmlDeviceGetCudaComputeCapability",),
+        convert=lambda cc: f"{int(cc[0])}.{int(cc[1])}",
+    )
+    memory_total = indexed("gpu", index, "memory_total_mib")
+    memory = reader.call(memory_total, ("nvmlDeviceGetMemoryInfo",), handle)
+    if memory is _FAILED:
+        facts.mark_unknown(indexed("gpu", index, "memory_used_mib"), facts.unknown[memory_total])
+    else:
+        # NVML's "used" (v1) includes the driver's reserved memory, unlike nvidia-smi's
+        facts.set(memory_total, _mib(memory, "total"))
+        facts.set(indexed("gpu", index, "memory_used_mib"), _mib(memory, "used"))
+    read("ecc_enabled", ("nvmlDeviceGetEccMode",), convert=lambda mode: bool(mode[0]))
+    read(
+        "ecc_uncorrected_volatile",
+        ("nvmlDeviceGetTotalEccErrors",),
+        _MEMORY_ERROR_TYPE_UNCORRECTED,
+        _VOLATILE_ECC,
+        convert=int,
+    )
+    read("retired_pages_pending", ("nvmlDeviceGetRetiredPagesPendingStatus",), convert=bool)
+    rows_pending = indexed("gpu", index, "remapped_rows_pending")
+    rows_failure = indexed("gpu", index, "remapped_rows_failure")
+    rows = reader.call(rows_pending, ("nvmlDeviceGetRemappedRows",), handle)
+    if rows is _FAILED:
+        facts.mark_unknown(rows_failure, facts.unknown[rows_pending])
+    else:
+        # (corrected rows, uncorrected rows, remapping pending, remapping failed)
+        facts.set(rows_pending, None if rows is None else bool(rows[2]))
+        facts.set(rows_failure, None if rows is None else bool(rows[3]))
+    read("persistence_mode", ("nvmlDeviceGetPersistenceMode",), convert=bool)
+    # A board without MIG support answers NOT_SUPPORTED: MIG is then certainly off.
+    reader.read(
+        indexed("gpu", index, "mig_enabled"),
+        ("nvmlDeviceGetMigMode",),
+        handle,
+        convert=lambda mode: bool(mode[0]),
+        not_supported=False,
+    )
+    read("pcie_gen_current", ("nvmlDeviceGetCurrPcieLinkGeneration",), convert=int)
+    read("pcie_gen_max", ("nvmlDeviceGetMaxPcieLinkGeneration",), convert=int)
+    read("pcie_width_current", ("nvmlDeviceGetCurrPcieLinkWidth",), convert=int)
+    read("pcie_width_max", ("nvmlDeviceGetMaxPcieLinkWidth",), convert=int)
+    read(
+        "clock_event_reasons",
+        ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"),
+        convert=int,
+    )
+    mask_name = indexed("gpu", index, "clock_event_reasons")
+    names_name = indexed("gpu", index, "clock_event_reason_names")
+    if mask_name in facts.values:
+        mask = facts.values[mask_name]
+        facts.set(names_name, None if mask is None else reason_names(mask))
+    else:
+        facts.mark_unknown(names_name, facts.unknown.get(mask_name, "clock event reasons unknown"))
+    read("temperature_c", ("nvmlDeviceGetTemperature",), _TEMPERATURE_GPU, convert=int)
+    read("power_w", ("nvmlDeviceGetPowerUsage",), convert=_watts)
+    read("power_limit_w", ("nvmlDeviceGetEnforcedPowerLimit",), convert=_watts)
+    read(
+        "processes",
+        ("nvmlDeviceGetComputeRunningProcesses",),
+        convert=lambda procs: [_process(ctx, proc) for proc in procs],
+    )
+    procs_name = indexed("gpu", index, "processes")
+    count_name = indexed("gpu", index, "process_count")
+    if procs_name in facts.values:
+        procs = facts.values[procs_name]
+        facts.set(count_name, None if procs is None else len(procs))
+    else:
+        facts.mark_unknown(count_name, facts.unknown.get(procs_name, "processes unknown"))
+
+
+def _mib(memory: Any, attr: str) -> int | None:
+    if memory is None:
+        return None
+    return int(getattr(memory, attr)) // MIB
+
+
+def _watts(milliwatts: Any) -> float:
+    return round(int(milliwatts) / 1000.0, 3)
+
+
+def _process(ctx: ProbeContext, proc: Any) -> dict[str, Any]:
+    pid = int(proc.pid)
+    used = getattr(proc, "usedGpuMemory", None)
+    return {
+        "pid": pid,
+        "name": _process_name(ctx, pid),
+        "used_mib": None if used is None else round(int(used) / MIB, 1),
+    }
+
+
+def _process_name(ctx: ProbeContext, pid: int) -> str | None:
+    try:
+        return ctx.file(f"/proc/{pid}/comm").read_text(errors="replace").strip() or None
+    except OSError:
+        # another PID namespace (container) or no permission: the name is simply not known
+        return None
+
+
+class _Failed:
+    """Marker for a call whose failure is already recorded."""
+
+
+_FAILED = _Failed()
+
+
+class _Reader:
+    """Calls one NVML function per fact and records the value, null or the reason."""
+
+    def __init__(self, nvml: Any, facts: Facts) -> None:
+        self.nvml = nvml
+        self.facts = facts
+
+    def call(self, name: str, functions: Sequence[str], *args: Any) -> Any:
+        """The raw answer, ``None`` when not supported, or ``_FAILED`` (reason recorded)."""
+        present = [fn for fn in functions if hasattr(self.nvml, fn)]
+        if not present:
+            self.facts.mark_unknown(name, f"this nvidia-ml-py has no {functions[0]}")
+            return _FAILED
+        for position, function in enumerate(present):
+            try:
+                return getattr(self.nvml, function)(*args)
+            except self.nvml.NVMLError as exc:
+                code = getattr(exc, "value", None)
+                if code == NVML_ERROR_FUNCTION_NOT_FOUND and position + 1 < len(present):
+                    continue  # the driver predates this entry point; try the older one
+                if code == NVML_ERROR_NOT_SUPPORTED:
+                    return None
+                self.facts.mark_unknown(name, f"NVML {function}: {exc}")
+                return _FAILED
+            except Exception as exc:  # binding/driver skew surfaces as ctypes or type errors
+                self.facts.mark_unknown(name, f"NVML {function}: {type(exc).__name__}: {exc}")
+                return _FAILED
+        return _FAILED  # unreachable: the last function either returns or records
+
+    def read(
+        self,
+        name: str,
+        functions: Sequence[str],
+        *args: Any,
+        convert: Callable[[Any], Any],
+        not_supported: Any = None,
+    ) -> None:
+        raw = self.call(name, functions, *args)
+        if raw is _FAILED:
+            return
+        if raw is None:
+            self.facts.set(name, not_supported)
+            return
+        try:
+            self.facts.set(name, convert(raw))
+        except (TypeError, ValueError, AttributeError, IndexError) as exc:
+            self.facts.mark_unknown(name, f"NVML answered {raw!r}, which could not be read: {exc}")
