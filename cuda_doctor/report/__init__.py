@@ -1,0 +1,28 @@
+"""Reporters: the only code that turns results into output.  Each format returns a string."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cuda_doctor.pipeline import Report
+
+FORMATS = ("text", "json", "markdown")
+
+
+def render(report: Report, fmt: str, verbose: bool = False, color: bool = False, fail_on: str = "error") -> str:
+    """Render a check report in ``fmt`` (one of FORMATS)."""
+    from cuda_doctor.results import Severity
+
+    severity = Severity(fail_on)
+    if fmt == "json":
+        from cuda_doctor.report.json_report import render_json
+
+        return render_json(report, severity)
+    if fmt == "markdown":
+        from cuda_doctor.report.markdown import render_markdown
+
+        return render_markdown(report, verbose, severity)
+    from cuda_doctor.report.text import render_text
+
+    return render_text(report, verbose=verbose, color=color, fail_on=severity)

@@ -1,0 +1,114 @@
+"""Run the user's command as a child: its stdio untouched, signals forwarded, its exit code kept.
+
+This is the one subprocess that does not go through ``process.run_command``: its output must
+reach the user's terminal byte for byte and it has no time limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import FrameType
+
+EXIT_NOT_FOUND = 127  # as a POSIX shell reports it
+EXIT_CANNOT_EXECUTE = 126
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@dataclass(frozen=True)
+class SpawnError:
+    exit_code: int
+    message: str  # one line for stderr
+
+
+def exit_code_of(returncode: int) -> int:
+    """A death by signal N reads as 128+N, like a shell."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def spawn(
+    argv: Sequence[str], env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes] | SpawnError:
+    """Start ``argv`` sharing our stdin/stdout/stderr and process group (so Ctrl-C reaches it)."""
+    name = argv[0] if argv else ""
+    if not argv:
+        return SpawnError(
+            2, "cuda-doctor watch: no command given (usage: cuda-doctor watch -- CMD ARGS…)"
+        )
+    try:
+        return subprocess.Popen(list(argv), env=dict(env) if env is not None else None)
+    except FileNotFoundError:
+        return SpawnError(EXIT_NOT_FOUND, f"cuda-doctor watch: {name}: command not found")
+    except PermissionError:
+        return SpawnError(EXIT_CANNOT_EXECUTE, f"cuda-doctor watch: {name}: permission denied")
+    except OSError as exc:
+        code = EXIT_NOT_FOUND if exc.errno == errno.ENOENT else EXIT_CANNOT_EXECUTE
+        return SpawnError(code, f"cuda-doctor watch: {name}: {exc.strerror or exc}")
+
+
+def _terminal_delivers_to_group() -> bool:
+    """True when a Ctrl-C typed at a terminal already reaches the child directly.
+
+    The child shares our process group; if that group is the terminal's foreground group, the
+    kernel sends SIGINT to both of us, and forwarding it would make the child see it twice.
+    """
+    for fd in (0, 1, 2):
+        try:
+            if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+class SignalForwarder:
+    """Forwards SIGINT, SIGTERM and SIGHUP to the child (held back until the child exists)."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._pending: list[int] = []
+        self.received: list[int] = []
+
+    def attach(self, proc: subprocess.Popen[bytes]) -> None:
+        self._proc = proc
+        for signum in self._pending:
+            self._send(signum)
+        self._pending.clear()
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        self.received.append(signum)
+        if signum == signal.SIGINT and _terminal_delivers_to_group():
+            return
+        if self._proc is None:
+            self._pending.append(signum)
+        else:
+            self._send(signum)
+
+    def _send(self, signum: int) -> None:
+        proc = self._proc
+        if proc is None or proc.returncode is not None:
+            return
+        # The child may have just exited; then there is nobody left to tell.
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+
+
+@contextlib.contextmanager
+def forwarding_signals() -> Iterator[SignalForwarder]:
+    forwarder = SignalForwarder()
+    previous = {signum: signal.signal(signum, forwarder.handle) for signum in FORWARDED}
+    try:
+        yield forwarder
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def wait(proc: subprocess.Popen[bytes]) -> int:
+    """Wait for the child (signal handlers run meanwhile) and return its shell-style exit code."""
+    return exit_code_of(proc.wait())
