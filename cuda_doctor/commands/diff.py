@@ -1,0 +1,47 @@
+"""``cuda-doctor diff BEFORE AFTER``: what changed on one machine between two saved reports."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from cuda_doctor.commands.compare_options import FORMAT_OPTION, NOISE, fail_input
+from cuda_doctor.compare.diff import DEFAULT_NOISE, diff_reports
+from cuda_doctor.compare.load import ReportError, load_report
+from cuda_doctor.report import compare_json, compare_markdown, compare_text
+
+
+@click.command("diff")
+@click.argument("before", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("after", type=click.Path(dir_okay=False, path_type=str))
+@FORMAT_OPTION
+@click.option(
+    "--noise",
+    type=NOISE,
+    default=DEFAULT_NOISE,
+    show_default="5%",
+    help="Smoke figures within this band are 'the same': a fraction (0.05) or a percentage (5%).",
+)
+def command(before: str, after: str, output_format: str, noise: float) -> None:
+    """Compare two reports of one machine (cuda-doctor check --save FILE).
+
+    Shows the configuration that changed (driver, CUDA, framework build, cuDNN, NCCL,
+    container), rule outcomes that flipped (newly failing first) and smoke figures as
+    after/before ratios.  Exit status: 1 when something got worse (a rule newly failing,
+    a smoke check broken, a figure slower than the noise band), 0 otherwise, 2 when a
+    report cannot be read.
+    """
+    try:
+        old = load_report(before)
+        new = load_report(after)
+    except ReportError as exc:
+        fail_input(str(exc))
+    result = diff_reports(old, new, noise=noise)
+    if output_format == "json":
+        compare_json.print_diff(result)
+    elif output_format == "markdown":
+        compare_markdown.print_diff(result)
+    else:
+        compare_text.print_diff(result)
+    sys.exit(1 if result.worse else 0)

@@ -1,0 +1,59 @@
+"""``cuda-doctor fleet REPORT…|DIR``: many nodes' saved reports side by side."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from cuda_doctor.commands.compare_options import FORMAT_OPTION, NOISE, fail_input
+from cuda_doctor.compare.diff import DEFAULT_NOISE
+from cuda_doctor.compare.fleet import compare_fleet
+from cuda_doctor.compare.load import load_many
+from cuda_doctor.report import compare_json, compare_markdown, compare_text
+
+
+@click.command("fleet")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
+@FORMAT_OPTION
+@click.option(
+    "--noise",
+    type=NOISE,
+    default=DEFAULT_NOISE,
+    show_default="5%",
+    help="Smaller deviations from a GPU model's median are never called outliers.",
+)
+@click.option(
+    "--fail-on-difference",
+    is_flag=True,
+    help="Exit 1 when a report is unreadable, a node differs from the majority, "
+    "has failing rules or is a performance outlier.",
+)
+@click.option("--all-nodes", is_flag=True, help="Text output: list every node, however many.")
+def command(
+    paths: tuple[str, ...],
+    output_format: str,
+    noise: float,
+    fail_on_difference: bool,
+    all_nodes: bool,
+) -> None:
+    """Compare reports gathered from many nodes (files, or directories of *.json).
+
+    Shows a table of nodes, the majority configuration (driver, CUDA, torch and its CUDA
+    build, NCCL, GPU model and count), every node that differs from it, failing rules per
+    node, and performance outliers among GPUs of the same model (median and MAD).
+    Unreadable reports are named and the rest are still compared.  Exit status: 0, or 1
+    with --fail-on-difference when anything stands out; 2 when no report could be read.
+    """
+    reports, errors = load_many(paths)
+    if not reports:
+        reasons = "; ".join(str(e) for e in errors) or "no reports given"
+        fail_input(f"no readable report: {reasons}")
+    result = compare_fleet(reports, errors, noise=noise)
+    if output_format == "json":
+        compare_json.print_fleet(result)
+    elif output_format == "markdown":
+        compare_markdown.print_fleet(result)
+    else:
+        compare_text.print_fleet(result, all_nodes=all_nodes)
+    sys.exit(1 if fail_on_difference and not result.uniform else 0)

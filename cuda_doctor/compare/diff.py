@@ -1,0 +1,238 @@
+"""Before/after comparison of two reports of one machine.  Pure functions, frozen results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cuda_doctor.compare.keys import (
+    KEY_FACTS,
+    METRICS,
+    MISSING,
+    SMOKE_CHECKS,
+    key_fact,
+    number,
+    smoke_indices,
+)
+from cuda_doctor.compare.load import Report
+from cuda_doctor.results import FINDING_RANK, Result, Status
+
+DEFAULT_NOISE = 0.05
+
+#: A finding at or above this rank (warn) counts as "failing" for the worse verdict.
+_FAILING_RANK = FINDING_RANK[Status.WARN]
+
+
+@dataclass(frozen=True)
+class FactChange:
+    name: str
+    label: str
+    before: Any  # None is a real value (e.g. a CPU-only torch has no CUDA build)
+    after: Any
+    before_known: bool
+    after_known: bool
+
+
+@dataclass(frozen=True)
+class RuleFlip:
+    rule: str
+    subject: str | None
+    title: str
+    before: Status | None  # None: the rule did not report on this subject then
+    after: Status | None
+    message: str  # the newer message (what to read to act on it)
+    direction: str  # "worse" | "better" | "changed"
+
+
+@dataclass(frozen=True)
+class FigureChange:
+    gpu: int
+    metric: str
+    label: str
+    unit: str
+    before: float | None
+    after: float | None
+    ratio: float | None  # after / before
+    verdict: str  # "faster" | "slower" | "same" | "missing"
+
+
+@dataclass(frozen=True)
+class CheckChange:
+    name: str  # "smoke.status" or "smoke[0].conv_ok"
+    label: str
+    before: Any
+    after: Any
+    worse: bool
+
+
+@dataclass(frozen=True)
+class Diff:
+    before: Report
+    after: Report
+    noise: float
+    facts: tuple[FactChange, ...]
+    rules: tuple[RuleFlip, ...]
+    figures: tuple[FigureChange, ...]  # every figure measured in either report, changed or not
+    checks: tuple[CheckChange, ...]
+
+    @property
+    def newly_failing(self) -> tuple[RuleFlip, ...]:
+        return tuple(r for r in self.rules if r.direction == "worse")
+
+    @property
+    def fixed(self) -> tuple[RuleFlip, ...]:
+        return tuple(r for r in self.rules if r.direction == "better")
+
+    @property
+    def slower(self) -> tuple[FigureChange, ...]:
+        return tuple(f for f in self.figures if f.verdict == "slower")
+
+    @property
+    def faster(self) -> tuple[FigureChange, ...]:
+        return tuple(f for f in self.figures if f.verdict == "faster")
+
+    @property
+    def broken_checks(self) -> tuple[CheckChange, ...]:
+        return tuple(c for c in self.checks if c.worse)
+
+    @property
+    def worse(self) -> bool:
+        """Something got worse: a rule newly failing, a figure slower, a smoke check broken."""
+        return bool(self.newly_failing or self.slower or self.broken_checks)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.facts or self.rules or self.checks or self.slower or self.faster)
+
+    @property
+    def same_host(self) -> bool:
+        return self.before.host == self.after.host
+
+
+def diff_reports(before: Report, after: Report, noise: float = DEFAULT_NOISE) -> Diff:
+    if not 0 <= noise < 1:
+        raise ValueError(f"noise band must be a fraction in [0, 1), got {noise}")
+    return Diff(
+        before=before,
+        after=after,
+        noise=noise,
+        facts=diff_facts(before, after),
+        rules=diff_rules(before.results, after.results),
+        figures=diff_figures(before, after, noise),
+        checks=diff_checks(before, after),
+    )
+
+
+def diff_facts(before: Report, after: Report) -> tuple[FactChange, ...]:
+    changes: list[FactChange] = []
+    for name, label in KEY_FACTS:
+        old, new = key_fact(before, name), key_fact(after, name)
+        if old is MISSING and new is MISSING:
+            continue
+        if old is not MISSING and new is not MISSING and old == new:
+            continue
+        changes.append(
+            FactChange(
+                name=name,
+                label=label,
+                before=None if old is MISSING else old,
+                after=None if new is MISSING else new,
+                before_known=old is not MISSING,
+                after_known=new is not MISSING,
+            )
+        )
+    return tuple(changes)
+
+
+def _rank(status: Status | None) -> int:
+    return 0 if status is None else FINDING_RANK.get(status, 0)
+
+
+def _direction(old: Status | None, new: Status | None) -> str:
+    old_rank, new_rank = _rank(old), _rank(new)
+    if new_rank >= _FAILING_RANK and new_rank > old_rank:
+        return "worse"
+    if old_rank >= _FAILING_RANK and new_rank < old_rank:
+        return "better"
+    return "changed"
+
+
+def diff_rules(before: tuple[Result, ...], after: tuple[Result, ...]) -> tuple[RuleFlip, ...]:
+    """Outcomes that differ, keyed by (rule, subject); newly failing first, most serious first."""
+    old = {(r.rule_id, r.subject): r for r in before}
+    new = {(r.rule_id, r.subject): r for r in after}
+    flips: list[RuleFlip] = []
+    for key in sorted(old.keys() | new.keys(), key=lambda k: (k[0], k[1] or "")):
+        a, b = old.get(key), new.get(key)
+        sa = a.status if a else None
+        sb = b.status if b else None
+        if sa == sb:
+            continue
+        shown = b if b is not None else a
+        if shown is None:
+            continue
+        flips.append(
+            RuleFlip(
+                rule=key[0],
+                subject=key[1],
+                title=shown.title,
+                before=sa,
+                after=sb,
+                message=shown.message,
+                direction=_direction(sa, sb),
+            )
+        )
+    order = {"worse": 0, "better": 1, "changed": 2}
+    flips.sort(key=lambda f: (order[f.direction], -_rank(f.after), f.rule, f.subject or ""))
+    return tuple(flips)
+
+
+def _verdict(ratio: float, noise: float, higher_is_better: bool) -> str:
+    if (1 - noise) <= ratio <= (1 + noise):
+        return "same"
+    improved = ratio > 1 if higher_is_better else ratio < 1
+    return "faster" if improved else "slower"
+
+
+def diff_figures(before: Report, after: Report, noise: float) -> tuple[FigureChange, ...]:
+    out: list[FigureChange] = []
+    indices = sorted(set(smoke_indices(before)) | set(smoke_indices(after)))
+    for i in indices:
+        for m in METRICS:
+            name = f"smoke[{i}].{m.key}"
+            old, new = number(before.get(name)), number(after.get(name))
+            if old is None and new is None:
+                continue
+            if old is None or new is None or old <= 0:
+                ratio, verdict = None, "missing"
+            else:
+                ratio = new / old
+                verdict = _verdict(ratio, noise, m.higher_is_better)
+            out.append(FigureChange(i, m.key, m.label, m.unit, old, new, ratio, verdict))
+    return tuple(out)
+
+
+def diff_checks(before: Report, after: Report) -> tuple[CheckChange, ...]:
+    out: list[CheckChange] = []
+    old_status, new_status = before.get("smoke.status"), after.get("smoke.status")
+    if old_status != new_status and (old_status is not None or new_status is not None):
+        out.append(
+            CheckChange(
+                "smoke.status",
+                "smoke run",
+                old_status,
+                new_status,
+                worse=old_status == "ok" and new_status in ("failed", "timeout"),
+            )
+        )
+    indices = sorted(set(smoke_indices(before)) | set(smoke_indices(after)))
+    for i in indices:
+        for key, label in SMOKE_CHECKS:
+            name = f"smoke[{i}].{key}"
+            old, new = before.get(name), after.get(name)
+            if old == new:
+                continue
+            out.append(
+                CheckChange(name, f"GPU {i} {label}", old, new, worse=old is True and new is False)
+            )
+    return tuple(out)

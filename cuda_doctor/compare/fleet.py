@@ -1,0 +1,305 @@
+"""Many nodes side by side: the majority configuration, the nodes that differ from it, the
+failing rules per node, and performance outliers among GPUs of the same model.
+
+Outliers use robust statistics (median and MAD), so one broken node cannot drag the
+reference the way it drags a mean.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass, fields
+from typing import Any
+
+from cuda_doctor.compare.diff import DEFAULT_NOISE
+from cuda_doctor.compare.keys import METRICS, Metric, number, smoke_indices
+from cuda_doctor.compare.load import Report, ReportError
+from cuda_doctor.results import Status
+
+#: Robust z-score above which a figure is an outlier (Iglewicz & Hoaglin's 3.5).
+Z_LIMIT = 3.5
+#: Scale that makes the MAD estimate a standard deviation for normally distributed data.
+MAD_SCALE = 1.4826
+#: A figure this far below the group's median is flagged even when the MAD is 0 (or tiny).
+SLOW_RATIO = 0.8
+#: Fewer GPUs than this of one model: no median worth comparing against.
+MIN_GROUP = 3
+
+_FAILING = (Status.FAIL, Status.ERROR)
+
+
+@dataclass(frozen=True)
+class Config:
+    """The configuration tuple nodes are grouped by; None means the report did not know it."""
+
+    driver: Any
+    cuda_driver: Any
+    torch: Any
+    torch_cuda: Any
+    nccl: Any
+    gpu_model: Any
+    gpu_count: Any
+
+
+CONFIG_LABELS: dict[str, str] = {
+    "driver": "NVIDIA driver",
+    "cuda_driver": "CUDA (driver API)",
+    "torch": "torch",
+    "torch_cuda": "torch CUDA build",
+    "nccl": "NCCL",
+    "gpu_model": "GPU model",
+    "gpu_count": "GPU count",
+}
+
+
+@dataclass(frozen=True)
+class Node:
+    host: str
+    path: str
+    config: Config
+    failing: tuple[str, ...]  # "CD101" or "CD301 (GPU 3)"
+    warnings: int
+    created: str | None
+
+
+@dataclass(frozen=True)
+class FieldDifference:
+    field: str
+    label: str
+    value: Any
+    majority: Any
+
+
+@dataclass(frozen=True)
+class NodeDifference:
+    host: str
+    path: str
+    differences: tuple[FieldDifference, ...]
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    gpu_model: str
+    metric: str
+    label: str
+    unit: str
+    count: int
+    median: float
+    mad: float
+
+
+@dataclass(frozen=True)
+class Outlier:
+    host: str
+    path: str
+    gpu: int
+    gpu_model: str
+    metric: str
+    label: str
+    unit: str
+    value: float
+    median: float
+    ratio: float  # value / median
+    z: float | None  # robust z-score; None when the group's MAD is 0
+    direction: str  # "slow" | "fast"
+
+
+@dataclass(frozen=True)
+class Fleet:
+    nodes: tuple[Node, ...]
+    errors: tuple[ReportError, ...]
+    majority: Config | None
+    majority_count: int
+    majority_tied: bool  # another configuration is just as common
+    differing: tuple[NodeDifference, ...]
+    outliers: tuple[Outlier, ...]
+    stats: tuple[GroupStats, ...]
+    duplicates: tuple[str, ...]  # hosts with more than one report
+    noise: float
+
+    @property
+    def failing(self) -> tuple[Node, ...]:
+        return tuple(n for n in self.nodes if n.failing)
+
+    @property
+    def uniform(self) -> bool:
+        """Every report read, every node like the majority, nothing failing, no outliers."""
+        return not (self.errors or self.differing or self.failing or self.outliers)
+
+
+def node_config(report: Report) -> Config:
+    names = _gpu_names(report)
+    models = sorted(set(names.values()))
+    return Config(
+        driver=report.get("driver.version"),
+        cuda_driver=report.get("driver.cuda_version"),
+        torch=report.get("torch.version"),
+        torch_cuda=report.get("torch.cuda_build"),
+        nccl=report.get("torch.nccl_version"),
+        gpu_model=", ".join(models) if models else None,
+        gpu_count=report.get("gpu.count"),
+    )
+
+
+def _gpu_names(report: Report) -> dict[int, str]:
+    """NVML index → name, from ``gpu[i].name``."""
+    out: dict[int, str] = {}
+    count = number(report.get("gpu.count"))
+    limit = int(count) if count is not None else 0
+    # Probe names by index rather than scanning every fact: much cheaper on big fleets.
+    i = 0
+    while i < limit or f"gpu[{i}].name" in report.values:
+        name = report.values.get(f"gpu[{i}].name")
+        if isinstance(name, str):
+            out[i] = name
+        i += 1
+        if i > 4096:
+            break
+    return out
+
+
+def _smoke_models(report: Report, nvml_names: dict[int, str]) -> dict[int, str]:
+    """CUDA ordinal → GPU name for the smoke figures (torch's order when it said so)."""
+    torch_names = report.get("torch.device_names")
+    out: dict[int, str] = {}
+    for i in smoke_indices(report):
+        if (
+            isinstance(torch_names, list)
+            and i < len(torch_names)
+            and isinstance(torch_names[i], str)
+        ):
+            out[i] = torch_names[i]
+        elif i in nvml_names:
+            out[i] = nvml_names[i]
+    return out
+
+
+def _node(report: Report) -> Node:
+    failing: list[str] = []
+    warnings = 0
+    for r in report.results:
+        if r.status in _FAILING:
+            failing.append(f"{r.rule_id} ({r.subject})" if r.subject else r.rule_id)
+        elif r.status == Status.WARN:
+            warnings += 1
+    return Node(
+        host=report.host,
+        path=report.path,
+        config=node_config(report),
+        failing=tuple(failing),
+        warnings=warnings,
+        created=report.created,
+    )
+
+
+def compare_fleet(
+    reports: list[Report],
+    errors: list[ReportError] | tuple[ReportError, ...] = (),
+    noise: float = DEFAULT_NOISE,
+) -> Fleet:
+    nodes = [_node(r) for r in reports]
+    majority, majority_count, tied = _majority([n.config for n in nodes])
+    differing = tuple(
+        NodeDifference(n.host, n.path, _differences(n.config, majority))
+        for n in nodes
+        if majority is not None and n.config != majority
+    )
+    stats, outliers = _outliers(reports, noise)
+    host_counts = Counter(n.host for n in nodes)
+    return Fleet(
+        nodes=tuple(nodes),
+        errors=tuple(errors),
+        majority=majority,
+        majority_count=majority_count,
+        majority_tied=tied,
+        differing=differing,
+        outliers=outliers,
+        stats=stats,
+        duplicates=tuple(sorted(h for h, c in host_counts.items() if c > 1)),
+        noise=noise,
+    )
+
+
+def _majority(configs: list[Config]) -> tuple[Config | None, int, bool]:
+    if not configs:
+        return None, 0, False
+    ranked = Counter(configs).most_common(2)
+    top, count = ranked[0]
+    tied = len(ranked) > 1 and ranked[1][1] == count
+    return top, count, tied
+
+
+def _differences(config: Config, majority: Config | None) -> tuple[FieldDifference, ...]:
+    if majority is None:
+        return ()
+    out = []
+    for f in fields(Config):
+        mine, theirs = getattr(config, f.name), getattr(majority, f.name)
+        if mine != theirs:
+            out.append(FieldDifference(f.name, CONFIG_LABELS[f.name], mine, theirs))
+    return tuple(out)
+
+
+def _outliers(
+    reports: list[Report], noise: float
+) -> tuple[tuple[GroupStats, ...], tuple[Outlier, ...]]:
+    # (model, metric) → [(report, gpu ordinal, value)]
+    groups: dict[tuple[str, str], list[tuple[Report, int, float]]] = defaultdict(list)
+    for report in reports:
+        models = _smoke_models(report, _gpu_names(report))
+        for i, model in models.items():
+            for m in METRICS:
+                value = number(report.values.get(f"smoke[{i}].{m.key}"))
+                if value is not None and value > 0:
+                    groups[(model, m.key)].append((report, i, value))
+    by_key = {m.key: m for m in METRICS}
+    stats: list[GroupStats] = []
+    outliers: list[Outlier] = []
+    for (model, key), members in sorted(groups.items()):
+        metric = by_key[key]
+        values = [v for _, _, v in members]
+        median = statistics.median(values)
+        mad = statistics.median(abs(v - median) for v in values)
+        stats.append(GroupStats(model, key, metric.label, metric.unit, len(values), median, mad))
+        if len(values) < MIN_GROUP or median <= 0:
+            continue
+        for report, gpu, value in members:
+            found = _judge(value, median, mad, noise, metric)
+            if found is not None:
+                z, direction = found
+                outliers.append(
+                    Outlier(
+                        host=report.host,
+                        path=report.path,
+                        gpu=gpu,
+                        gpu_model=model,
+                        metric=key,
+                        label=metric.label,
+                        unit=metric.unit,
+                        value=value,
+                        median=median,
+                        ratio=value / median,
+                        z=z,
+                        direction=direction,
+                    )
+                )
+    outliers.sort(key=lambda o: (o.direction != "slow", o.host, o.gpu, o.metric))
+    return tuple(stats), tuple(outliers)
+
+
+def _judge(
+    value: float, median: float, mad: float, noise: float, metric: Metric
+) -> tuple[float | None, str] | None:
+    """(z, "slow"|"fast") when ``value`` is an outlier in its group, else None."""
+    ratio = value / median
+    worse = ratio < 1 if metric.higher_is_better else ratio > 1
+    direction = "slow" if worse else "fast"
+    z = (value - median) / (MAD_SCALE * mad) if mad > 0 else None
+    # A tight group makes tiny wobbles statistically extreme; require the noise band too.
+    if z is not None and abs(z) > Z_LIMIT and abs(ratio - 1) > noise:
+        return z, direction
+    slow_floor = ratio < SLOW_RATIO if metric.higher_is_better else ratio > 1 / SLOW_RATIO
+    if slow_floor:
+        return z, direction
+    return None

@@ -1,0 +1,117 @@
+"""What comparisons look at: the key configuration facts and the smoke-run figures."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from cuda_doctor.compare.load import Report
+
+#: Facts whose change matters after an upgrade, with the label shown to people.
+KEY_FACTS: tuple[tuple[str, str], ...] = (
+    ("driver.version", "NVIDIA driver"),
+    ("driver.cuda_version", "CUDA (driver API)"),
+    ("torch.version", "torch"),
+    ("torch.cuda_build", "torch CUDA build"),
+    ("torch.cudnn_version", "cuDNN (torch)"),
+    ("torch.nccl_version", "NCCL (torch)"),
+    ("tensorflow.version", "TensorFlow"),
+    ("container.cuda_version", "container CUDA"),
+    ("framework.python_version", "Python"),
+    ("gpu.count", "GPU count"),
+    ("gpu.models", "GPU models"),  # computed from gpu[i].name, see gpu_models()
+)
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str  # the fact suffix: smoke[i].<key>
+    label: str
+    unit: str
+    higher_is_better: bool
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("bf16_tflops", "bf16 matmul", "TFLOP/s", True),
+    Metric("fp16_tflops", "fp16 matmul", "TFLOP/s", True),
+    Metric("fp32_tflops", "fp32 matmul", "TFLOP/s", True),
+    Metric("h2d_pinned_gbps", "H2D pinned", "GB/s", True),
+    Metric("h2d_pageable_gbps", "H2D pageable", "GB/s", True),
+    Metric("d2h_pinned_gbps", "D2H pinned", "GB/s", True),
+    Metric("launch_us", "kernel launch", "µs", False),
+)
+
+#: Smoke-run pass/fail checks: True → False is a regression.
+SMOKE_CHECKS: tuple[tuple[str, str], ...] = (
+    ("vector_add_ok", "vector add"),
+    ("matmul_ok", "matmul"),
+    ("conv_ok", "convolution"),
+    ("amp_step_ok", "AMP training step"),
+)
+
+_SMOKE_INDEX = re.compile(r"^smoke\[(\d+)\]\.")
+_GPU_NAME = re.compile(r"^gpu\[(\d+)\]\.name$")
+
+#: Marker for "this report does not know the fact" (distinct from a known ``None``).
+MISSING: Any = object()
+
+
+def gpu_models(report: Report) -> str | None:
+    """``"8× NVIDIA H200"`` (or ``"7× NVIDIA H200, 1× NVIDIA H100"``); None when no names."""
+    names = [v for k, v in report.values.items() if _GPU_NAME.match(k) and isinstance(v, str)]
+    if not names:
+        return None
+    counts = Counter(names)
+    return ", ".join(
+        f"{n}× {name}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
+
+
+def primary_gpu_model(report: Report) -> str | None:
+    """The most common GPU name on the node: the group it is compared within."""
+    names = [v for k, v in report.values.items() if _GPU_NAME.match(k) and isinstance(v, str)]
+    if not names:
+        return None
+    return Counter(names).most_common(1)[0][0]
+
+
+def key_fact(report: Report, name: str) -> Any:
+    """The value of a key fact, or ``MISSING`` when the report does not know it."""
+    if name == "gpu.models":
+        models = gpu_models(report)
+        return MISSING if models is None else models
+    if name in report.values:
+        return report.values[name]
+    return MISSING
+
+
+def smoke_indices(report: Report) -> list[int]:
+    found = {
+        int(m.group(1))
+        for k in report.values
+        if k.startswith("smoke[") and (m := _SMOKE_INDEX.match(k))
+    }
+    return sorted(found)
+
+
+def number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def show(value: Any) -> str:
+    """A fact value as people read it."""
+    if value is MISSING:
+        return "unknown"
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list):
+        return ", ".join(show(v) for v in value) or "—"
+    return str(value)

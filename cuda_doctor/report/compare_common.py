@@ -1,0 +1,80 @@
+"""Wording shared by the text and Markdown comparison reporters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cuda_doctor.compare.diff import Diff, FactChange, FigureChange
+from cuda_doctor.compare.fleet import Fleet, Outlier
+from cuda_doctor.compare.keys import MISSING, show
+
+
+def fact_side(change: FactChange, after: bool) -> str:
+    known = change.after_known if after else change.before_known
+    return show((change.after if after else change.before) if known else MISSING)
+
+
+def figure_value(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g}"
+
+
+def ratio(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}×"
+
+
+def figure_note(f: FigureChange) -> str:
+    return {
+        "slower": "← slower",
+        "faster": "faster",
+        "same": "within noise",
+        "missing": "not measured in both",
+    }[f.verdict]
+
+
+def diff_verdict(diff: Diff) -> str:
+    parts = []
+    if diff.newly_failing:
+        parts.append(_count(len(diff.newly_failing), "rule newly failing", "rules newly failing"))
+    if diff.broken_checks:
+        parts.append(_count(len(diff.broken_checks), "smoke check broken", "smoke checks broken"))
+    if diff.slower:
+        parts.append(_count(len(diff.slower), "figure slower", "figures slower"))
+    if diff.worse:
+        return "worse: " + ", ".join(parts)
+    if diff.changed:
+        good = []
+        if diff.fixed:
+            good.append(_count(len(diff.fixed), "rule fixed", "rules fixed"))
+        if diff.faster:
+            good.append(_count(len(diff.faster), "figure faster", "figures faster"))
+        if diff.facts:
+            good.append(_count(len(diff.facts), "fact changed", "facts changed"))
+        return "nothing got worse" + (": " + ", ".join(good) if good else "")
+    return "no change"
+
+
+def fleet_verdict(fleet: Fleet) -> str:
+    parts = [_count(len(fleet.nodes), "node", "nodes")]
+    if fleet.errors:
+        parts.append(_count(len(fleet.errors), "report unreadable", "reports unreadable"))
+    parts.append(f"{len(fleet.differing)} differ from the majority")
+    parts.append(f"{len(fleet.failing)} with failing rules")
+    hosts = {o.host for o in fleet.outliers}
+    parts.append(f"{len(fleet.outliers)} performance outliers on {len(hosts)} nodes")
+    return ", ".join(parts)
+
+
+def config_value(value: Any) -> str:
+    return "unknown" if value is None else show(value)
+
+
+def outlier_text(o: Outlier) -> str:
+    z = "" if o.z is None else f", robust z {o.z:+.1f}"
+    return (
+        f"{o.label} {o.value:.4g} {o.unit} = {o.ratio:.2f}× the median "
+        f"{o.median:.4g} of {o.gpu_model}{z}"
+    )
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"

@@ -1,0 +1,116 @@
+"""JSON for ``diff`` and ``fleet``: complete and stable, for CI and dashboards."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+import click
+
+from cuda_doctor import __version__
+from cuda_doctor.compare.diff import Diff
+from cuda_doctor.compare.fleet import Fleet
+from cuda_doctor.compare.load import Report
+
+#: Version of the comparison output below (independent of the report schema it reads).
+COMPARE_SCHEMA_VERSION = 1
+
+
+def _source(report: Report) -> dict[str, Any]:
+    return {
+        "path": report.path,
+        "host": report.host,
+        "created": report.created,
+        "tool": report.tool_version,
+        "schema_version": report.schema_version,
+        "notes": list(report.notes),
+    }
+
+
+def diff_to_dict(diff: Diff) -> dict[str, Any]:
+    return {
+        "schema": "cuda-doctor/diff",
+        "schema_version": COMPARE_SCHEMA_VERSION,
+        "tool": {"name": "cuda-doctor", "version": __version__},
+        "before": _source(diff.before),
+        "after": _source(diff.after),
+        "same_host": diff.same_host,
+        "noise": diff.noise,
+        "worse": diff.worse,
+        "facts": [asdict(f) for f in diff.facts],
+        "rules": [
+            {
+                "rule": r.rule,
+                "subject": r.subject,
+                "title": r.title,
+                "before": r.before.value if r.before else None,
+                "after": r.after.value if r.after else None,
+                "direction": r.direction,
+                "message": r.message,
+            }
+            for r in diff.rules
+        ],
+        "figures": [asdict(f) for f in diff.figures],
+        "checks": [asdict(c) for c in diff.checks],
+        "summary": {
+            "facts_changed": len(diff.facts),
+            "rules_newly_failing": len(diff.newly_failing),
+            "rules_fixed": len(diff.fixed),
+            "figures_slower": len(diff.slower),
+            "figures_faster": len(diff.faster),
+            "checks_broken": len(diff.broken_checks),
+        },
+    }
+
+
+def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
+    return {
+        "schema": "cuda-doctor/fleet",
+        "schema_version": COMPARE_SCHEMA_VERSION,
+        "tool": {"name": "cuda-doctor", "version": __version__},
+        "noise": fleet.noise,
+        "uniform": fleet.uniform,
+        "majority": asdict(fleet.majority) if fleet.majority else None,
+        "majority_count": fleet.majority_count,
+        "majority_tied": fleet.majority_tied,
+        "nodes": [
+            {
+                "host": n.host,
+                "path": n.path,
+                "created": n.created,
+                "config": asdict(n.config),
+                "failing": list(n.failing),
+                "warnings": n.warnings,
+            }
+            for n in fleet.nodes
+        ],
+        "differing": [asdict(d) for d in fleet.differing],
+        "outliers": [asdict(o) for o in fleet.outliers],
+        "stats": [asdict(s) for s in fleet.stats],
+        "duplicates": list(fleet.duplicates),
+        "errors": [{"path": e.path, "reason": e.reason} for e in fleet.errors],
+        "summary": {
+            "nodes": len(fleet.nodes),
+            "unreadable": len(fleet.errors),
+            "differing": len(fleet.differing),
+            "failing": len(fleet.failing),
+            "outliers": len(fleet.outliers),
+        },
+    }
+
+
+def render_diff(diff: Diff) -> str:
+    return json.dumps(diff_to_dict(diff), indent=2, default=str)
+
+
+def render_fleet(fleet: Fleet) -> str:
+    return json.dumps(fleet_to_dict(fleet), indent=2, default=str)
+
+
+def print_diff(diff: Diff) -> None:
+    click.echo(render_diff(diff))
+
+
+def print_fleet(fleet: Fleet) -> None:
+    click.echo(render_fleet(fleet))

@@ -1,0 +1,163 @@
+"""Markdown for ``diff`` and ``fleet``: paste into an issue or a CI summary."""
+
+from __future__ import annotations
+
+import click
+
+from cuda_doctor.compare.diff import Diff
+from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet
+from cuda_doctor.report.compare_common import (
+    config_value,
+    diff_verdict,
+    fact_side,
+    figure_note,
+    figure_value,
+    fleet_verdict,
+    outlier_text,
+    ratio,
+)
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return [*lines, ""]
+
+
+def render_diff(diff: Diff) -> str:
+    b, a = diff.before, diff.after
+    title = b.host if diff.same_host else f"{b.host} → {a.host}"
+    out = [f"## cuda-doctor diff: {title}", ""]
+    out.append(f"**{diff_verdict(diff)}** (noise band ±{diff.noise:.0%})")
+    out.append("")
+    out += _table(
+        ["", "before", "after"],
+        [
+            ["report", b.path, a.path],
+            ["created", b.created or "?", a.created or "?"],
+            ["cuda-doctor", b.tool_version or "?", a.tool_version or "?"],
+        ],
+    )
+    if not diff.same_host:
+        out += ["> The two reports come from different hosts.", ""]
+    if diff.facts:
+        out += ["### Configuration", ""]
+        out += _table(
+            ["", "before", "after"],
+            [[f.label, fact_side(f, False), fact_side(f, True)] for f in diff.facts],
+        )
+    if diff.rules:
+        out += ["### Rule outcomes that changed", ""]
+        out += _table(
+            ["rule", "subject", "before", "after", "", "message"],
+            [
+                [
+                    r.rule,
+                    r.subject or "",
+                    r.before.value if r.before else "—",
+                    r.after.value if r.after else "—",
+                    {"worse": "**worse**", "better": "better", "changed": ""}[r.direction],
+                    r.message,
+                ]
+                for r in diff.rules
+            ],
+        )
+    if diff.checks:
+        out += ["### Smoke checks", ""]
+        out += _table(
+            ["check", "before", "after", ""],
+            [
+                [
+                    c.label,
+                    config_value(c.before),
+                    config_value(c.after),
+                    "**broken**" if c.worse else "",
+                ]
+                for c in diff.checks
+            ],
+        )
+    if diff.figures:
+        out += ["### Smoke figures", ""]
+        out += _table(
+            ["GPU", "figure", "before", "after", "ratio", ""],
+            [
+                [
+                    str(f.gpu),
+                    f"{f.label} ({f.unit})",
+                    figure_value(f.before),
+                    figure_value(f.after),
+                    ratio(f.ratio),
+                    f"**{figure_note(f)}**" if f.verdict == "slower" else figure_note(f),
+                ]
+                for f in diff.figures
+            ],
+        )
+    return "\n".join(out).rstrip() + "\n"
+
+
+def render_fleet(fleet: Fleet) -> str:
+    out = ["## cuda-doctor fleet", "", f"**{fleet_verdict(fleet)}**", ""]
+    if fleet.majority is not None:
+        tie = " (tied with another configuration)" if fleet.majority_tied else ""
+        out += [
+            f"### Majority configuration: {fleet.majority_count} of {len(fleet.nodes)} nodes{tie}",
+            "",
+        ]
+        out += _table(
+            ["", "value"],
+            [[CONFIG_LABELS[k], config_value(v)] for k, v in vars(fleet.majority).items()],
+        )
+    if fleet.differing:
+        out += ["### Nodes that differ", ""]
+        out += _table(
+            ["node", "differs in", "node has", "majority has"],
+            [
+                [d.host, f.label, config_value(f.value), config_value(f.majority)]
+                for d in fleet.differing
+                for f in d.differences
+            ],
+        )
+    if fleet.failing:
+        out += ["### Failing rules", ""]
+        out += _table(["node", "failing"], [[n.host, ", ".join(n.failing)] for n in fleet.failing])
+    if fleet.outliers:
+        out += ["### Performance outliers", ""]
+        out += _table(
+            ["node", "GPU", "", "finding"],
+            [[o.host, str(o.gpu), o.direction, outlier_text(o)] for o in fleet.outliers],
+        )
+    if fleet.errors:
+        out += ["### Unreadable reports", ""]
+        out += _table(["file", "problem"], [[e.path, e.reason] for e in fleet.errors])
+    if fleet.duplicates:
+        out += [f"> More than one report for: {', '.join(fleet.duplicates)}", ""]
+    out += ["### Nodes", ""]
+    out += _table(
+        ["node", "driver", "torch", "CUDA build", "NCCL", "GPUs", "failing", "warnings"],
+        [
+            [
+                n.host,
+                config_value(n.config.driver),
+                config_value(n.config.torch),
+                config_value(n.config.torch_cuda),
+                config_value(n.config.nccl),
+                f"{config_value(n.config.gpu_count)}× {config_value(n.config.gpu_model)}",
+                str(len(n.failing)),
+                str(n.warnings),
+            ]
+            for n in fleet.nodes
+        ],
+    )
+    return "\n".join(out).rstrip() + "\n"
+
+
+def print_diff(diff: Diff) -> None:
+    click.echo(render_diff(diff), nl=False)
+
+
+def print_fleet(fleet: Fleet) -> None:
+    click.echo(render_fleet(fleet), nl=False)

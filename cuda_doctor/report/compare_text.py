@@ -1,0 +1,212 @@
+"""Terminal output for ``diff`` and ``fleet`` (rich tables)."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from cuda_doctor.compare.diff import Diff
+from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet, Node
+from cuda_doctor.report.compare_common import (
+    config_value,
+    diff_verdict,
+    fact_side,
+    figure_note,
+    figure_value,
+    fleet_verdict,
+    outlier_text,
+    ratio,
+)
+
+#: Above this many nodes, the node table lists only the ones with something to say.
+NODE_TABLE_LIMIT = 50
+
+_MARK = {"worse": ("✗", "red"), "better": ("✓", "green"), "changed": ("•", "yellow")}
+
+
+def _console(color: bool | None, width: int | None, buffer: io.StringIO | None) -> Console:
+    return Console(
+        file=buffer,
+        force_terminal=color,
+        no_color=color is False,
+        width=width,
+        highlight=False,
+        soft_wrap=False,
+    )
+
+
+def _table(*columns: str) -> Table:
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
+    for c in columns:
+        table.add_column(c)
+    return table
+
+
+def print_diff(
+    diff: Diff,
+    color: bool | None = None,
+    width: int | None = None,
+    buffer: io.StringIO | None = None,
+) -> None:
+    con = _console(color, width, buffer)
+    b, a = diff.before, diff.after
+    title = b.host if diff.same_host else f"{b.host} → {a.host}"
+    con.print(Text.assemble(("cuda-doctor diff  ", "bold"), title))
+    con.print(Text(f"  before: {b.path} ({b.created or 'no date'})", style="dim"))
+    con.print(Text(f"  after:  {a.path} ({a.created or 'no date'})", style="dim"))
+    if not diff.same_host:
+        con.print(Text("  ! the two reports come from different hosts", style="yellow"))
+    for report in (b, a):
+        for note in report.notes:
+            con.print(Text(f"  note ({report.path}): {note}", style="dim"))
+    if diff.facts:
+        con.print(Text("\nConfiguration", style="bold"))
+        t = _table("", "before", "", "after")
+        for f in diff.facts:
+            t.add_row(f"  {f.label}", fact_side(f, False), "→", fact_side(f, True))
+        con.print(t)
+    if diff.rules:
+        con.print(Text("\nRule outcomes that changed", style="bold"))
+        t = _table("", "rule", "subject", "before", "", "after", "message")
+        for r in diff.rules:
+            mark, style = _MARK[r.direction]
+            t.add_row(
+                Text(f"  {mark}", style=style),
+                r.rule,
+                r.subject or "",
+                r.before.value if r.before else "—",
+                "→",
+                Text(r.after.value if r.after else "—", style=style),
+                r.message,
+            )
+        con.print(t)
+    if diff.checks:
+        con.print(Text("\nSmoke checks", style="bold"))
+        for c in diff.checks:
+            style = "red" if c.worse else "yellow"
+            con.print(
+                Text(
+                    f"  {c.label}: {config_value(c.before)} → {config_value(c.after)}", style=style
+                )
+            )
+    if diff.figures:
+        con.print(Text(f"\nSmoke figures (noise band ±{diff.noise:.0%})", style="bold"))
+        t = _table("", "GPU", "figure", "before", "after", "unit", "ratio", "")
+        for fig in diff.figures:
+            style = {"slower": "red", "faster": "green"}.get(fig.verdict, "")
+            t.add_row(
+                "",
+                str(fig.gpu),
+                fig.label,
+                figure_value(fig.before),
+                figure_value(fig.after),
+                fig.unit,
+                Text(ratio(fig.ratio), style=style),
+                Text(figure_note(fig), style=style or "dim"),
+            )
+        con.print(t)
+    verdict = diff_verdict(diff)
+    con.print()
+    con.print(Text(verdict, style="bold red" if diff.worse else "bold green"))
+
+
+def _node_row(node: Node, flagged: set[str]) -> list[str | Text]:
+    c = node.config
+    failing = ", ".join(node.failing)
+    return [
+        node.host,
+        config_value(c.driver),
+        config_value(c.torch),
+        config_value(c.nccl),
+        f"{config_value(c.gpu_count)}× {config_value(c.gpu_model)}",
+        Text(failing or "—", style="red" if failing else "dim"),
+        Text("!" if node.host in flagged else "", style="yellow"),
+    ]
+
+
+def print_fleet(
+    fleet: Fleet,
+    color: bool | None = None,
+    width: int | None = None,
+    buffer: io.StringIO | None = None,
+    all_nodes: bool = False,
+) -> None:
+    con = _console(color, width, buffer)
+    con.print(Text("cuda-doctor fleet", style="bold"))
+    flagged = {d.host for d in fleet.differing} | {o.host for o in fleet.outliers}
+    flagged |= {n.host for n in fleet.failing}
+    show_all = all_nodes or len(fleet.nodes) <= NODE_TABLE_LIMIT
+    listed = [n for n in fleet.nodes if show_all or n.host in flagged]
+    if listed:
+        title = (
+            "Nodes"
+            if show_all
+            else (
+                f"Nodes with findings ({len(listed)} of {len(fleet.nodes)}; "
+                "--all-nodes lists every one)"
+            )
+        )
+        con.print(Text(f"\n{title}", style="bold"))
+        t = _table("node", "driver", "torch", "NCCL", "GPUs", "failing rules", "")
+        for n in listed:
+            t.add_row(*_node_row(n, flagged))
+        con.print(t)
+    if fleet.majority is not None:
+        tie = ", tied with another configuration" if fleet.majority_tied else ""
+        con.print(
+            Text(
+                f"\nMajority configuration "
+                f"({fleet.majority_count} of {len(fleet.nodes)} nodes{tie})",
+                style="bold",
+            )
+        )
+        t = _table("", "")
+        t.show_header = False
+        for key, value in vars(fleet.majority).items():
+            t.add_row(f"  {CONFIG_LABELS[key]}", config_value(value))
+        con.print(t)
+    if fleet.differing:
+        con.print(Text("\nNodes that differ from the majority", style="bold"))
+        t = _table("", "node", "differs in", "node has", "majority has")
+        for d in fleet.differing:
+            for i, f in enumerate(d.differences):
+                t.add_row(
+                    Text("  !", style="yellow"),
+                    d.host if i == 0 else "",
+                    f.label,
+                    Text(config_value(f.value), style="yellow"),
+                    config_value(f.majority),
+                )
+        con.print(t)
+    if fleet.outliers:
+        con.print(Text("\nPerformance outliers (median and MAD per GPU model)", style="bold"))
+        for o in fleet.outliers:
+            style = "red" if o.direction == "slow" else "yellow"
+            con.print(
+                Text(f"  {o.direction:<4}  {o.host} GPU {o.gpu}: {outlier_text(o)}", style=style)
+            )
+    if fleet.errors:
+        con.print(Text("\nUnreadable reports (left out of the comparison)", style="bold"))
+        for e in fleet.errors:
+            con.print(Text(f"  ✗ {e}", style="red"))
+    if fleet.duplicates:
+        con.print(
+            Text(f"\n! more than one report for: {', '.join(fleet.duplicates)}", style="yellow")
+        )
+    con.print()
+    con.print(Text(fleet_verdict(fleet), style="bold green" if fleet.uniform else "bold yellow"))
+
+
+def render_diff(diff: Diff, width: int = 120) -> str:
+    buffer = io.StringIO()
+    print_diff(diff, color=False, width=width, buffer=buffer)
+    return buffer.getvalue()
+
+
+def render_fleet(fleet: Fleet, width: int = 120, all_nodes: bool = False) -> str:
+    buffer = io.StringIO()
+    print_fleet(fleet, color=False, width=width, buffer=buffer, all_nodes=all_nodes)
+    return buffer.getvalue()
