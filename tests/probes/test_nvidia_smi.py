@@ -1,0 +1,192 @@
+"""nvidia-smi parsing on real H200 recordings; the probe against a fake nvidia-smi executable."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.probes.nvidia_smi import collect_nvidia_smi, parse_query_gpu_csv, parse_query_xml
+from cuda_doctor.probes.nvml import VERSION_MISMATCH_MESSAGE
+
+
+def _nvml_recording(h200_dir: Path) -> dict[str, str]:
+    """A few values from nvml.txt, the pynvml readings taken on the same machine."""
+    lines = (h200_dir / "nvml.txt").read_text().splitlines()
+    words = lines[1].split()
+    gpu = lines[2].split()
+    return {"driver": words[1], "cuda": words[3], "name": " ".join(gpu[1:3]), "uuid": gpu[3]}
+
+
+def test_xml_matches_the_nvml_and_csv_recordings(h200_dir: Path) -> None:
+    facts = parse_query_xml((h200_dir / "nvidia-smi-q.xml").read_text())
+    nvml = _nvml_recording(h200_dir)
+    csv = parse_query_gpu_csv((h200_dir / "query-gpu.csv").read_text())[0]
+
+    assert facts.get("driver.source") == "nvidia-smi"
+    assert facts.get("driver.status") == "ok"
+    assert facts.get("driver.error") is None
+    assert facts.get("driver.version") == nvml["driver"] == csv["driver_version"] == "580.159.04"
+    assert nvml["cuda"] == "13000"
+    assert facts.get("driver.cuda_version") == "13.0"
+    assert facts.get("gpu.count") == 1
+    assert facts.indices("gpu") == [0]
+    assert facts.get("gpu[0].name") == nvml["name"] == csv["name"] == "NVIDIA H200"
+    assert facts.get("gpu[0].uuid") == nvml["uuid"] == csv["uuid"]
+    assert facts.get("gpu[0].pci_bus_id") == csv["pci.bus_id"] == "00000000:00:06.0"
+    assert facts.get("gpu[0].memory_total_mib") == 143771
+    assert csv["memory.total"] == "143771 MiB"
+    assert facts.get("gpu[0].memory_used_mib") == 0
+    assert facts.get("gpu[0].persistence_mode") is True
+    assert facts.get("gpu[0].ecc_enabled") is True
+    assert facts.get("gpu[0].ecc_uncorrected_volatile") == 0
+    assert facts.get("gpu[0].mig_enabled") is False
+    assert (facts.get("gpu[0].pcie_gen_current"), facts.get("gpu[0].pcie_gen_max")) == (5, 5)
+    assert (facts.get("gpu[0].pcie_width_current"), facts.get("gpu[0].pcie_width_max")) == (16, 16)
+    assert int(csv["clocks_event_reasons.active"] or "", 16) == 1
+    assert facts.get("gpu[0].clock_event_reasons") == 0x1
+    assert facts.get("gpu[0].clock_event_reason_names") == ["gpu_idle"]
+    assert facts.get("gpu[0].temperature_c") == 36
+    assert facts.get("gpu[0].power_w") == 78.02
+    assert facts.get("gpu[0].power_limit_w") == 700.0
+    assert facts.get("gpu[0].remapped_rows_pending") is False
+    assert facts.get("gpu[0].remapped_rows_failure") is False
+    # the H200 prints N/A for page retirement (it remaps rows instead)
+    assert facts.has("gpu[0].retired_pages_pending")
+    assert facts.get("gpu[0].retired_pages_pending") is None
+    assert facts.get("gpu[0].processes") == []
+    assert facts.get("gpu[0].process_count") == 0
+    # not in -q -x: filled in from --query-gpu by the probe
+    assert facts.reason("gpu[0].compute_capability") == "not in nvidia-smi -q -x output"
+    assert "nvml.version" in facts.unknown
+
+
+def test_old_driver_layout(h200_dir: Path) -> None:
+    facts = parse_query_xml((h200_dir / "nvidia-smi-q-old-driver.xml").read_text())
+    assert facts.get("driver.version") == "470.82.01"
+    assert facts.get("driver.cuda_version") == "11.4"
+    # <clocks_throttle_reasons> and <power_readings> of older drivers
+    assert facts.get("gpu[0].clock_event_reason_names") == ["gpu_idle"]
+    assert facts.get("gpu[0].power_w") == 78.0
+    assert facts.get("gpu[0].power_limit_w") == 700.0
+    assert facts.get("gpu[0].retired_pages_pending") is False
+    # the graphics-only client is not a compute process
+    assert facts.get("gpu[0].processes") == [{"pid": 4242, "name": "python3", "used_mib": 1024.0}]
+    assert facts.get("gpu[0].process_count") == 1
+
+
+def test_malformed_xml_leaves_facts_unknown_with_the_reason() -> None:
+    facts = parse_query_xml('<?xml version="1.0" ?>\n<nvidia_smi_log><driver_version>5')
+    assert "driver.version" not in facts
+    assert "not valid XML" in facts.unknown["driver.version"]
+    assert "not valid XML" in (facts.reason("gpu[0].name") or "")
+
+
+def test_active_reasons_become_a_mask() -> None:
+    xml = """<nvidia_smi_log><driver_version>580.1</driver_version><gpu id="x">
+      <clocks_event_reasons>
+        <clocks_event_reason_gpu_idle>Not Active</clocks_event_reason_gpu_idle>
+        <clocks_event_reason_sw_power_cap>Active</clocks_event_reason_sw_power_cap>
+        <clocks_event_reason_hw_thermal_slowdown>Active</clocks_event_reason_hw_thermal_slowdown>
+      </clocks_event_reasons></gpu></nvidia_smi_log>"""
+    facts = parse_query_xml(xml)
+    assert facts.get("gpu[0].clock_event_reasons") == 0x4 | 0x40
+    assert facts.get("gpu[0].clock_event_reason_names") == ["sw_power_cap", "hw_thermal"]
+    assert "driver.cuda_version" in facts.unknown
+
+
+def test_csv_with_and_without_header(h200_dir: Path) -> None:
+    rows = parse_query_gpu_csv((h200_dir / "query-gpu.csv").read_text())
+    assert list(rows) == [0]
+    assert rows[0]["compute_cap"] == "9.0"
+    assert rows[0]["pcie.link.gen.max"] == "5"
+    plain = parse_query_gpu_csv(
+        "0, GPU-aaa, 9.0\n1, GPU-bbb, [N/A]\n", fields=("index", "uuid", "compute_cap")
+    )
+    assert plain == {
+        0: {"index": "0", "uuid": "GPU-aaa", "compute_cap": "9.0"},
+        1: {"index": "1", "uuid": "GPU-bbb", "compute_cap": None},
+    }
+    with pytest.raises(ValueError, match="columns"):
+        parse_query_gpu_csv("0, GPU-aaa\n")
+
+
+# -- the probe against a real (fake) executable ---------------------------------------------
+def test_collect_from_the_h200_recording(fake_nvidia_smi: Any) -> None:
+    facts = collect_nvidia_smi(fake_nvidia_smi.ctx("ok"))
+    assert facts.get("driver.source") == "nvidia-smi"
+    assert facts.get("driver.status") == "ok"
+    assert facts.get("driver.version") == "580.159.04"
+    assert facts.get("driver.cuda_version") == "13.0"
+    assert facts.get("gpu[0].compute_capability") == "9.0"
+    assert facts.get("gpu[0].uuid") == "GPU-3d95cf99-d22a-5850-a342-8583fdfbb084"
+
+
+def test_collect_from_an_old_driver(fake_nvidia_smi: Any) -> None:
+    facts = collect_nvidia_smi(fake_nvidia_smi.ctx("old"))
+    assert facts.get("driver.status") == "ok"
+    assert facts.get("driver.version") == "470.82.01"
+    assert facts.get("driver.cuda_version") == "11.4"
+    # 470 drivers do not know the compute_cap query field
+    reason = facts.reason("gpu[0].compute_capability") or ""
+    assert "compute_cap" in reason and "status 2" in reason
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in {"Z", "X"}
+
+
+def test_a_hung_nvidia_smi_is_killed(fake_nvidia_smi: Any) -> None:
+    facts = collect_nvidia_smi(fake_nvidia_smi.ctx("hang", timeout=1.0))
+    assert facts.get("driver.status") == "error"
+    assert facts.get("driver.error") == "nvidia-smi did not answer in 1 s"
+    assert facts.reason("driver.version") == "nvidia-smi did not answer in 1 s"
+    pids = [int(p) for p in fake_nvidia_smi.pidfile.read_text().split()]
+    assert len(pids) == 2
+    # the fake and its `sleep 60` child share a process group that was killed; allow
+    # the init process a moment to reap the orphaned child
+    deadline = time.monotonic() + 10
+    while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [pid for pid in pids if not _gone(pid)] == []
+
+
+@pytest.mark.parametrize(
+    ("mode", "status", "error"),
+    [
+        ("not_loaded", "not_loaded", "couldn't communicate with the NVIDIA driver"),
+        ("mismatch", "version_mismatch", VERSION_MISMATCH_MESSAGE),
+        ("no_devices", "no_gpu", "No devices were found"),
+    ],
+)
+def test_driver_failures_are_classified(
+    fake_nvidia_smi: Any, mode: str, status: str, error: str
+) -> None:
+    facts = collect_nvidia_smi(fake_nvidia_smi.ctx(mode))
+    assert facts.get("driver.status") == status
+    assert error in facts.get("driver.error")
+    assert "driver.version" in facts.unknown
+    assert facts.get("gpu.count") == (0 if status == "no_gpu" else None)
+
+
+def test_garbage_output_is_unknown_not_a_crash(fake_nvidia_smi: Any) -> None:
+    facts = collect_nvidia_smi(fake_nvidia_smi.ctx("garbage"))
+    assert "not valid XML" in facts.unknown["driver.status"]
+    assert "gpu.count" not in facts
+
+
+def test_missing_nvidia_smi(tmp_path: Path) -> None:
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    ctx = ProbeContext(root=tmp_path, env={"PATH": str(empty)}, timeout=5)
+    facts = collect_nvidia_smi(ctx)
+    assert facts.unknown["driver.status"] == "nvidia-smi not found on PATH"
+    assert facts.unknown["driver.version"] == "nvidia-smi not found on PATH"
+    assert "driver.status" not in facts
