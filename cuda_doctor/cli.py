@@ -1,30 +1,99 @@
-"""The command line: click commands that wire the pipeline.  No logic lives here."""
+"""The command line: click commands that wire the pipeline.  No logic lives here.
+
+``main`` is the one error boundary: known errors (a bad config, rule or report file) become
+one line and exit 2; anything unexpected is written to a log file whose path is printed,
+never a bare traceback.
+"""
 
 from __future__ import annotations
+
+import datetime as _dt
+import importlib
+import os
+import sys
+import tempfile
+import traceback
+from pathlib import Path
 
 import click
 
 from cuda_doctor import __version__
+from cuda_doctor.commands import COMMANDS
+
+EXIT_USAGE = 2
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class LazyGroup(click.Group):
+    """A group whose sub-commands are imported on first use (fast start-up matters here)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module_name = COMMANDS.get(cmd_name)
+        if module_name is None:
+            return None
+        command: click.Command = importlib.import_module(module_name).command
+        return command
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="cuda-doctor")
 def cli() -> None:
     """Preflight doctor for GPU deep learning.
 
     Checks the NVIDIA driver, GPUs, framework build, container and training code before
     you spend hours on a run, and prints the exact fix for every problem.
+
+    \b
+    Start with:   cuda-doctor check
+    In hooks:     cuda-doctor check --fast      (no framework import, no GPU work)
+    Entrypoint:   cuda-doctor exec -- python train.py
+    Why a rule:   cuda-doctor explain CD102
     """
 
 
-def _register() -> None:
-    # The explicit list of sub-commands (one module each, in cuda_doctor/commands/).
-    from cuda_doctor.commands import COMMANDS
+def _known_errors() -> tuple[type[Exception], ...]:
+    from cuda_doctor.config import ConfigError
+    from cuda_doctor.pipeline import ReportFileError
+    from cuda_doctor.rules import RuleFileError
 
-    for command in COMMANDS:
-        cli.add_command(command)
+    return (ConfigError, RuleFileError, ReportFileError)
 
 
-def main() -> None:
-    _register()
-    cli(prog_name="cuda-doctor")
+def _write_crash_log() -> Path:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    directory = Path(os.environ.get("XDG_STATE_HOME", Path(tempfile.gettempdir())))
+    path = directory / f"cuda-doctor-crash-{stamp}-{os.getpid()}.log"
+    try:
+        path.write_text(f"cuda-doctor {__version__}\nargv: {sys.argv}\n\n{traceback.format_exc()}")
+    except OSError:
+        path = Path("(could not write a log; run with CUDA_DOCTOR_DEBUG=1 to see the traceback)")
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="cuda-doctor", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(EXIT_USAGE)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:
+        if isinstance(exc, _known_errors()):
+            click.echo(f"cuda-doctor: error: {exc}", err=True)
+            sys.exit(EXIT_USAGE)
+        if os.environ.get("CUDA_DOCTOR_DEBUG"):
+            raise
+        log = _write_crash_log()
+        click.echo(
+            f"cuda-doctor: internal error: {type(exc).__name__}: {exc} (details in {log})", err=True
+        )
+        sys.exit(EXIT_USAGE)

@@ -1,0 +1,88 @@
+"""``cuda-doctor check``: probe, judge, print the checklist."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from cuda_doctor.commands.options import config_option, fail_on_option, format_option, selection
+from cuda_doctor.config import load_config
+from cuda_doctor.pipeline import Report, rejudge, run_check
+from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.report import render
+from cuda_doctor.report.progress import probe_progress
+from cuda_doctor.results import Severity
+
+
+@click.command("check")
+@format_option()
+@click.option("--fast", is_flag=True, help="No framework import and no GPU work: NVML, nvidia-smi, environment and container only (for hooks and entrypoints).")
+@click.option("--no-smoke", is_flag=True, help="Skip the GPU smoke run.")
+@click.option("--smoke-timeout", type=click.FloatRange(1, 3600), default=30.0, show_default=True, help="Seconds the smoke run may take before it is killed.")
+@click.option("--python", "python", type=click.Path(dir_okay=False), default=None, help="Judge the framework of this interpreter instead of the current one (it needs no cuda-doctor).")
+@click.option("--facts", "facts_file", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Judge a saved report or facts file instead of this machine.")
+@click.option("--image", "images", multiple=True, metavar="IMAGE", help="Also judge this Docker image for this host (repeatable).")
+@click.option("--run-image", is_flag=True, help="Also run nvidia-smi inside each --image with --gpus all (the NVIDIA Container Toolkit's own test).")
+@click.option("--nccl", is_flag=True, help="Run the multi-GPU NCCL all-reduce smoke even with fewer than two GPUs visible.")
+@click.option("--timeout", type=click.FloatRange(0.5, 600), default=10.0, show_default=True, help="Seconds each probe's external call (NVML, nvidia-smi, Docker) may take.")
+@click.option("--save", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Also write the full JSON report to this file (for `cuda-doctor diff` and `fleet`).")
+@selection
+@fail_on_option
+@config_option
+@click.option("-v", "--verbose", is_flag=True, help="Show passing and skipped checks with their evidence.")
+def command(
+    fmt: str,
+    fast: bool,
+    no_smoke: bool,
+    smoke_timeout: float,
+    python: str | None,
+    facts_file: Path | None,
+    images: tuple[str, ...],
+    run_image: bool,
+    nccl: bool,
+    timeout: float,
+    save: Path | None,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    fail_on: str | None,
+    config_path: Path | None,
+    verbose: bool,
+) -> None:
+    """Check this machine's driver, GPUs, framework build and container.
+
+    Prints a checklist with the exact fix for every finding. Exit status: 0 when nothing
+    reaches --fail-on, 1 when something does, 2 on a usage or internal error.
+    """
+    config = load_config(config_path, Path.cwd())
+    if facts_file is not None:
+        report = rejudge(facts_file, config, select=select, ignore=ignore)
+    else:
+        ctx = ProbeContext(
+            python=python or sys.executable,
+            timeout=timeout,
+            fast=fast,
+            smoke=not (no_smoke or fast),
+            smoke_timeout=smoke_timeout,
+            images=images,
+            run_images=run_image,
+            nccl=nccl,
+        )
+        with probe_progress(fmt == "text") as progress:
+            report = run_check(ctx, config, select=select, ignore=ignore, progress=progress)
+    emit(report, fmt, verbose, fail_on or config.fail_on or "error", save)
+
+
+def emit(report: Report, fmt: str, verbose: bool, fail_on: str, save: Path | None) -> None:
+    severity = Severity(fail_on)
+    if save is not None:
+        try:
+            save.parent.mkdir(parents=True, exist_ok=True)
+            save.write_text(json.dumps(report.to_dict(severity), indent=2, default=str) + "\n")
+        except OSError as exc:
+            raise click.ClickException(f"cannot write the report to {save}: {exc.strerror}") from None
+    color = fmt == "text" and sys.stdout.isatty()
+    click.echo(render(report, fmt, verbose=verbose, color=color, fail_on=fail_on), nl=False)
+    sys.exit(report.exit_code(severity))

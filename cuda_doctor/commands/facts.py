@@ -1,0 +1,50 @@
+"""``cuda-doctor facts``: the gathered facts alone, without judging."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from cuda_doctor.commands.options import format_option
+from cuda_doctor.knowledge import derive_all
+from cuda_doctor.pipeline import Report, gather
+from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.report.facts_text import render_facts_text
+from cuda_doctor.report.progress import probe_progress
+
+
+@click.command("facts")
+@format_option(("text", "json"))
+@click.option("--fast", is_flag=True, help="No framework import and no GPU work.")
+@click.option("--no-smoke", is_flag=True, help="Skip the GPU smoke run.")
+@click.option("--python", type=click.Path(dir_okay=False), default=None, help="Interpreter whose framework to inspect.")
+@click.option("--timeout", type=click.FloatRange(0.5, 600), default=10.0, show_default=True, help="Seconds each probe's external call may take.")
+@click.option("--derived/--no-derived", default=True, show_default=True, help="Include facts derived from the knowledge tables.")
+@click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Write to this file instead of stdout.")
+def command(fmt: str, fast: bool, no_smoke: bool, python: str | None, timeout: float, derived: bool, output: Path | None) -> None:
+    """Print the facts cuda-doctor gathers (driver, GPUs, framework, container…).
+
+    The JSON form can be judged later, anywhere: `cuda-doctor check --facts FILE`.
+    """
+    ctx = ProbeContext(
+        python=python or sys.executable, timeout=timeout, fast=fast, smoke=not (fast or no_smoke)
+    )
+    with probe_progress(fmt == "text" and output is None) as progress:
+        facts = gather(ctx, progress=progress)
+    problems = derive_all(facts) if derived else []
+    report = Report(facts=facts, results=[], command="facts", problems=problems)
+    text = (
+        json.dumps(report.to_dict(), indent=2, default=str) + "\n"
+        if fmt == "json"
+        else render_facts_text(facts, color=sys.stdout.isatty() and output is None)
+    )
+    if output is not None:
+        try:
+            output.write_text(text)
+        except OSError as exc:
+            raise click.ClickException(f"cannot write {output}: {exc.strerror}") from None
+        return
+    click.echo(text, nl=False)

@@ -1,0 +1,49 @@
+"""Options shared by several commands, defined once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _split(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """Accept ``--select CD1,CD2`` as well as repeated ``--select CD1 --select CD2``."""
+    return tuple(part.strip().upper() for item in value for part in item.split(",") if part.strip())
+
+
+def selection(func: F) -> F:
+    func = click.option(
+        "--ignore", multiple=True, callback=_split, metavar="RULE",
+        help="Skip these rules (ids, id prefixes such as CD5, or categories). Repeatable or comma-separated.",
+    )(func)
+    func = click.option(
+        "--select", multiple=True, callback=_split, metavar="RULE",
+        help="Run only these rules (ids, id prefixes such as CD1, or categories).",
+    )(func)
+    return func
+
+
+def config_option(func: F) -> F:
+    return click.option(
+        "--config", "config_path", type=click.Path(path_type=Path, dir_okay=False),
+        help="A TOML file with [tool.cuda-doctor] settings (default: the nearest pyproject.toml).",
+    )(func)
+
+
+def fail_on_option(func: F) -> F:
+    return click.option(
+        "--fail-on", type=click.Choice(["error", "warning", "info"]), default=None,
+        help="Lowest severity that makes the exit code 1 (default: error, or fail-on from config).",
+    )(func)
+
+
+def format_option(choices: tuple[str, ...] = ("text", "json", "markdown")) -> Callable[[F], F]:
+    return click.option(
+        "--format", "fmt", type=click.Choice(list(choices)), default="text", show_default=True,
+        help="Output format.",
+    )

@@ -1,0 +1,110 @@
+"""``[tool.cuda-doctor]`` configuration: selection, severities, extra rule directories.
+
+Found in the nearest ``pyproject.toml`` above the working directory, or given with
+``--config FILE`` (a pyproject.toml, or a TOML file whose top level holds the same keys).
+Every mistake is reported with the file and the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cuda_doctor.tomlcompat import tomllib
+
+SEVERITY_CHOICES = ("error", "warning", "info", "off")
+FAIL_ON_CHOICES = ("error", "warning", "info")
+
+
+class ConfigError(Exception):
+    """A configuration file that cannot be used; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Config:
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    severity: Mapping[str, str] = field(default_factory=dict)
+    rules_dirs: tuple[Path, ...] = ()
+    fail_on: str | None = None
+    source: Path | None = None
+
+
+def find_pyproject(start: Path) -> Path | None:
+    for directory in (start, *start.parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(path: Path | None, cwd: Path) -> Config:
+    """``path`` given → it must exist and parse; otherwise the nearest pyproject.toml, if any."""
+    explicit = path is not None
+    target = path if path is not None else find_pyproject(cwd)
+    if target is None:
+        return Config()
+    try:
+        with target.open("rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"{target}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{target}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{target}: cannot read: {exc.strerror}") from None
+    section = data.get("tool", {}).get("cuda-doctor")
+    if section is None:
+        if explicit and target.name != "pyproject.toml":
+            section = data
+        else:
+            return Config(source=None)
+    if not isinstance(section, dict):
+        raise ConfigError(f"{target}: [tool.cuda-doctor] must be a table")
+    return parse_config(section, target)
+
+
+def _string_list(section: Mapping[str, Any], key: str, where: Path) -> tuple[str, ...]:
+    value = section.get(key, [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: field '{key}' must be a list of strings")
+    return tuple(v.upper() for v in value)
+
+
+def parse_config(section: Mapping[str, Any], where: Path) -> Config:
+    known = {"select", "ignore", "severity", "rules-dirs", "fail-on"}
+    unknown = sorted(set(section) - known)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown field '{unknown[0]}' in [tool.cuda-doctor] (known: {', '.join(sorted(known))})"
+        )
+    severity = section.get("severity", {})
+    if not isinstance(severity, dict):
+        raise ConfigError(f"{where}: field 'severity' must be a table of RULE = \"error|warning|info|off\"")
+    for rule_id, level in severity.items():
+        if level not in SEVERITY_CHOICES:
+            raise ConfigError(
+                f"{where}: field 'severity.{rule_id}' must be one of {', '.join(SEVERITY_CHOICES)}, got {level!r}"
+            )
+    dirs = section.get("rules-dirs", [])
+    if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+        raise ConfigError(f"{where}: field 'rules-dirs' must be a list of directory paths")
+    resolved = tuple((where.parent / d).resolve() for d in dirs)
+    for directory in resolved:
+        if not directory.is_dir():
+            raise ConfigError(f"{where}: field 'rules-dirs': {directory} is not a directory")
+    fail_on = section.get("fail-on")
+    if fail_on is not None and fail_on not in FAIL_ON_CHOICES:
+        raise ConfigError(f"{where}: field 'fail-on' must be one of {', '.join(FAIL_ON_CHOICES)}")
+    return Config(
+        select=_string_list(section, "select", where),
+        ignore=_string_list(section, "ignore", where),
+        severity={str(k).upper(): str(v) for k, v in severity.items()},
+        rules_dirs=resolved,
+        fail_on=fail_on,
+        source=where,
+    )

@@ -1,0 +1,394 @@
+"""Derived facts: the one place where knowledge tables (``rules/data/*.toml``) meet probed facts.
+
+Rules stay plain conditions because anything that needs a table lookup or a small algorithm
+(which driver a CUDA build needs, whether a GPU's architecture is in the wheel, what
+CUDA_VISIBLE_DEVICES really exposes) is computed here into ``derived.*`` facts.  Every
+function reads facts, writes facts, and never raises: a missing input leaves the derived
+fact unknown with the input's reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from cuda_doctor.facts import Facts, indexed
+from cuda_doctor.paths import rules_dir
+from cuda_doctor.tomlcompat import tomllib
+
+log = logging.getLogger(__name__)
+
+Deriver = Callable[[Facts], None]
+
+
+@functools.lru_cache(maxsize=None)
+def load_table(name: str) -> dict[str, Any]:
+    """Parse ``rules/data/<name>.toml`` (cached)."""
+    path = rules_dir() / "data" / f"{name}.toml"
+    with path.open("rb") as handle:
+        return tomllib.load(handle)
+
+
+def table_path(name: str) -> Path:
+    return rules_dir() / "data" / f"{name}.toml"
+
+
+# -- small helpers --------------------------------------------------------------------------
+
+
+def parse_version(text: object) -> Version | None:
+    if text is None:
+        return None
+    try:
+        return Version(str(text).strip())
+    except InvalidVersion:
+        return None
+
+
+def major_minor(text: object) -> tuple[int, int] | None:
+    match = re.match(r"^\s*(\d+)\.(\d+)", str(text)) if text is not None else None
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _need(facts: Facts, out: str, *names: str) -> bool:
+    """True when every input is known; otherwise mark ``out`` unknown with the first reason."""
+    for name in names:
+        if not facts.has(name):
+            facts.mark_unknown(out, facts.reason(name) or f"{name} is unknown")
+            return False
+    return True
+
+
+# -- driver ↔ CUDA ------------------------------------------------------------------------------
+
+
+def min_driver_for_cuda(cuda: str) -> str | None:
+    """Lowest Linux driver for the GA release of CUDA ``major.minor`` (e.g. "13.0" → 580.65.06)."""
+    wanted = major_minor(cuda)
+    if wanted is None:
+        return None
+    candidates = [
+        row
+        for row in load_table("cuda_driver")["release"]
+        if major_minor(row["cuda"]) == wanted and row.get("linux")
+    ]
+    if not candidates:
+        return None
+    ga = min(candidates, key=lambda row: Version(row["cuda"]))
+    return str(ga["linux"])
+
+
+def cuda_supported_by_driver(driver: str) -> str | None:
+    """Newest CUDA ``major.minor`` whose GA floor this Linux driver meets (table-based)."""
+    version = parse_version(driver)
+    if version is None:
+        return None
+    best: Version | None = None
+    for row in load_table("cuda_driver")["release"]:
+        floor = parse_version(row.get("linux"))
+        if floor is not None and version >= floor:
+            cuda = Version(row["cuda"])
+            if best is None or cuda > best:
+                best = cuda
+    return f"{best.major}.{best.minor}" if best else None
+
+
+def mvc_floor(major: int) -> str | None:
+    for row in load_table("cuda_driver")["mvc"]:
+        if int(row["major"]) == major:
+            return str(row["linux"])
+    return None
+
+
+def derive_driver_support(facts: Facts) -> None:
+    out = "derived.driver_cuda_support"
+    build = facts.get("torch.cuda_build")
+    if facts.has("torch.cuda_build") and build is None:
+        facts.set(out, "not_applicable")  # CPU-only build: another rule says so
+        return
+    if not _need(facts, out, "torch.cuda_build", "driver.version"):
+        return
+    framework = major_minor(build)
+    min_driver = min_driver_for_cuda(str(build))
+    facts.set("derived.framework_cuda_min_driver", min_driver)
+    driver_cuda = facts.get("driver.cuda_version") or cuda_supported_by_driver(facts.get("driver.version"))
+    facts.set("derived.driver_cuda", driver_cuda)
+    supported = major_minor(driver_cuda)
+    if framework is None or supported is None:
+        facts.mark_unknown(out, f"cannot read CUDA versions ({build!r}, {driver_cuda!r})")
+        return
+    floor = mvc_floor(framework[0])
+    facts.set("derived.framework_cuda_mvc_floor", floor)
+    driver = parse_version(facts.get("driver.version"))
+    if supported >= framework:
+        facts.set(out, "full")
+    elif supported[0] == framework[0] and floor and driver and driver >= Version(floor):
+        facts.set(out, "mvc")
+    else:
+        facts.set(out, "insufficient")
+
+
+# -- which torch wheel fits this driver ------------------------------------------------------
+
+
+def _variant_cuda(variant: str) -> tuple[int, int] | None:
+    match = re.fullmatch(r"cu(\d+)(\d)", variant)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def best_variant(torch_release: str | None, driver_cuda: tuple[int, int]) -> tuple[str, str] | None:
+    """(torch release, newest wheel variant whose CUDA this driver fully supports).
+
+    Prefers the installed release; falls back to the newest release that has such a variant.
+    """
+    releases = load_table("torch_wheels")["release"]
+    ordered = sorted(releases, key=lambda row: Version(row["torch"]), reverse=True)
+    if torch_release is not None:
+        mine = major_minor(torch_release)
+        ordered = [r for r in ordered if major_minor(r["torch"]) == mine] + [
+            r for r in ordered if major_minor(r["torch"]) != mine
+        ]
+    for row in ordered:
+        fitting = [v for v in row["variants"] if (_variant_cuda(v) or (99, 0)) <= driver_cuda]
+        if fitting:
+            return str(row["torch"]), max(fitting, key=lambda v: _variant_cuda(v) or (0, 0))
+    return None
+
+
+def derive_wheel_suggestion(facts: Facts) -> None:
+    out = "derived.torch_suggested_variant"
+    driver_cuda = facts.get("driver.cuda_version") or (
+        cuda_supported_by_driver(facts.get("driver.version")) if facts.has("driver.version") else None
+    )
+    parsed = major_minor(driver_cuda)
+    if parsed is None:
+        facts.mark_unknown(out, facts.reason("driver.cuda_version") or "the driver's CUDA version is unknown")
+        return
+    base = facts.get("torch.version_base")
+    choice = best_variant(str(base) if base else None, parsed)
+    if choice is None:
+        facts.mark_unknown(out, f"no PyTorch wheel in the table supports CUDA {driver_cuda}")
+        return
+    release, variant = choice
+    url = load_table("torch_wheels")["index_url"].format(variant=variant)
+    mine = major_minor(base) if base else None
+    pin = str(base) if base and mine == major_minor(release) else f"{release}.*"
+    facts.set(out, variant)
+    facts.set("derived.torch_suggested_release", release)
+    facts.set("derived.torch_index_url", url)
+    facts.set("derived.torch_install_command", f"pip install 'torch=={pin}' --index-url {url}")
+
+
+# -- GPU architecture in the wheel -------------------------------------------------------------
+
+
+def arch_support(capability: str, arch_list: list[str]) -> str:
+    """'sass' (machine code runs as is), 'ptx' (the driver JIT-compiles PTX) or 'none'.
+
+    SASS for sm_XY runs on devices of the same major with minor ≥ Y; arch-specific targets
+    (sm_90a) run only on that exact capability; PTX (compute_XY) JITs to any newer device.
+    """
+    cc = major_minor(capability)
+    if cc is None:
+        return "none"
+    kinds: set[str] = set()
+    for entry in arch_list:
+        match = re.fullmatch(r"(sm|compute)_(\d+?)(\d)([af]?)", entry.strip())
+        if not match:
+            continue
+        kind, major, minor, suffix = match.group(1), int(match.group(2)), int(match.group(3)), match.group(4)
+        if kind == "sm":
+            if suffix and (major, minor) == cc:
+                kinds.add("sass")
+            elif not suffix and major == cc[0] and minor <= cc[1]:
+                kinds.add("sass")
+        elif not suffix and (major, minor) <= cc:
+            kinds.add("ptx")
+    return "sass" if "sass" in kinds else ("ptx" if "ptx" in kinds else "none")
+
+
+def derive_arch(facts: Facts) -> None:
+    arch_list = facts.get("torch.arch_list")
+    for i in facts.indices("gpu"):
+        out = f"derived.gpu[{i}].arch_support"
+        cap = facts.get(indexed("gpu", i, "compute_capability"))
+        if cap is not None:
+            parsed = major_minor(cap)
+            if parsed:
+                facts.set(f"derived.gpu[{i}].sm", f"sm_{parsed[0]}{parsed[1]}")
+                facts.set(f"derived.gpu[{i}].amp_dtype", amp_dtype(parsed))
+                facts.set(f"derived.gpu[{i}].arch_advice", arch_advice(parsed))
+        if facts.get("torch.cuda_build") is None and facts.has("torch.cuda_build"):
+            facts.set(out, "not_applicable")
+            continue
+        if not _need(facts, out, indexed("gpu", i, "compute_capability"), "torch.arch_list"):
+            continue
+        if not arch_list:
+            facts.mark_unknown(out, "the framework reported no compiled architectures")
+            continue
+        facts.set(out, arch_support(str(cap), list(arch_list)))
+
+
+def amp_dtype(cc: tuple[int, int]) -> str:
+    if cc >= (8, 0):
+        return "bfloat16"
+    if cc >= (7, 0):
+        return "float16"
+    return "none"
+
+
+def arch_advice(cc: tuple[int, int]) -> str:
+    if cc >= (10, 0):
+        return "torch >= 2.7 with cu128 or newer (sm_100/sm_120 first ship in cu128 wheels)"
+    if cc >= (9, 0):
+        return "a torch wheel built for CUDA 11.8 or newer (sm_90)"
+    if cc < (5, 0):
+        return "an old torch release with Kepler support (CUDA 12 removed sm_35/37)"
+    if cc < (7, 5):
+        return "a cu126 or older wheel (CUDA 13 builds start at sm_75)"
+    return "a torch wheel whose arch list includes this GPU"
+
+
+# -- CUDA_VISIBLE_DEVICES ----------------------------------------------------------------------
+
+
+def derive_visible_devices(facts: Facts) -> None:
+    """What CUDA_VISIBLE_DEVICES really exposes (CUDA Programming Guide semantics)."""
+    if not facts.has("env.cuda_visible_devices"):
+        facts.mark_unknown("derived.cvd.status", facts.reason("env.cuda_visible_devices") or "unknown")
+        return
+    raw = facts.get("env.cuda_visible_devices")
+    if raw is None:
+        facts.set("derived.cvd.status", "unset")
+        return
+    entries = [e.strip() for e in str(raw).split(",")]
+    if str(raw).strip() == "":
+        facts.set("derived.cvd.status", "empty")
+        facts.set("derived.cvd.visible", 0)
+        return
+    count = facts.get("gpu.count")
+    uuids = [str(facts.get(indexed("gpu", i, "uuid")) or "") for i in facts.indices("gpu")]
+    seen: list[str] = []
+    problem = None
+    for entry in entries:
+        resolved = _resolve_device(entry, count, uuids)
+        if resolved is None:
+            problem = f"'{entry}' names no GPU on this machine"
+            break
+        if resolved in seen:
+            problem = f"'{entry}' is listed twice"
+            facts.set("derived.cvd.status", "duplicate")
+            break
+        seen.append(resolved)
+    facts.set("derived.cvd.visible", len(seen) if problem is None or "twice" not in problem else 0)
+    if problem is None:
+        facts.set("derived.cvd.status", "ok")
+    elif facts.get("derived.cvd.status") != "duplicate":
+        facts.set("derived.cvd.status", "invalid" if seen else "hides_all")
+    facts.set("derived.cvd.problem", problem)
+    facts.set("derived.cvd.gpu_count", count)
+
+
+def _resolve_device(entry: str, count: object, uuids: list[str]) -> str | None:
+    if re.fullmatch(r"\d+", entry):
+        if isinstance(count, int) and int(entry) >= count:
+            return None
+        return f"#{int(entry)}"
+    if entry.startswith(("GPU-", "MIG-")):
+        matches = [u for u in uuids if u and u.startswith(entry)]
+        if uuids and len(matches) != 1:
+            return None
+        return matches[0] if matches else entry
+    return None
+
+
+# -- environment details -----------------------------------------------------------------------
+
+#: NCCL variables documented for debugging, not production ("should not be used in production
+#: nor retained in scripts"): https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html
+NCCL_DEBUG_VARIABLES = (
+    "NCCL_P2P_DISABLE",
+    "NCCL_SHM_DISABLE",
+    "NCCL_IB_DISABLE",
+    "NCCL_P2P_LEVEL",
+    "NCCL_ALGO",
+    "NCCL_PROTO",
+    "NCCL_BUFFSIZE",
+    "NCCL_NTHREADS",
+    "NCCL_MAX_NCHANNELS",
+    "NCCL_MIN_NCHANNELS",
+    "NCCL_CHECKS_DISABLE",
+    "NCCL_CHECK_POINTERS",
+    "NCCL_LAUNCH_MODE",
+)
+
+
+def derive_environment(facts: Facts) -> None:
+    nccl = facts.get("env.nccl")
+    if isinstance(nccl, dict):
+        left = sorted(k for k in nccl if k in NCCL_DEBUG_VARIABLES and str(nccl[k]).strip() not in ("",))
+        facts.set("derived.nccl_debug_vars", [f"{k}={nccl[k]}" for k in left])
+        facts.set("derived.nccl_unset_command", "unset " + " ".join(left) if left else None)
+    elif not facts.has("env.nccl"):
+        facts.mark_unknown("derived.nccl_debug_vars", facts.reason("env.nccl") or "unknown")
+    shm = facts.get("system.shm_bytes")
+    if isinstance(shm, (int, float)):
+        facts.set("derived.shm_mib", round(shm / 2**20))
+    nvcc = major_minor(facts.get("toolkit.nvcc_version"))
+    build = major_minor(facts.get("torch.cuda_build"))
+    if nvcc and build:
+        facts.set("derived.nvcc_major_differs", nvcc[0] != build[0])
+    elif facts.has("toolkit.nvcc_version") and facts.get("toolkit.nvcc_version") is None:
+        facts.set("derived.nvcc_major_differs", False)
+    for i in facts.indices("gpu"):
+        names = facts.get(indexed("gpu", i, "clock_event_reason_names"))
+        if isinstance(names, list):
+            slow = [n for n in names if n in ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")]
+            facts.set(f"derived.gpu[{i}].slowdown_reasons", slow)
+
+
+#: Every deriver, in order.  Feature modules add theirs to this one list.
+DERIVERS: list[str] = [
+    "cuda_doctor.knowledge:derive_driver_support",
+    "cuda_doctor.knowledge:derive_wheel_suggestion",
+    "cuda_doctor.knowledge:derive_arch",
+    "cuda_doctor.knowledge:derive_visible_devices",
+    "cuda_doctor.knowledge:derive_environment",
+    "cuda_doctor.container.derive:derive",
+    "cuda_doctor.smoke.expected:derive",
+]
+
+
+def _resolve(spec: str) -> Deriver | None:
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        log.debug("deriver %s is not part of this build", spec)
+        return None
+    func: Deriver = getattr(module, attr)
+    return func
+
+
+def derive_all(facts: Facts) -> list[str]:
+    """Run every deriver; return one message per deriver that broke (they never stop the run)."""
+    problems: list[str] = []
+    for spec in DERIVERS:
+        try:
+            func = _resolve(spec)
+            if func is None:
+                continue
+            func(facts)
+        except Exception as exc:  # a broken deriver must not hide the other checks
+            problems.append(f"{spec}: {type(exc).__name__}: {exc}")
+            log.warning("deriver %s failed", spec, exc_info=True)
+    return problems

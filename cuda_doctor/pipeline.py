@@ -1,0 +1,244 @@
+"""probes → facts → derived facts → rules → results: the one pipeline every command uses."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime as _dt
+import importlib
+import json
+import socket
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cuda_doctor import __version__
+from cuda_doctor.config import Config
+from cuda_doctor.facts import Facts
+from cuda_doctor.knowledge import derive_all
+from cuda_doctor.probes import PHASE_1, PHASE_2
+from cuda_doctor.probes.base import Probe, ProbeContext
+from cuda_doctor.results import Result, Severity, Status, exit_code
+from cuda_doctor.rules import Judgement, Rule, judge, load_rules
+
+SCHEMA = "cuda-doctor/report"
+SCHEMA_VERSION = 1
+
+#: Called with ("start" | "done", probe name) so a terminal can show progress.
+Progress = Callable[[str, str], None]
+
+
+class ReportFileError(Exception):
+    """A facts or report file that cannot be read; the message names the file."""
+
+
+@dataclass
+class Report:
+    facts: Facts
+    results: list[Result]
+    command: str = "check"
+    host: str = field(default_factory=socket.gethostname)
+    created: str = field(
+        default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    )
+    problems: list[str] = field(default_factory=list)  # internal trouble worth showing (never silent)
+
+    def counts(self) -> dict[str, int]:
+        counts = {status.value: 0 for status in Status}
+        for result in self.results:
+            counts[result.status.value] += 1
+        return counts
+
+    def exit_code(self, fail_on: Severity) -> int:
+        return exit_code(self.results, fail_on)
+
+    def to_dict(self, fail_on: Severity = Severity.ERROR) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "cuda-doctor", "version": __version__},
+            "host": self.host,
+            "created": self.created,
+            "command": self.command,
+            "facts": self.facts.to_dict(),
+            "results": [r.to_dict() for r in self.results],
+            "problems": list(self.problems),
+            "summary": {**self.counts(), "exit_code": self.exit_code(fail_on), "fail_on": fail_on.value},
+        }
+
+
+# -- probing -----------------------------------------------------------------------------------
+
+
+def load_probe(module_name: str) -> Probe | None:
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        return None
+    probe: Probe = module.PROBE
+    return probe
+
+
+def default_probes(phase: Mapping[str, str]) -> list[Probe]:
+    probes = []
+    for module_name in phase.values():
+        probe = load_probe(module_name)
+        if probe is not None:
+            probes.append(probe)
+    return probes
+
+
+def _deadline(probe: Probe, ctx: ProbeContext) -> float:
+    """Outer guard per probe; each probe bounds its own blocking calls well inside it."""
+    if probe.name in ("smoke", "nccl"):
+        return ctx.smoke_timeout + 30
+    if probe.name == "framework":
+        return max(ctx.timeout, 60) + 30
+    return ctx.timeout * 3 + 5
+
+
+def collect(ctx: ProbeContext, probes: Sequence[Probe], progress: Progress | None = None) -> Facts:
+    """Run ``probes`` concurrently; a probe that raises or overruns becomes unknown facts."""
+    facts = Facts()
+    active = []
+    for probe in probes:
+        try:
+            applies = probe.applies(ctx)
+        except Exception as exc:
+            facts.mark_unknown(f"probe.{probe.name}", f"probe failed: {type(exc).__name__}: {exc}")
+            continue
+        if applies:
+            active.append(probe)
+        else:
+            facts.set(f"probe.{probe.name}.status", "skipped")
+    if not active:
+        return facts
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(active), thread_name_prefix="probe")
+    started = time.monotonic()
+    futures = {}
+    for probe in active:
+        if progress:
+            progress("start", probe.name)
+        futures[pool.submit(probe.collect, ctx)] = probe
+    try:
+        for future, probe in futures.items():
+            remaining = _deadline(probe, ctx) - (time.monotonic() - started)
+            try:
+                part = future.result(timeout=max(remaining, 0.1))
+            except concurrent.futures.TimeoutError:
+                facts.set(f"probe.{probe.name}.status", "timeout")
+                facts.mark_unknown(probe.name, f"the {probe.name} probe did not finish in time")
+            except Exception as exc:  # a probe must never take the doctor down
+                facts.set(f"probe.{probe.name}.status", "error")
+                facts.mark_unknown(probe.name, f"the {probe.name} probe failed: {type(exc).__name__}: {exc}")
+            else:
+                facts.merge(part)
+                facts.set(f"probe.{probe.name}.status", "ok")
+            facts.set(f"probe.{probe.name}.seconds", round(time.monotonic() - started, 3))
+            if progress:
+                progress("done", probe.name)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return facts
+
+
+def gather(
+    ctx: ProbeContext,
+    probes: Sequence[Probe] | None = None,
+    progress: Progress | None = None,
+) -> Facts:
+    if probes is not None:
+        phases = [list(probes)]
+    else:
+        phases = [default_probes(PHASE_1), default_probes(PHASE_2)]
+    facts = Facts()
+    for phase in phases:
+        facts.merge(collect(ctx, phase, progress))
+    return facts
+
+
+# -- judging --------------------------------------------------------------------------------------
+
+
+def judge_facts(
+    facts: Facts,
+    config: Config,
+    *,
+    select: Iterable[str] = (),
+    ignore: Iterable[str] = (),
+    rules: Sequence[Rule] | None = None,
+) -> tuple[list[Result], list[str]]:
+    """Derive, then judge.  Returns the results and any internal problems met on the way."""
+    facts_problems = derive_all(facts)
+    loaded = list(rules) if rules is not None else load_rules(config.rules_dirs)
+    results = judge(
+        loaded,
+        facts,
+        select=[*config.select, *select],
+        ignore=[*config.ignore, *ignore],
+        judgement=Judgement(config.severity),
+    )
+    return results, facts_problems
+
+
+def run_check(
+    ctx: ProbeContext,
+    config: Config,
+    *,
+    probes: Sequence[Probe] | None = None,
+    select: Iterable[str] = (),
+    ignore: Iterable[str] = (),
+    progress: Progress | None = None,
+    command: str = "check",
+) -> Report:
+    facts = gather(ctx, probes, progress)
+    results, problems = judge_facts(facts, config, select=select, ignore=ignore)
+    return Report(facts=facts, results=results, command=command, problems=problems)
+
+
+def rejudge(path: Path, config: Config, *, select: Iterable[str] = (), ignore: Iterable[str] = ()) -> Report:
+    """Judge the facts of a saved report or facts file again, with this version's rules."""
+    data = read_json(path)
+    facts = facts_from_document(data, path)
+    # derived facts are recomputed with this version's tables
+    facts.values = {k: v for k, v in facts.values.items() if not k.startswith("derived.")}
+    facts.unknown = {k: v for k, v in facts.unknown.items() if not k.startswith("derived.")}
+    results, problems = judge_facts(facts, config, select=select, ignore=ignore)
+    host = data.get("host") if isinstance(data.get("host"), str) else socket.gethostname()
+    return Report(facts=facts, results=results, host=host, problems=problems)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ReportFileError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReportFileError(f"{path}: cannot read: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReportFileError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(data, dict):
+        raise ReportFileError(f"{path}: expected a JSON object")
+    return data
+
+
+def facts_from_document(data: Mapping[str, Any], path: Path) -> Facts:
+    """Accept a report (``facts`` inside) or a bare facts object (``values``/``unknown``)."""
+    version = data.get("schema_version")
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        raise ReportFileError(
+            f"{path}: written by a newer cuda-doctor (schema version {version}; "
+            f"this one reads up to {SCHEMA_VERSION}): upgrade cuda-doctor to read it"
+        )
+    body = data.get("facts", data)
+    if not isinstance(body, dict) or "values" not in body:
+        raise ReportFileError(f"{path}: no facts found (expected a cuda-doctor report or facts file)")
+    try:
+        return Facts.from_dict(body)
+    except ValueError as exc:
+        raise ReportFileError(f"{path}: {exc}") from None

@@ -1,0 +1,22 @@
+"""Probes gather facts, one module per source.  ``PROBES`` is the one explicit registry.
+
+Each module exposes ``PROBE``, an object satisfying ``cuda_doctor.probes.base.Probe``.
+Phase 1 probes only read state and run concurrently; phase 2 probes put work on the GPU,
+so they run after phase 1 has read the idle GPU (otherwise our own smoke kernels would show
+up as "another process holding the GPU").
+"""
+
+from __future__ import annotations
+
+PHASE_1: dict[str, str] = {
+    "gpu": "cuda_doctor.probes.gpu",
+    "environment": "cuda_doctor.probes.environment",
+    "toolkit": "cuda_doctor.probes.toolkit",
+    "framework": "cuda_doctor.probes.framework",
+    "docker": "cuda_doctor.probes.docker",
+}
+PHASE_2: dict[str, str] = {
+    "smoke": "cuda_doctor.smoke.probe",
+    "nccl": "cuda_doctor.nccl.probe",
+}
+PROBES: dict[str, str] = {**PHASE_1, **PHASE_2}

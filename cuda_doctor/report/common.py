@@ -1,0 +1,85 @@
+"""What every human-facing format shares: marks, ordering and the summary line."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from cuda_doctor.results import Result, Severity, Status
+
+MARKS = {
+    Status.PASS: "✓",
+    Status.FAIL: "✗",
+    Status.WARN: "!",
+    Status.INFO: "i",
+    Status.UNKNOWN: "?",
+    Status.SKIPPED: "-",
+    Status.ERROR: "✗",
+}
+STYLES = {
+    Status.PASS: "green",
+    Status.FAIL: "bold red",
+    Status.WARN: "yellow",
+    Status.INFO: "cyan",
+    Status.UNKNOWN: "magenta",
+    Status.SKIPPED: "dim",
+    Status.ERROR: "bold red",
+}
+#: Worst first, for ordering and a category's headline mark.
+ORDER = [Status.ERROR, Status.FAIL, Status.WARN, Status.UNKNOWN, Status.INFO, Status.PASS, Status.SKIPPED]
+CATEGORY_ORDER = [
+    "driver", "gpu", "framework", "container", "environment", "health", "smoke", "performance",
+    "multi-gpu", "docker", "toolkit",
+]
+CATEGORY_TITLES = {
+    "driver": "NVIDIA driver",
+    "gpu": "GPUs",
+    "framework": "Framework build",
+    "container": "Container",
+    "environment": "Environment",
+    "health": "GPU health",
+    "smoke": "GPU smoke run",
+    "performance": "Performance",
+    "multi-gpu": "Multi-GPU",
+    "docker": "Docker",
+    "toolkit": "System CUDA toolkit",
+}
+
+
+def worst(results: Iterable[Result]) -> Status:
+    statuses = {r.status for r in results}
+    return next((s for s in ORDER if s in statuses), Status.SKIPPED)
+
+
+def grouped(results: list[Result]) -> list[tuple[str, list[Result]]]:
+    by_category: dict[str, list[Result]] = {}
+    for result in results:
+        by_category.setdefault(result.category, []).append(result)
+    known = [c for c in CATEGORY_ORDER if c in by_category]
+    others = sorted(c for c in by_category if c not in CATEGORY_ORDER)
+    return [(c, sorted(by_category[c], key=lambda r: (ORDER.index(r.status), r.rule_id))) for c in known + others]
+
+
+def visible(result: Result, verbose: bool) -> bool:
+    return verbose or result.status not in (Status.PASS, Status.SKIPPED)
+
+
+def summary_line(counts: dict[str, int], exit_code: int, fail_on: Severity) -> str:
+    parts = []
+    for status, word in (
+        (Status.FAIL, "failed"),
+        (Status.ERROR, "rule errors"),
+        (Status.WARN, "warnings"),
+        (Status.UNKNOWN, "could not check"),
+        (Status.INFO, "info"),
+        (Status.PASS, "passed"),
+        (Status.SKIPPED, "skipped"),
+    ):
+        n = counts.get(status.value, 0)
+        if n or status in (Status.FAIL, Status.PASS):
+            parts.append(f"{n} {word}")
+    verdict = "ready to train" if exit_code == 0 else f"findings at or above '{fail_on.value}'"
+    return f"{', '.join(parts)} — {verdict} (exit {exit_code})"
+
+
+def subject_prefix(result: Result) -> str:
+    return f"[{result.subject}] " if result.subject else ""

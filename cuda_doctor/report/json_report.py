@@ -1,0 +1,15 @@
+"""JSON: the versioned report schema (docs/json-schema.md), always complete."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from cuda_doctor.results import Severity
+
+if TYPE_CHECKING:
+    from cuda_doctor.pipeline import Report
+
+
+def render_json(report: Report, fail_on: Severity = Severity.ERROR) -> str:
+    return json.dumps(report.to_dict(fail_on), indent=2, sort_keys=False, default=str) + "\n"

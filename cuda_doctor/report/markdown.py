@@ -1,0 +1,48 @@
+"""Markdown, for pasting a report into an issue or a chat."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cuda_doctor import __version__
+from cuda_doctor.report.common import CATEGORY_TITLES, MARKS, grouped, summary_line, visible
+from cuda_doctor.results import Severity, Status
+
+if TYPE_CHECKING:
+    from cuda_doctor.pipeline import Report
+
+KEY_FACTS = (
+    "driver.version", "driver.cuda_version", "gpu.count", "gpu[0].name", "gpu[0].compute_capability",
+    "torch.version", "torch.cuda_build", "torch.cudnn_version", "torch.nccl_version",
+    "container.detected", "container.cuda_version", "toolkit.nvcc_version",
+)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: Report, verbose: bool, fail_on: Severity) -> str:
+    lines = [f"## cuda-doctor report: {report.host}", "", f"cuda-doctor {__version__}, {report.created}", ""]
+    lines += ["| fact | value |", "| --- | --- |"]
+    for name in KEY_FACTS:
+        if report.facts.has(name):
+            lines.append(f"| `{name}` | {_cell(str(report.facts.get(name)))} |")
+        elif name in report.facts.unknown:
+            lines.append(f"| `{name}` | unknown: {_cell(report.facts.unknown[name])} |")
+    lines.append("")
+    for category, results in grouped(report.results):
+        shown = [r for r in results if visible(r, verbose)]
+        if not shown:
+            continue
+        lines += [f"### {CATEGORY_TITLES.get(category, category)}", ""]
+        for r in shown:
+            subject = f" **{r.subject}**:" if r.subject else ""
+            lines.append(f"- {MARKS[r.status]} `{r.rule_id}`{subject} {r.message}")
+            if r.fix and r.status not in (Status.PASS, Status.SKIPPED):
+                lines.append(f"  - fix: {r.fix}")
+            for command in r.commands:
+                lines.append(f"    ```\n    {command}\n    ```")
+        lines.append("")
+    lines.append(f"**{summary_line(report.counts(), report.exit_code(fail_on), fail_on)}**")
+    return "\n".join(lines) + "\n"

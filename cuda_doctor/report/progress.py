@@ -1,0 +1,31 @@
+"""A transient progress line on stderr while probes run (terminals only, never in JSON)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+
+from rich.console import Console
+
+from cuda_doctor.pipeline import Progress
+
+
+@contextlib.contextmanager
+def probe_progress(enabled: bool) -> Iterator[Progress | None]:
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    console = Console(stderr=True)
+    running: list[str] = []
+    with console.status("Checking…") as status:
+
+        def update(event: str, name: str) -> None:
+            if event == "start":
+                running.append(name)
+            elif name in running:
+                running.remove(name)
+            label = ", ".join(running) if running else "judging"
+            status.update(f"Checking: {label}…")
+
+        yield update

@@ -1,0 +1,102 @@
+"""Rule metadata as text, JSON or Markdown; also the generated rules reference (docs/rules.md)."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping, Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from cuda_doctor.rules import Rule
+
+
+def render_rules(rules: Sequence[Rule], fmt: str, overrides: Mapping[str, str] | None = None) -> str:
+    overrides = overrides or {}
+    if fmt == "json":
+        return json.dumps([_rule_dict(r, overrides) for r in rules], indent=2) + "\n"
+    if fmt == "markdown":
+        return render_reference(rules)
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=110, no_color=True, highlight=False)
+    table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
+    for column in ("id", "severity", "category", "title"):
+        table.add_column(column, no_wrap=column != "title")
+    for rule in rules:
+        table.add_row(rule.id, overrides.get(rule.id, rule.severity.value), rule.category, rule.title)
+    console.print(table)
+    return buffer.getvalue()
+
+
+def _rule_dict(rule: Rule, overrides: Mapping[str, str]) -> dict[str, object]:
+    return {
+        "id": rule.id,
+        "kind": rule.kind,
+        "title": rule.title,
+        "category": rule.category,
+        "severity": overrides.get(rule.id, rule.severity.value),
+        "rationale": rule.rationale.strip(),
+        "links": list(rule.links),
+    }
+
+
+def render_rule_markdown(rule: Rule, level: int = 2) -> str:
+    h = "#" * level
+    lines = [f"{h} {rule.id}: {rule.title}", ""]
+    lines.append(f"*{rule.kind} rule · category `{rule.category}` · default severity `{rule.severity.value}`*")
+    lines += ["", rule.rationale.strip(), ""]
+    if rule.kind == "lint":
+        lines.append(f"Reports: {rule.message.strip()}")
+        if rule.fix:
+            lines.append(f"Fix: {rule.fix.strip()}")
+        lines.append("")
+    else:
+        if rule.for_each:
+            lines += [f"Judged once for each `{rule.for_each}`.", ""]
+        for outcome in rule.outcomes:
+            level_name = "pass" if outcome.status else (outcome.severity or rule.severity).value
+            lines.append(f"- **{level_name}** when `{_condition_text(outcome.when)}`: {outcome.message.strip()}")
+            if outcome.fix:
+                lines.append(f"  - fix: {outcome.fix.strip()}")
+            for command in outcome.commands:
+                lines.append(f"  - `{command}`")
+        lines.append(f"- otherwise **pass**: {rule.pass_message.strip()}")
+        lines.append("")
+    if rule.links:
+        lines.append("Sources: " + ", ".join(f"<{link}>" for link in rule.links))
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def _condition_text(cond: Mapping[str, object]) -> str:
+    for key in ("all", "any"):
+        if key in cond:
+            parts = cond[key]
+            assert isinstance(parts, list)
+            return f" {'and' if key == 'all' else 'or'} ".join(f"({_condition_text(p)})" for p in parts)
+    if "not" in cond:
+        inner = cond["not"]
+        assert isinstance(inner, dict)
+        return f"not ({_condition_text(inner)})"
+    op = next(k for k in cond if k != "fact")
+    operand = cond[op]
+    if isinstance(operand, dict) and "fact" in operand:
+        operand = operand["fact"]
+    return f"{cond['fact']} {op} {json.dumps(operand)}"
+
+
+def render_reference(rules: Sequence[Rule]) -> str:
+    """docs/rules.md: generated from the rule files; a test fails when it is stale."""
+    lines = [
+        "# Rules reference",
+        "",
+        "Generated from the files in `rules/` by `cuda-doctor rules --format markdown`; do not edit by hand.",
+        "",
+        "| id | severity | category | title |",
+        "| --- | --- | --- | --- |",
+    ]
+    for rule in rules:
+        lines.append(f"| [{rule.id}](#{rule.id.lower()}) | {rule.severity.value} | {rule.category} | {rule.title} |")
+    lines.append("")
+    return "\n".join(lines) + "\n" + "".join(render_rule_markdown(r, 2) for r in rules)

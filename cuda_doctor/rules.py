@@ -1,0 +1,535 @@
+"""Rules as data: loading and validating rule files, the operator table, and evaluation.
+
+A rule file is TOML (format: docs/rule-format.md).  Conditions use a closed table of named
+operators with three-valued logic (true / false / unknown); nothing is ever ``eval``-ed.
+Judging turns each rule (per subject, for ``for_each`` rules) into a ``Result``; a rule that
+breaks becomes a result with status ``error``, never a traceback.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from cuda_doctor.facts import Facts
+from cuda_doctor.paths import rules_dir
+from cuda_doctor.results import Result, Severity, Status
+from cuda_doctor.tomlcompat import tomllib
+
+RULE_KINDS = ("env", "lint")
+CATEGORIES = (
+    "driver",
+    "gpu",
+    "framework",
+    "container",
+    "environment",
+    "health",
+    "performance",
+    "smoke",
+    "multi-gpu",
+    "docker",
+    "toolkit",
+    "code",
+    "dependencies",
+)
+_ID = re.compile(r"^[A-Z][A-Z0-9]*\d{3}$")
+
+
+class RuleFileError(Exception):
+    """A rule file that cannot be used; the message names the file and the field."""
+
+
+# -- three-valued logic -------------------------------------------------------------------------
+
+
+class _Unknown:
+    """The third truth value; carries the name of the fact that was missing."""
+
+    __slots__ = ("fact",)
+
+    def __init__(self, fact: str) -> None:
+        self.fact = fact
+
+    def __repr__(self) -> str:
+        return f"Unknown({self.fact})"
+
+
+Truth = "bool | _Unknown"
+
+
+def _ver(value: Any) -> Version:
+    return Version(str(value).strip())
+
+
+def _num(value: Any) -> float:
+    if isinstance(value, bool):
+        raise TypeError("expected a number, got a boolean")
+    return float(value)
+
+
+#: The closed operator table: name → (fact value, operand) → bool.
+OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
+    "equals": lambda v, x: bool(v == x),
+    "not_equals": lambda v, x: bool(v != x),
+    "is_null": lambda v, x: (v is None) == bool(x),
+    "truthy": lambda v, x: bool(v) == bool(x),
+    "in": lambda v, x: v in x,
+    "not_in": lambda v, x: v not in x,
+    "contains": lambda v, x: v is not None and x in v,
+    "matches": lambda v, x: v is not None and re.search(str(x), str(v)) is not None,
+    "gt": lambda v, x: v is not None and _num(v) > _num(x),
+    "gte": lambda v, x: v is not None and _num(v) >= _num(x),
+    "lt": lambda v, x: v is not None and _num(v) < _num(x),
+    "lte": lambda v, x: v is not None and _num(v) <= _num(x),
+    "version_gte": lambda v, x: v is not None and _ver(v) >= _ver(x),
+    "version_lt": lambda v, x: v is not None and _ver(v) < _ver(x),
+    "version_eq": lambda v, x: v is not None and _ver(v) == _ver(x),
+    "len_gte": lambda v, x: v is not None and len(v) >= int(x),
+    "len_lt": lambda v, x: v is not None and len(v) < int(x),
+}
+COMBINATORS = ("all", "any", "not")
+
+
+def validate_condition(cond: Any, where: str) -> None:
+    """Raise RuleFileError naming ``where`` when ``cond`` is not a well-formed condition."""
+    if not isinstance(cond, dict):
+        raise RuleFileError(f"{where}: a condition must be a table, got {type(cond).__name__}")
+    combos = [k for k in cond if k in COMBINATORS]
+    if combos:
+        if len(cond) != 1:
+            raise RuleFileError(f"{where}: '{combos[0]}' must stand alone in its table")
+        key = combos[0]
+        body = cond[key]
+        if key == "not":
+            validate_condition(body, f"{where}.not")
+            return
+        if not isinstance(body, list) or not body:
+            raise RuleFileError(f"{where}.{key}: expected a non-empty list of conditions")
+        for n, sub in enumerate(body):
+            validate_condition(sub, f"{where}.{key}[{n}]")
+        return
+    if "fact" not in cond or not isinstance(cond["fact"], str):
+        raise RuleFileError(f"{where}: a leaf condition needs 'fact' (a fact name)")
+    ops = [k for k in cond if k != "fact"]
+    if len(ops) != 1:
+        raise RuleFileError(f"{where}: a leaf needs exactly one operator, got {ops or 'none'}")
+    if ops[0] not in OPERATORS and ops[0] != "exists":
+        known = ", ".join(["exists", *OPERATORS])
+        raise RuleFileError(f"{where}: unknown operator '{ops[0]}' (known: {known})")
+
+
+def evaluate(cond: Mapping[str, Any], facts: Facts, bind: Callable[[str], str]) -> bool | _Unknown:
+    """Evaluate a validated condition.  ``bind`` maps rule-local names to fact names."""
+    if "all" in cond:
+        unknown: _Unknown | None = None
+        for sub in cond["all"]:
+            value = evaluate(sub, facts, bind)
+            if value is False:
+                return False
+            if isinstance(value, _Unknown):
+                unknown = unknown or value
+        return unknown if unknown else True
+    if "any" in cond:
+        unknown = None
+        for sub in cond["any"]:
+            value = evaluate(sub, facts, bind)
+            if value is True:
+                return True
+            if isinstance(value, _Unknown):
+                unknown = unknown or value
+        return unknown if unknown else False
+    if "not" in cond:
+        value = evaluate(cond["not"], facts, bind)
+        return value if isinstance(value, _Unknown) else not value
+    name = bind(cond["fact"])
+    op = next(k for k in cond if k != "fact")
+    operand = cond[op]
+    if op == "exists":
+        return facts.has(name) == bool(operand)
+    if not facts.has(name):
+        return _Unknown(name)
+    if isinstance(operand, dict) and set(operand) == {"fact"}:
+        other = bind(str(operand["fact"]))
+        if not facts.has(other):
+            return _Unknown(other)
+        operand = facts.get(other)
+    try:
+        return bool(OPERATORS[op](facts.get(name), operand))
+    except (TypeError, ValueError, InvalidVersion, re.error):
+        return False  # a value of the wrong shape does not satisfy the comparison
+
+
+# -- rules ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    when: dict[str, Any]
+    severity: Severity | None  # None → the rule's severity
+    status: Status | None  # an explicit "pass" outcome
+    message: str
+    fix: str | None
+    commands: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    title: str
+    category: str
+    severity: Severity
+    rationale: str
+    links: tuple[str, ...]
+    path: Path
+    kind: str = "env"
+    for_each: str | None = None
+    requires: tuple[str, ...] = ()
+    applies: dict[str, Any] | None = None
+    skip_message: str = "not applicable here"
+    pass_message: str = ""
+    outcomes: tuple[Outcome, ...] = ()
+    detector: str | None = None  # lint rules
+    message: str = ""  # lint rules
+    fix: str | None = None  # lint rules
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _text(data: Mapping[str, Any], key: str, where: str, *, required: bool = True) -> str:
+    value = data.get(key)
+    if value is None:
+        if required:
+            raise RuleFileError(f"{where}: missing required field '{key}'")
+        return ""
+    if not isinstance(value, str):
+        raise RuleFileError(f"{where}: field '{key}' must be a string")
+    return value
+
+
+def _severity(value: Any, where: str) -> Severity:
+    try:
+        return Severity(value)
+    except ValueError:
+        choices = ", ".join(s.value for s in Severity)
+        raise RuleFileError(f"{where}: severity must be one of {choices}, got {value!r}") from None
+
+
+def parse_rule(data: Mapping[str, Any], path: Path) -> Rule:
+    where = str(path)
+    rule_id = _text(data, "id", where)
+    if not _ID.match(rule_id):
+        raise RuleFileError(f"{where}: id {rule_id!r} must look like CD101 or CDL001")
+    kind = data.get("kind", "env")
+    if kind not in RULE_KINDS:
+        raise RuleFileError(f"{where}: kind must be one of {', '.join(RULE_KINDS)}, got {kind!r}")
+    category = _text(data, "category", where)
+    links = data.get("links", [])
+    if not isinstance(links, list) or not all(isinstance(x, str) for x in links):
+        raise RuleFileError(f"{where}: 'links' must be a list of URLs")
+    common = {
+        "id": rule_id,
+        "title": _text(data, "title", where),
+        "category": category,
+        "severity": _severity(data.get("severity", "error"), f"{where}: field 'severity'"),
+        "rationale": _text(data, "rationale", where),
+        "links": tuple(links),
+        "path": path,
+        "kind": kind,
+    }
+    known = {
+        "id", "title", "category", "severity", "rationale", "links", "kind", "for_each", "requires",
+        "applies", "skip_message", "pass_message", "outcome", "detector", "message", "fix",
+    }
+    extra = {k: v for k, v in data.items() if k not in known}
+    if kind == "lint":
+        return Rule(
+            **common,
+            detector=_text(data, "detector", where),
+            message=_text(data, "message", where),
+            fix=_text(data, "fix", where, required=False) or None,
+            extra=extra,
+        )
+    if "applies" in data:
+        validate_condition(data["applies"], f"{where}: field 'applies'")
+    requires = data.get("requires", [])
+    if not isinstance(requires, list) or not all(isinstance(x, str) for x in requires):
+        raise RuleFileError(f"{where}: 'requires' must be a list of fact names")
+    raw_outcomes = data.get("outcome", [])
+    if not isinstance(raw_outcomes, list) or not raw_outcomes:
+        raise RuleFileError(f"{where}: an env rule needs at least one [[outcome]]")
+    outcomes = []
+    for n, raw in enumerate(raw_outcomes):
+        at = f"{where}: outcome[{n}]"
+        if "when" not in raw:
+            raise RuleFileError(f"{at}: missing required field 'when'")
+        validate_condition(raw["when"], f"{at}.when")
+        status = raw.get("status")
+        if status not in (None, "pass"):
+            raise RuleFileError(f"{at}: status may only be 'pass' (use severity for findings)")
+        commands = raw.get("commands", [])
+        if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands):
+            raise RuleFileError(f"{at}: 'commands' must be a list of strings")
+        outcomes.append(
+            Outcome(
+                when=raw["when"],
+                severity=_severity(raw["severity"], f"{at}: field 'severity'") if "severity" in raw else None,
+                status=Status.PASS if status == "pass" else None,
+                message=_text(raw, "message", at),
+                fix=_text(raw, "fix", at, required=False) or None,
+                commands=tuple(commands),
+            )
+        )
+    return Rule(
+        **common,
+        for_each=data.get("for_each"),
+        requires=tuple(requires),
+        applies=data.get("applies"),
+        skip_message=str(data.get("skip_message", "not applicable here")),
+        pass_message=_text(data, "pass_message", where, required=False) or "ok",
+        outcomes=tuple(outcomes),
+        extra=extra,
+    )
+
+
+def load_rule_file(path: Path) -> Rule:
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise RuleFileError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise RuleFileError(f"{path}: cannot read: {exc.strerror}") from None
+    return parse_rule(data, path)
+
+
+def load_rules(extra_dirs: Iterable[Path] = (), *, builtin: bool = True) -> list[Rule]:
+    """All rules, built-in first; a later rule with the same id is an error (ids are stable)."""
+    dirs = ([rules_dir()] if builtin else []) + list(extra_dirs)
+    rules: dict[str, Rule] = {}
+    for directory in dirs:
+        if not directory.is_dir():
+            raise RuleFileError(f"{directory}: rules directory does not exist")
+        for path in sorted(directory.glob("*.toml")):
+            rule = load_rule_file(path)
+            if rule.id in rules:
+                raise RuleFileError(f"{path}: id {rule.id} is already used by {rules[rule.id].path}")
+            rules[rule.id] = rule
+    return sorted(rules.values(), key=lambda r: r.id)
+
+
+# -- rendering -------------------------------------------------------------------------------------
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.\[\]]*)\}")
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_show(v) for v in value) or "none"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_show(v)}" for k, v in value.items()) or "none"
+    return str(value)
+
+
+def render_template(template: str, facts: Facts, bind: Callable[[str], str]) -> str:
+    def sub(match: re.Match[str]) -> str:
+        name = bind(match.group(1))
+        return _show(facts.get(name)) if facts.has(name) else "?"
+
+    return _PLACEHOLDER.sub(sub, template)
+
+
+def template_facts(templates: Iterable[str], bind: Callable[[str], str]) -> list[str]:
+    names: list[str] = []
+    for template in templates:
+        names.extend(bind(m.group(1)) for m in _PLACEHOLDER.finditer(template))
+    return names
+
+
+def condition_facts(cond: Mapping[str, Any], bind: Callable[[str], str]) -> list[str]:
+    if "all" in cond or "any" in cond:
+        key = "all" if "all" in cond else "any"
+        return [n for sub in cond[key] for n in condition_facts(sub, bind)]
+    if "not" in cond:
+        return condition_facts(cond["not"], bind)
+    names = [bind(cond["fact"])]
+    operand = next(v for k, v in cond.items() if k != "fact")
+    if isinstance(operand, dict) and "fact" in operand:
+        names.append(bind(str(operand["fact"])))
+    return names
+
+
+# -- judging ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """How to judge: severity overrides from config (``off`` disables a rule)."""
+
+    severity: Mapping[str, str] = field(default_factory=dict)
+
+
+def _binder(family: str | None, index: int | None) -> Callable[[str], str]:
+    if family is None or index is None:
+        return lambda name: name
+    prefix = family + "."
+    derived = f"derived.{family}."
+
+    def bind(name: str) -> str:
+        if name.startswith(prefix):
+            return f"{family}[{index}].{name[len(prefix):]}"
+        if name.startswith(derived):
+            return f"derived.{family}[{index}].{name[len(derived):]}"
+        return name
+
+    return bind
+
+
+def judge_rule(rule: Rule, facts: Facts, judgement: Judgement | None = None) -> list[Result]:
+    if rule.kind != "env":
+        return []
+    judgement = judgement or Judgement()
+    if rule.for_each:
+        indices = facts.indices(rule.for_each)
+        if not indices:
+            return [_result(rule, Status.SKIPPED, f"not applicable: no {rule.for_each} found", facts)]
+        label = "GPU" if rule.for_each == "gpu" else rule.for_each
+        return [
+            _judge_one(rule, facts, judgement, _binder(rule.for_each, i), f"{label} {i}") for i in indices
+        ]
+    return [_judge_one(rule, facts, judgement, _binder(None, None), None)]
+
+
+def _result(
+    rule: Rule,
+    status: Status,
+    message: str,
+    facts: Facts,
+    subject: str | None = None,
+    *,
+    fix: str | None = None,
+    commands: tuple[str, ...] = (),
+    evidence: dict[str, Any] | None = None,
+) -> Result:
+    return Result(
+        rule_id=rule.id,
+        title=rule.title,
+        category=rule.category,
+        status=status,
+        message=message,
+        subject=subject,
+        fix=fix,
+        commands=commands,
+        links=rule.links,
+        evidence=evidence or {},
+    )
+
+
+def _judge_one(
+    rule: Rule, facts: Facts, judgement: Judgement, bind: Callable[[str], str], subject: str | None
+) -> Result:
+    try:
+        return _judge_unsafe(rule, facts, judgement, bind, subject)
+    except Exception as exc:  # the rule itself broke: a result, never a traceback
+        return _result(rule, Status.ERROR, f"rule failed: {type(exc).__name__}: {exc}", facts, subject)
+
+
+def _evidence(names: Iterable[str], facts: Facts) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in names:
+        if facts.has(name):
+            out[name] = facts.get(name)
+        elif not name.startswith("derived."):
+            out[name] = f"unknown: {facts.reason(name) or 'not gathered'}"
+    return out
+
+
+def _judge_unsafe(
+    rule: Rule, facts: Facts, judgement: Judgement, bind: Callable[[str], str], subject: str | None
+) -> Result:
+    override = judgement.severity.get(rule.id)
+    if rule.applies is not None:
+        applies = evaluate(rule.applies, facts, bind)
+        if applies is False:
+            return _result(rule, Status.SKIPPED, render_template(rule.skip_message, facts, bind), facts, subject)
+        if isinstance(applies, _Unknown):
+            return _unknown(rule, facts, applies.fact, subject)
+    for name in rule.requires:
+        if not facts.has(bind(name)):
+            return _unknown(rule, facts, bind(name), subject)
+    for outcome in rule.outcomes:
+        verdict = evaluate(outcome.when, facts, bind)
+        if isinstance(verdict, _Unknown):
+            return _unknown(rule, facts, verdict.fact, subject)
+        if not verdict:
+            continue
+        names = condition_facts(outcome.when, bind)
+        evidence = _evidence(names, facts)
+        message = render_template(outcome.message, facts, bind)
+        if outcome.status is Status.PASS:
+            return _result(rule, Status.PASS, message, facts, subject, evidence=evidence)
+        severity = Severity(override) if override else (outcome.severity or rule.severity)
+        return _result(
+            rule,
+            severity.status,
+            message,
+            facts,
+            subject,
+            fix=render_template(outcome.fix, facts, bind) if outcome.fix else None,
+            commands=tuple(render_template(c, facts, bind) for c in outcome.commands),
+            evidence=evidence,
+        )
+    names = [bind(n) for n in rule.requires] + template_facts([rule.pass_message], bind)
+    return _result(
+        rule, Status.PASS, render_template(rule.pass_message, facts, bind), facts, subject,
+        evidence=_evidence(names, facts),
+    )
+
+
+def _unknown(rule: Rule, facts: Facts, name: str, subject: str | None) -> Result:
+    reason = facts.reason(name) or "not gathered"
+    return _result(
+        rule, Status.UNKNOWN, f"could not check: {name} is unknown ({reason})", facts, subject,
+        evidence={name: f"unknown: {reason}"},
+    )
+
+
+def judge(
+    rules: Iterable[Rule],
+    facts: Facts,
+    *,
+    select: Iterable[str] = (),
+    ignore: Iterable[str] = (),
+    judgement: Judgement | None = None,
+) -> list[Result]:
+    """Judge every env rule; deselected ones come back as ``skipped`` so the report is complete."""
+    selected = [s.upper() for s in select]
+    ignored = [s.upper() for s in ignore]
+    judgement = judgement or Judgement()
+    results: list[Result] = []
+    for rule in rules:
+        if rule.kind != "env":
+            continue
+        off = judgement.severity.get(rule.id) == "off"
+        if off or _deselected(rule, selected, ignored):
+            results.append(_result(rule, Status.SKIPPED, "deselected", facts))
+            continue
+        active = Judgement({k: v for k, v in judgement.severity.items() if v != "off"})
+        results.extend(judge_rule(rule, facts, active))
+    return results
+
+
+def _deselected(rule: Rule, selected: list[str], ignored: list[str]) -> bool:
+    def hit(patterns: list[str]) -> bool:
+        return any(rule.id.startswith(p) or rule.category.upper() == p for p in patterns)
+
+    return (bool(selected) and not hit(selected)) or hit(ignored)
