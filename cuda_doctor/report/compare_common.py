@@ -57,10 +57,11 @@ def fleet_verdict(fleet: Fleet) -> str:
     parts = [_count(len(fleet.nodes), "node", "nodes")]
     if fleet.errors:
         parts.append(_count(len(fleet.errors), "report unreadable", "reports unreadable"))
-    parts.append(f"{len(fleet.differing)} differ from the majority")
+    parts.append(f"{len(fleet.differing)} differing from the majority")
     parts.append(f"{len(fleet.failing)} with failing rules")
     hosts = {o.host for o in fleet.outliers}
-    parts.append(f"{len(fleet.outliers)} performance outliers on {len(hosts)} nodes")
+    outliers = _count(len(fleet.outliers), "performance outlier", "performance outliers")
+    parts.append(f"{outliers} on {_count(len(hosts), 'node', 'nodes')}")
     return ", ".join(parts)
 
 

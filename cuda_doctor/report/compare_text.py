@@ -34,7 +34,7 @@ def _console(color: bool | None, width: int | None, buffer: io.StringIO | None) 
         no_color=color is False,
         width=width,
         highlight=False,
-        soft_wrap=False,
+        soft_wrap=True,  # long paths stay on one line; tables still fit the width
     )
 
 
