@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import stat
 import sys
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -52,3 +57,37 @@ def fake_nvidia_smi(tmp_path: Path) -> FakeNvidiaSmi:
     root = tmp_path / "root"
     root.mkdir()
     return FakeNvidiaSmi(exe, tmp_path / "nvidia-smi.pid", root)
+
+
+def _load_fake(name: str) -> ModuleType:
+    # loaded by path so it works whatever pytest's import mode
+    spec = importlib.util.spec_from_file_location(
+        f"_cuda_doctor_fakes_{name}", TESTS / "fakes" / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def make_nvml() -> Iterator[Callable[..., Any]]:
+    """Build a fake ``pynvml`` (tests/fakes/fake_pynvml.py) answering with the H200 readings.
+
+    Keyword arguments set FakeNvml's fields; any ``hang`` event is released at teardown so
+    no abandoned worker thread outlives the test.
+    """
+    fakes = _load_fake("fake_pynvml")
+    readings = fakes.h200_readings(H200 / "nvml.txt")
+    made: list[Any] = []
+
+    def make(**options: Any) -> Any:
+        fake = fakes.FakeNvml(readings=dict(readings), **options)
+        made.append(fake)
+        return fake
+
+    yield make
+    for fake in made:
+        if isinstance(fake.hang, threading.Event):
+            fake.hang.set()
