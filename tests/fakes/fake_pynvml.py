@@ -121,10 +121,10 @@ class FakeNvml:
         return SimpleNamespace(busId=self._str(self.readings["pci_bus_id"]))
 
     def nvmlDeviceGetCudaComputeCapability(self, handle: int) -> tuple[int, int]:
-        return tuple(self.readings["cc"])  # type: ignore[return-value]
+        return tuple(self.readings["cc"])
 
     def nvmlDeviceGetMemoryInfo(self, handle: int) -> SimpleNamespace:
-        return self.readings["memory"]  # type: ignore[no-any-return]
+        return self.readings["memory"]
 
     def nvmlDeviceGetEccMode(self, handle: int) -> list[int]:
         return list(self.readings["ecc"])
@@ -141,7 +141,7 @@ class FakeNvml:
         raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
 
     def nvmlDeviceGetRemappedRows(self, handle: int) -> tuple[int, int, int, int]:
-        return tuple(self.readings["remapped_rows"])  # type: ignore[return-value]
+        return tuple(self.readings["remapped_rows"])
 
     def nvmlDeviceGetPersistenceMode(self, handle: int) -> int:
         return int(self.readings["persistence"])
