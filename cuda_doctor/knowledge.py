@@ -143,10 +143,14 @@ def _variant_cuda(variant: str) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def best_variant(torch_release: str | None, driver_cuda: tuple[int, int]) -> tuple[str, str] | None:
-    """(torch release, newest wheel variant whose CUDA this driver fully supports).
+def best_variant(
+    torch_release: str | None, driver_cuda: tuple[int, int], driver: str | None = None
+) -> tuple[str, str] | None:
+    """(torch release, newest wheel variant this driver can run).
 
     Prefers the installed release; falls back to the newest release that has such a variant.
+    Full support first; failing that, a variant of the driver's CUDA major that runs through
+    minor-version compatibility (driver at or above the family's floor).
     """
     releases = load_table("torch_wheels")["release"]
     ordered = sorted(releases, key=lambda row: Version(row["torch"]), reverse=True)
@@ -155,10 +159,23 @@ def best_variant(torch_release: str | None, driver_cuda: tuple[int, int]) -> tup
         ordered = [r for r in ordered if major_minor(r["torch"]) == mine] + [
             r for r in ordered if major_minor(r["torch"]) != mine
         ]
-    for row in ordered:
-        fitting = [v for v in row["variants"] if (_variant_cuda(v) or (99, 0)) <= driver_cuda]
-        if fitting:
-            return str(row["torch"]), max(fitting, key=lambda v: _variant_cuda(v) or (0, 0))
+
+    def fully(variant: str) -> bool:
+        return (_variant_cuda(variant) or (99, 0)) <= driver_cuda
+
+    def minor_compatible(variant: str) -> bool:
+        cuda = _variant_cuda(variant)
+        floor = mvc_floor(driver_cuda[0])
+        version = parse_version(driver)
+        return bool(
+            cuda and cuda[0] == driver_cuda[0] and floor and version and version >= Version(floor)
+        )
+
+    for accept in (fully, minor_compatible):
+        for row in ordered:
+            fitting = [v for v in row["variants"] if accept(v)]
+            if fitting:
+                return str(row["torch"]), max(fitting, key=lambda v: _variant_cuda(v) or (0, 0))
     return None
 
 
@@ -172,7 +189,7 @@ def derive_wheel_suggestion(facts: Facts) -> None:
         facts.mark_unknown(out, facts.reason("driver.cuda_version") or "the driver's CUDA version is unknown")
         return
     base = facts.get("torch.version_base")
-    choice = best_variant(str(base) if base else None, parsed)
+    choice = best_variant(str(base) if base else None, parsed, facts.get("driver.version"))
     if choice is None:
         facts.mark_unknown(out, f"no PyTorch wheel in the table supports CUDA {driver_cuda}")
         return
