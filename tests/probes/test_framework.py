@@ -264,3 +264,18 @@ def test_a_failing_step_marks_only_its_facts() -> None:
             "torch.device_names": "RuntimeError: No CUDA GPUs are available",
         },
     }
+
+
+# -- reports recorded on a real H200 ---------------------------------------------------------
+def _h200_reports() -> dict[str, dict[str, dict[str, object]]]:
+    path = Path(__file__).parents[1] / "fixtures" / "env" / "h200-framework-facts.json"
+    reports: dict[str, dict[str, dict[str, object]]] = json.loads(path.read_text())["reports"]
+    return reports
+
+
+@pytest.mark.parametrize("visible", ["unset", "", "0,0", "GPU-nonexistent"])
+def test_recorded_h200_reports_shape_unchanged(visible: str) -> None:
+    report = _h200_reports()[visible]
+    facts = interpret(_result("warning on stdout\n" + json.dumps(report)), "/py", 60)
+    assert facts.to_dict() == Facts.from_dict(report).to_dict()
+
