@@ -1,0 +1,304 @@
+"""The NVIDIA Container Toolkit's ``NVIDIA_REQUIRE_*`` check, as a pure function.
+
+Semantics (nvidia-container-toolkit ``cmd/nvidia-container-runtime/README.md``; evaluation in
+libnvidia-container ``src/cli/dsl.c`` and ``src/cli/configure.c``; which variables count in
+nvidia-container-toolkit ``internal/config/image/cuda_image.go``):
+
+* every ``NVIDIA_REQUIRE_*`` variable except ``NVIDIA_REQUIRE_JETPACK`` is a requirement, and
+  all of them must hold;
+* inside one variable, space-separated clauses are OR-ed and comma-separated constraints
+  AND-ed;
+* a true ``NVIDIA_DISABLE_REQUIRE`` (Go's ``strconv.ParseBool``) turns every check off;
+* a "legacy" image (``CUDA_VERSION`` set, ``NVIDIA_REQUIRE_CUDA`` not) requires
+  ``cuda>=MAJOR.MINOR`` of its ``CUDA_VERSION``;
+* ``cuda`` compares the driver's CUDA version, ``driver`` the driver version, ``arch`` the
+  compute capability and ``brand`` the product brand (case-insensitively) of *each* visible
+  GPU; with no GPU visible, ``arch`` and ``brand`` hold.
+
+Where the toolkit knows the brand but we do not (no NVML reading), a ``brand`` constraint is
+*unknown* rather than assumed: the toolkit itself says no when the brand differs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+#: Go's strconv.ParseBool
+_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
+
+_OPERATORS = ("!=", "<=", ">=", "=", "<", ">")  # longest first
+_VERSION = re.compile(r"^[0-9.]+$")
+
+
+@dataclass(frozen=True)
+class HostGPU:
+    """What the toolkit reads of one visible GPU; ``None`` where we could not learn it."""
+
+    brand: str | None = None
+    arch: str | None = None  # compute capability, "9.0"
+
+
+@dataclass(frozen=True)
+class Host:
+    """The host a requirement is judged against.
+
+    ``gpus`` is ``None`` when the visible GPUs are unknown and ``()`` when there are none.
+    """
+
+    driver_version: str | None
+    cuda_version: str | None
+    gpus: tuple[HostGPU, ...] | None = None
+
+
+@dataclass(frozen=True)
+class RequireResult:
+    satisfied: bool | None  # None: a fact the decision needs is unknown
+    detail: str  # the toolkit's message when unsatisfied, else what was decided and why
+    failing: str | None  # the failing constraint ("cuda>=12.2"), or the unknown one
+    required_cuda: str | None  # the CUDA version the image asks for ("12.2")
+    requirements: tuple[str, ...]  # the expressions that were judged
+    disabled: bool = False
+    cuda_satisfied: bool | None = None  # the ``cuda>=`` constraint alone
+
+
+class InvalidExpression(ValueError):
+    pass
+
+
+def parse_bool(value: str | None) -> bool:
+    """``NVIDIA_DISABLE_REQUIRE`` read as Go's ``strconv.ParseBool`` does (errors: false)."""
+    return value is not None and value.strip() in _TRUE
+
+
+def requirements_from_env(env: Mapping[str, str]) -> tuple[list[str], bool, str | None]:
+    """The requirement expressions an image's environment asks for.
+
+    Returns ``(expressions, disabled, error)``; ``error`` is set when ``CUDA_VERSION`` of a legacy
+    image is not a version (the toolkit then refuses to start the container).
+    """
+    if parse_bool(env.get("NVIDIA_DISABLE_REQUIRE")):
+        return [], True, None
+    exprs = [
+        value
+        for name, value in sorted(env.items())
+        if name.startswith("NVIDIA_REQUIRE_") and not name.startswith("NVIDIA_REQUIRE_JETPACK")
+    ]
+    legacy = env.get("CUDA_VERSION", "")
+    if legacy and not env.get("NVIDIA_REQUIRE_CUDA"):
+        major_minor = legacy_cuda_requirement(legacy)
+        if major_minor is None:
+            return exprs, False, f"invalid CUDA version: CUDA_VERSION={legacy!r}"
+        exprs.append(f"cuda>={major_minor}")
+    return exprs, False, None
+
+
+def legacy_cuda_requirement(cuda_version: str) -> str | None:
+    """``12.2.2`` → ``12.2`` (``12`` → ``12.0``) as the toolkit derives it; None if invalid."""
+    match = re.fullmatch(
+        r"v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[-+][0-9A-Za-z.+-]*)?", cuda_version.strip()
+    )
+    if match is None:
+        return None
+    return f"{int(match.group(1))}.{int(match.group(2) or 0)}"
+
+
+def compare_versions(left: str, op: str, right: str) -> bool:
+    """libnvidia-container's dotted-number comparison (missing components count as zero)."""
+    if not _VERSION.match(left) or not _VERSION.match(right):
+        raise InvalidExpression(f"not a version: {left!r} {op} {right!r}")
+    a = _components(left)
+    b = _components(right)
+    width = max(len(a), len(b))
+    a += (0,) * (width - len(a))
+    b += (0,) * (width - len(b))
+    return {
+        "=": a == b,
+        "!=": a != b,
+        "<": a < b,
+        "<=": a <= b,
+        ">": a > b,
+        ">=": a >= b,
+    }[op]
+
+
+def _components(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".") if part != "")
+
+
+def split_constraint(text: str) -> tuple[str, str, str]:
+    """``driver>=470`` → ("driver", ">=", "470"); raises InvalidExpression."""
+    match = re.match(r"^([^<>=!]+)([<>=!]+)(.+)$", text)
+    if match is None or match.group(2) not in _OPERATORS:
+        raise InvalidExpression(f"invalid constraint {text!r}")
+    name, op, value = match.group(1).lower(), match.group(2), match.group(3)
+    if name not in ("cuda", "driver", "arch", "brand"):
+        raise InvalidExpression(f"unknown constraint {name!r} in {text!r}")
+    if name == "brand" and op not in ("=", "!="):
+        raise InvalidExpression(f"brand takes = or != in {text!r}")
+    return name, op, value
+
+
+def _leaf(text: str, host: Host, gpu: HostGPU | None) -> tuple[bool | None, str | None]:
+    """One constraint: (holds, reason-if-unknown)."""
+    name, op, value = split_constraint(text)
+    if name in ("cuda", "driver"):
+        have = host.cuda_version if name == "cuda" else host.driver_version
+        if have is None:
+            return (
+                None,
+                f"the host's {'CUDA driver' if name == 'cuda' else 'driver'} version is unknown",
+            )
+        return compare_versions(have, op, value), None
+    if gpu is None:  # no GPU visible: the toolkit assumes brand and arch hold
+        return True, None
+    if name == "arch":
+        if gpu.arch is None:
+            return None, "the GPU's compute capability is unknown"
+        return compare_versions(gpu.arch, op, value), None
+    if gpu.brand is None:
+        return None, "the GPU's brand is unknown"
+    same = gpu.brand.strip().lower() == value.strip().lower()
+    return (same if op == "=" else not same), None
+
+
+def _evaluate_one(
+    expr: str, host: Host, gpu: HostGPU | None
+) -> tuple[bool | None, str | None, str | None]:
+    """One expression for one GPU: (holds, failing-or-unknown constraint, unknown reason).
+
+    Three-valued OR of AND clauses, in the toolkit's order (AND stops at the first false member,
+    OR at the first true clause).
+    """
+    unknown: tuple[str, str] | None = None
+    last_false: str | None = None
+    for clause in (c for c in expr.split(" ") if c):
+        clause_value: bool | None = True
+        clause_unknown: tuple[str, str] | None = None
+        for constraint in (c for c in clause.split(",") if c):
+            value, reason = _leaf(constraint, host, gpu)
+            if value is False:
+                clause_value = False
+                last_false = constraint
+                break
+            if value is None:
+                clause_value = None
+                clause_unknown = clause_unknown or (constraint, reason or "unknown")
+        if clause_value is True:
+            return True, None, None
+        if clause_value is None and unknown is None:
+            unknown = clause_unknown
+    if unknown is not None:
+        return None, unknown[0], unknown[1]
+    return False, last_false, None
+
+
+def required_cuda(requirements: Sequence[str]) -> str | None:
+    """The highest ``cuda>=X`` (or ``cuda>X``) version named by the requirements."""
+    best: str | None = None
+    for expr in requirements:
+        for constraint in re.split(r"[ ,]", expr):
+            match = re.fullmatch(r"(?i)cuda>=?([0-9.]+)", constraint)
+            if match and (best is None or compare_versions(match.group(1), ">", best)):
+                best = match.group(1)
+    return best
+
+
+def _cuda_alone(requirements: Sequence[str], host: Host) -> bool | None:
+    needed = required_cuda(requirements)
+    if needed is None:
+        return True
+    if host.cuda_version is None:
+        return None
+    return compare_versions(host.cuda_version, ">=", needed)
+
+
+def evaluate(requirements: Sequence[str], host: Host, *, disabled: bool = False) -> RequireResult:
+    """Judge requirement expressions against a host as the toolkit would at container start."""
+    reqs = tuple(r for r in requirements if r.strip())
+    try:
+        needed = required_cuda(reqs)
+    except InvalidExpression:
+        needed = None
+    if disabled:
+        return RequireResult(
+            True,
+            "NVIDIA_DISABLE_REQUIRE turns the requirement checks off",
+            None,
+            needed,
+            reqs,
+            True,
+        )
+    if not reqs:
+        return RequireResult(
+            True, "the image states no NVIDIA_REQUIRE_* requirement", None, None, reqs
+        )
+    try:
+        cuda_ok = _cuda_alone(reqs, host)
+    except InvalidExpression:
+        cuda_ok = None
+    # The toolkit evaluates every requirement once per visible GPU (or once, with none).
+    targets: tuple[HostGPU | None, ...]
+    if host.gpus is None:
+        targets = (HostGPU(),)  # GPUs unknown: brand and arch are unknown
+    elif not host.gpus:
+        targets = (None,)
+    else:
+        targets = host.gpus
+    unknown: tuple[str, str] | None = None
+    for gpu in targets:
+        for expr in reqs:
+            try:
+                value, constraint, reason = _evaluate_one(expr, host, gpu)
+            except InvalidExpression as exc:
+                return RequireResult(
+                    False,
+                    f"requirement error: invalid expression ({exc})",
+                    expr,
+                    needed,
+                    reqs,
+                    cuda_satisfied=cuda_ok,
+                )
+            if value is False:
+                return RequireResult(
+                    False,
+                    _unsatisfied_message(expr),
+                    constraint,
+                    needed,
+                    reqs,
+                    cuda_satisfied=cuda_ok,
+                )
+            if value is None and unknown is None:
+                unknown = (constraint or expr, reason or "unknown")
+    if unknown is not None:
+        return RequireResult(
+            None,
+            f"cannot tell whether {unknown[0]} holds: {unknown[1]}",
+            unknown[0],
+            needed,
+            reqs,
+            cuda_satisfied=cuda_ok,
+        )
+    return RequireResult(
+        True, "every NVIDIA_REQUIRE_* condition holds", None, needed, reqs, cuda_satisfied=cuda_ok
+    )
+
+
+def _unsatisfied_message(expr: str) -> str:
+    # libnvidia-container reports the expression's first clause, with advice for cuda>=.
+    first = next((c for c in expr.split(" ") if c), expr)
+    if first.startswith("cuda>="):
+        return (
+            f"unsatisfied condition: {first}, please update your driver to a newer version, "
+            "or use an earlier cuda container"
+        )
+    return f"unsatisfied condition: {first}"
+
+
+def check_env(env: Mapping[str, str], host: Host) -> RequireResult:
+    """Judge an image's (or this container's) environment against a host."""
+    exprs, disabled, error = requirements_from_env(env)
+    if error is not None:
+        return RequireResult(False, error, "CUDA_VERSION", None, tuple(exprs))
+    return evaluate(exprs, host, disabled=disabled)
