@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import sys
 from collections.abc import Callable
@@ -204,6 +205,20 @@ def test_report_after_a_crash_at_exit_is_still_used() -> None:
     stdout = json.dumps({"values": {"torch.installed": False}, "unknown": {}})
     facts = interpret(_result(stdout, returncode=-11), "/py", 60)
     assert facts.values["torch.installed"] is False
+
+
+def test_child_is_self_contained_and_old_python_syntax() -> None:
+    # The inspected interpreter may be older than ours and has no cuda_doctor installed.
+    source = Path(child.__file__).read_text(encoding="utf-8")
+    tree = ast.parse(source, feature_version=(3, 8))
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+    assert "cuda_doctor" not in imported
+    assert imported <= set(sys.stdlib_module_names) | {"torch", "tensorflow", "__future__"}
 
 
 # -- the child's pure helpers ----------------------------------------------------------------
