@@ -1,0 +1,143 @@
+"""``cuda-doctor exec -- CMD ARGS…``: the container entrypoint.
+
+Runs the fast check (no framework import unless ``--with-framework``), prints the checklist to
+stderr, then replaces itself with CMD through ``os.execvp``: CMD keeps this process's PID, so
+signals sent to the container reach it and its exit status is the container's.  When the check
+finds something at or above ``--fail-on``, CMD is not started and the exit status is 1, unless
+``--warn-only``.  Like a shell, a CMD that cannot be found exits 127 and one that cannot be
+executed exits 126, before any check runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from cuda_doctor.commands.options import config_option
+
+EXIT_REFUSED = 1
+EXIT_NOT_EXECUTABLE = 126
+EXIT_NOT_FOUND = 127
+
+
+@click.command(
+    "exec",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["error", "warning", "info"]),
+    default=None,
+    help="Lowest severity that stops CMD from starting (default: error, or fail-on from config).",
+)
+@click.option("--warn-only", is_flag=True, help="Print the findings but start CMD anyway.")
+@click.option(
+    "--with-framework",
+    is_flag=True,
+    help="Also import the framework (torch, TensorFlow) and judge its build (slower start).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0.5, 600),
+    default=10.0,
+    show_default=True,
+    help="Seconds each probe's external call (NVML, nvidia-smi) may take.",
+)
+@config_option
+@click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
+def command(
+    fail_on: str | None,
+    warn_only: bool,
+    with_framework: bool,
+    timeout: float,
+    config_path: Path | None,
+    cmd: tuple[str, ...],
+) -> None:
+    """Check this machine, then become CMD (use as a container ENTRYPOINT).
+
+    \b
+    ENTRYPOINT ["cuda-doctor", "exec", "--"]
+    CMD ["python", "train.py"]
+
+    Exit status: CMD's own when it starts; 1 when the check refuses to start it; 126 when CMD
+    cannot be executed, 127 when it is not found; 2 on a usage error.
+    """
+    program = cmd[0]
+    problem = _resolve(program)
+    if problem is not None:
+        message, code = problem
+        click.echo(f"cuda-doctor exec: {message}", err=True)
+        sys.exit(code)
+
+    # Imported here so `exec` with a missing CMD answers before paying for the pipeline.
+    from cuda_doctor.config import load_config
+    from cuda_doctor.pipeline import run_check
+    from cuda_doctor.probes.base import ProbeContext
+    from cuda_doctor.report import render
+    from cuda_doctor.results import Severity
+
+    config = load_config(config_path, Path.cwd())
+    level = fail_on or config.fail_on or "error"
+    ctx = ProbeContext(timeout=timeout, fast=not with_framework, smoke=False)
+    report = run_check(ctx, config, command="exec")
+    color = sys.stderr.isatty()
+    click.echo(
+        render(report, "text", verbose=False, color=color, fail_on=level), err=True, nl=False
+    )
+    if report.exit_code(Severity(level)) != 0:
+        if not warn_only:
+            click.echo(
+                f"cuda-doctor exec: not starting {program}: findings at or above '{level}' "
+                "(fix them, or pass --warn-only to start anyway)",
+                err=True,
+            )
+            sys.exit(EXIT_REFUSED)
+        click.echo(
+            f"cuda-doctor exec: starting {program} despite the findings (--warn-only)", err=True
+        )
+    _become(cmd)
+
+
+def _resolve(program: str) -> tuple[str, int] | None:
+    """A shell's answer for a command it cannot run: (message, 127 or 126), or None if it can."""
+    if os.sep in program:
+        path = Path(program)
+        if not path.exists():
+            return f"{program}: No such file or directory", EXIT_NOT_FOUND
+        if path.is_dir():
+            return f"{program}: Is a directory", EXIT_NOT_EXECUTABLE
+        if not os.access(path, os.X_OK):
+            return f"{program}: Permission denied", EXIT_NOT_EXECUTABLE
+        return None
+    if shutil.which(program) is None:
+        # which() skips files without the execute bit; say so rather than "not found".
+        for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+            candidate = Path(directory or ".") / program
+            if candidate.is_file():
+                return f"{program}: Permission denied", EXIT_NOT_EXECUTABLE
+        return f"{program}: command not found", EXIT_NOT_FOUND
+    return None
+
+
+def _become(cmd: tuple[str, ...]) -> None:
+    """Replace this process with ``cmd``; only returns by exiting when exec itself fails."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Python ignores SIGPIPE and SIGXFSZ; ignored signals survive exec, so give CMD the defaults.
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        signum = getattr(signal, name, None)
+        if signum is not None:
+            signal.signal(signum, signal.SIG_DFL)
+    try:
+        os.execvp(cmd[0], list(cmd))
+    except FileNotFoundError:
+        click.echo(f"cuda-doctor exec: {cmd[0]}: command not found", err=True)
+        sys.exit(EXIT_NOT_FOUND)
+    except OSError as exc:
+        click.echo(f"cuda-doctor exec: {cmd[0]}: {exc.strerror or exc}", err=True)
+        sys.exit(EXIT_NOT_EXECUTABLE)
