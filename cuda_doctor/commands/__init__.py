@@ -15,4 +15,5 @@ COMMANDS: dict[str, str] = {
     "diff": "cuda_doctor.commands.diff",
     "fleet": "cuda_doctor.commands.fleet",
     "watch": "cuda_doctor.commands.watch",
+    "exec": "cuda_doctor.commands.exec_",
 }
