@@ -1,0 +1,417 @@
+"""Framework-level smoke test: torch on every visible GPU, checked and timed.
+
+Run as a script by the *target* interpreter (``python -c <this source> CONFIG``): it imports
+nothing from cuda_doctor and stays compatible with old Pythons.  Per GPU: allocation,
+host↔device copies (pinned and pageable), 4096³ matmuls in fp32/fp16/bf16 checked against a
+float64 reference, kernel-launch time, one autocast + GradScaler training step and a cuDNN
+convolution.  Every step's error is kept as text with the step's name; one broken step does
+not stop the others.  When ``pynvml`` is importable, the PCIe link and clock-event reasons
+are read *while* the GPU is busy (the link trains down at idle).
+
+Output, one JSON object per line on stdout: ``{"step": …}`` before each step, then
+``{"result": {…}}``.  CONFIG is a JSON object: ``{"size": 4096}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+HANG_VARIABLE = "CUDA_DOCTOR_SMOKE_TEST_HANG"  # test-only: sleep forever at the named step
+COPY_BYTES = 256 * 1024 * 1024
+REFERENCE_ROWS = 256  # the float64 reference covers this many rows of the product
+#: Relative error (Frobenius norm) allowed against the float64 product of the same inputs.
+#: fp32 leaves room for TF32 (10-bit mantissa) when the user enabled it.
+TOLERANCE = {"fp32": 5e-3, "fp16": 1e-2, "bf16": 5e-2}
+CONV_TOLERANCE = 1e-2  # cuDNN may use TF32 for fp32 convolutions by default
+
+CLOCK_EVENT_REASONS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal",
+    0x40: "hw_thermal",
+    0x80: "hw_power_brake",
+    0x100: "display_clocks",
+}
+
+
+def emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def step(name: str) -> None:
+    emit({"step": name})
+    hang = os.environ.get(HANG_VARIABLE, "")
+    if hang and (name == hang or name.startswith(hang + " ")):
+        while True:
+            time.sleep(3600)
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    # torch appends long "compile with TORCH_USE_CUDA_DSA" advice; the first lines say it all.
+    lines = [line for line in text.splitlines() if line.strip()][:3]
+    return f"{type(exc).__name__}: {' '.join(lines)}"[:1000]
+
+
+class Nvml:
+    """Optional NVML reads under load; every failure is kept as a reason, never raised."""
+
+    def __init__(self) -> None:
+        self.module: Any = None
+        self.error: str | None = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.module = pynvml
+        except Exception as exc:
+            self.error = f"NVML is not available to the target interpreter: {describe(exc)}"
+
+    def handle(self, uuid: str | None) -> Any:
+        if self.module is None or not uuid:
+            return None
+        try:
+            return self.module.nvmlDeviceGetHandleByUUID(uuid)
+        except Exception as exc:
+            self.error = f"NVML has no GPU {uuid}: {describe(exc)}"
+            return None
+
+    def read(self, handle: Any, out: dict[str, Any], names: dict[str, str]) -> None:
+        for key, function in names.items():
+            try:
+                # nvmlDeviceGetTemperature also takes the sensor: 0 is the GPU die.
+                args = (handle, 0) if function == "nvmlDeviceGetTemperature" else (handle,)
+                out[key] = getattr(self.module, function)(*args)
+            except Exception as exc:
+                out.setdefault("nvml_errors", {})[key] = describe(exc)
+
+    def link(self, handle: Any, out: dict[str, Any]) -> None:
+        self.read(
+            handle,
+            out,
+            {
+                "pcie_gen_under_load": "nvmlDeviceGetCurrPcieLinkGeneration",
+                "pcie_width_under_load": "nvmlDeviceGetCurrPcieLinkWidth",
+                "pcie_gen_max": "nvmlDeviceGetMaxPcieLinkGeneration",
+                "pcie_width_max": "nvmlDeviceGetMaxPcieLinkWidth",
+            },
+        )
+
+    def busy(self, handle: Any, out: dict[str, Any]) -> None:
+        raw: dict[str, Any] = {}
+        self.read(
+            handle,
+            raw,
+            {
+                "reasons": "nvmlDeviceGetCurrentClocksEventReasons",
+                "power_mw": "nvmlDeviceGetPowerUsage",
+                "limit_mw": "nvmlDeviceGetEnforcedPowerLimit",
+                "default_mw": "nvmlDeviceGetPowerManagementDefaultLimit",
+                "temperature_c": "nvmlDeviceGetTemperature",
+            },
+        )
+        errors = raw.pop("nvml_errors", {})
+        if "reasons" not in raw:  # drivers before the rename only have the Throttle name
+            self.read(handle, raw, {"reasons": "nvmlDeviceGetCurrentClocksThrottleReasons"})
+            if "reasons" in raw:
+                errors.pop("reasons", None)
+        if "reasons" in raw:
+            mask = int(raw["reasons"])
+            out["clock_event_reasons_under_load"] = mask
+            out["clock_event_reason_names_under_load"] = [
+                name for bit, name in sorted(CLOCK_EVENT_REASONS.items()) if mask & bit
+            ]
+        for key, name in (
+            ("power_mw", "power_w_under_load"),
+            ("limit_mw", "power_limit_w"),
+            ("default_mw", "power_default_limit_w"),
+        ):
+            if key in raw:
+                out[name] = round(raw[key] / 1000.0, 1)
+        if "temperature_c" in raw:
+            out["temperature_c_under_load"] = int(raw["temperature_c"])
+        if errors:
+            out.setdefault("nvml_errors", {}).update(errors)
+
+    def others(self, handle: Any, out: dict[str, Any]) -> None:
+        try:
+            procs = self.module.nvmlDeviceGetComputeRunningProcesses(handle)
+        except Exception as exc:
+            out.setdefault("nvml_errors", {})["processes"] = describe(exc)
+            return
+        mine = os.getpid()
+        others = [p for p in procs if int(p.pid) != mine]
+        out["other_process_count"] = len(others)
+        used = [getattr(p, "usedGpuMemory", None) for p in others]
+        out["other_process_mib"] = round(sum(u for u in used if isinstance(u, int)) / 2**20)
+
+
+class Gpu:
+    """The steps for one CUDA ordinal; results and errors go into ``self.out``."""
+
+    def __init__(self, torch: Any, index: int, nvml: Nvml, size: int) -> None:
+        self.torch = torch
+        self.index = index
+        self.nvml = nvml
+        self.size = size
+        self.device = torch.device("cuda", index)
+        self.out: dict[str, Any] = {"index": index, "errors": []}
+        self.handle: Any = None
+
+    def attempt(self, name: str, action: Callable[[], None]) -> bool:
+        label = f"{name} on GPU {self.index}"
+        step(label)
+        try:
+            action()
+            return True
+        except Exception as exc:  # the error text *is* the finding
+            self.out["errors"].append({"step": label, "error": describe(exc)})
+            return False
+
+    def sync(self) -> None:
+        self.torch.cuda.synchronize(self.device)
+
+    # -- steps ------------------------------------------------------------------------------
+    def allocate(self) -> None:
+        torch = self.torch
+        torch.cuda.set_device(self.index)
+        props = torch.cuda.get_device_properties(self.index)
+        self.out["name"] = props.name
+        self.out["capability"] = f"{props.major}.{props.minor}"
+        self.out["memory_total_mib"] = int(props.total_memory // 2**20)
+        uuid = getattr(props, "uuid", None)
+        if uuid is not None:
+            text = str(uuid)
+            self.out["uuid"] = text if text.startswith(("GPU-", "MIG-")) else "GPU-" + text
+        block = torch.empty(COPY_BYTES // 4, dtype=torch.float32, device=self.device)
+        block.fill_(1.0)
+        self.sync()
+        self.out["alloc_ok"] = True
+        self.handle = self.nvml.handle(self.out.get("uuid"))
+        if self.handle is not None:
+            self.nvml.others(self.handle, self.out)
+
+    def copies(self, pinned: bool) -> None:
+        torch = self.torch
+        host = torch.empty(COPY_BYTES // 4, dtype=torch.float32, pin_memory=pinned)
+        device = torch.empty(COPY_BYTES // 4, dtype=torch.float32, device=self.device)
+        device.copy_(host, non_blocking=pinned)  # warm-up: first touch, pinning, DMA setup
+        self.sync()
+        reps = 8 if pinned else 3
+        start = time.perf_counter()
+        for _ in range(reps):
+            device.copy_(host, non_blocking=pinned)
+        if pinned and self.handle is not None:
+            self.nvml.link(self.handle, self.out)  # read while the copies are in flight
+        self.sync()
+        seconds = time.perf_counter() - start
+        kind = "pinned" if pinned else "pageable"
+        self.out[f"h2d_{kind}_gbps"] = round(reps * COPY_BYTES / seconds / 1e9, 2)
+        start = time.perf_counter()
+        for _ in range(reps):
+            host.copy_(device, non_blocking=pinned)
+        self.sync()
+        seconds = time.perf_counter() - start
+        self.out[f"d2h_{kind}_gbps"] = round(reps * COPY_BYTES / seconds / 1e9, 2)
+
+    def matmul(self, label: str, dtype: Any) -> None:
+        torch = self.torch
+        n = self.size
+        self.out[f"{label}_ok"] = False
+        a = torch.randn(n, n, device=self.device, dtype=torch.float32).to(dtype)
+        b = torch.randn(n, n, device=self.device, dtype=torch.float32).to(dtype)
+        c = a @ b  # warm-up: library load, heuristics
+        self.sync()
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        c = a @ b
+        end.record()
+        end.synchronize()
+        once = max(begin.elapsed_time(end) / 1000.0, 1e-6)
+        reps = int(min(50, max(3, 0.04 / once)))  # about 40 ms of work per dtype
+        begin.record()
+        for _ in range(reps):
+            c = a @ b
+        end.record()
+        first_look = label == "fp16" and "clock_event_reasons_under_load" not in self.out
+        if self.handle is not None and (label == "bf16" or first_look):
+            self.nvml.busy(self.handle, self.out)  # clocks and power while the matmuls run
+        end.synchronize()
+        seconds = begin.elapsed_time(end) / 1000.0 / reps
+        self.out[f"{label}_tflops"] = round(2.0 * n**3 / seconds / 1e12, 2)
+        rows = min(REFERENCE_ROWS, n)
+        reference = a[:rows].double() @ b.double()
+        got = c[:rows].double()
+        finite = bool(torch.isfinite(got).all().item())
+        error = float(((got - reference).norm() / reference.norm()).item()) if finite else None
+        self.out[f"{label}_rel_err"] = error
+        self.out[f"{label}_tolerance"] = TOLERANCE[label]
+        self.out[f"{label}_ok"] = finite and error is not None and error <= TOLERANCE[label]
+
+    def launch(self) -> None:
+        torch = self.torch
+        x = torch.zeros(1, device=self.device)
+        for _ in range(50):
+            x.add_(1.0)
+        self.sync()
+        reps = 1000
+        start = time.perf_counter()
+        for _ in range(reps):
+            x.add_(1.0)
+        self.sync()
+        self.out["launch_us"] = round((time.perf_counter() - start) / reps * 1e6, 2)
+
+    def amp_step(self) -> None:
+        torch = self.torch
+        self.out["amp_step_ok"] = False
+        bf16 = self.out.get("bf16_native", False)
+        dtype = torch.bfloat16 if bf16 else torch.float16
+        self.out["amp_dtype"] = "bfloat16" if bf16 else "float16"
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)
+        ).to(self.device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        amp = getattr(torch, "amp", None)
+        if amp is not None and hasattr(amp, "GradScaler"):
+            scaler = amp.GradScaler("cuda")
+        else:  # torch < 2.3
+            scaler = torch.cuda.amp.GradScaler()
+        before = [p.detach().clone() for p in model.parameters()]
+        inputs = torch.randn(128, 64, device=self.device)
+        target = torch.randint(0, 10, (128,), device=self.device)
+        with torch.autocast("cuda", dtype=dtype):
+            loss = torch.nn.functional.cross_entropy(model(inputs), target)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        self.sync()
+        after = list(model.parameters())
+        changed = any(not torch.equal(before[k], after[k]) for k in range(len(after)))
+        finite = bool(torch.isfinite(loss.float()).item())
+        self.out["amp_loss"] = float(loss.float().item()) if finite else None
+        self.out["amp_step_ok"] = finite and changed
+        if not changed:
+            self.out["amp_problem"] = "the optimizer step left every parameter unchanged"
+
+    def conv(self) -> None:
+        torch = self.torch
+        self.out["conv_ok"] = False
+        self.out["cudnn_enabled"] = bool(torch.backends.cudnn.enabled)
+        self.out["cudnn_version"] = torch.backends.cudnn.version()
+        torch.manual_seed(0)
+        conv = torch.nn.Conv2d(3, 16, 3, padding=1).to(self.device)
+        x = torch.randn(8, 3, 64, 64, device=self.device)
+        y = conv(x)
+        self.sync()
+        ref = torch.nn.functional.conv2d(
+            x.cpu().double(),
+            conv.weight.detach().cpu().double(),
+            conv.bias.detach().cpu().double(),
+            padding=1,
+        )
+        error = float(((y.detach().cpu().double() - ref).norm() / ref.norm()).item())
+        self.out["conv_rel_err"] = error
+        self.out["conv_ok"] = error <= CONV_TOLERANCE
+
+    def run(self) -> dict[str, Any]:
+        torch = self.torch
+        if not self.attempt("allocate", self.allocate):
+            return self.out  # nothing else can work without memory on the device
+        major = int(self.out["capability"].split(".")[0])
+        self.out["bf16_native"] = major >= 8  # is_bf16_supported() may report emulation
+        self.attempt("h2d pageable", lambda: self.copies(pinned=False))
+        self.attempt("h2d pinned", lambda: self.copies(pinned=True))
+        self.attempt("matmul fp32", lambda: self.matmul("fp32", torch.float32))
+        self.attempt("matmul fp16", lambda: self.matmul("fp16", torch.float16))
+        if self.out["bf16_native"]:
+            self.attempt("matmul bf16", lambda: self.matmul("bf16", torch.bfloat16))
+        self.attempt("launch latency", self.launch)
+        self.attempt("amp step", self.amp_step)
+        self.attempt("conv2d cudnn", self.conv)
+        checks = [self.out[f"{d}_ok"] for d in ("fp32", "fp16", "bf16") if f"{d}_ok" in self.out]
+        self.out["matmul_ok"] = bool(checks) and all(checks)
+        step(f"release GPU {self.index}")
+        try:
+            torch.cuda.empty_cache()
+        except Exception as exc:
+            self.out["errors"].append({"step": f"release GPU {self.index}", "error": describe(exc)})
+        return self.out
+
+
+def run(config: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = {"status": "failed", "error": None, "devices": []}
+    step("import torch")
+    started = time.perf_counter()
+    try:
+        import torch
+    except ImportError as exc:
+        result.update(status="no_torch", error=describe(exc))
+        return result
+    result["import_seconds"] = round(time.perf_counter() - started, 3)
+    result["torch_version"] = str(torch.__version__)
+    result["cuda_build"] = getattr(torch.version, "cuda", None)
+    step("cuda init")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        available = bool(torch.cuda.is_available())
+        count = int(torch.cuda.device_count()) if available else 0
+    result["cuda_available"] = available
+    result["device_count"] = count
+    if not available:
+        texts = [str(w.message).strip() for w in caught]
+        said = "; ".join(text.splitlines()[0] for text in texts if text)
+        if result["cuda_build"] is None:
+            said = said or "this torch is a CPU-only build"
+        result["error"] = "torch.cuda.is_available() is False" + (f": {said}" if said else "")
+        result["error_step"] = "cuda init"
+        return result
+    nvml = Nvml()
+    if nvml.error:
+        result["nvml_error"] = nvml.error
+    size = int(config.get("size", 4096))
+    for index in range(count):
+        device = Gpu(torch, index, nvml, size).run()
+        emit({"device": device})  # kept by the parent even if a later GPU hangs
+        result["devices"].append(device)
+    if nvml.error and not result.get("nvml_error"):
+        result["nvml_error"] = nvml.error
+    errors = [e for device in result["devices"] for e in device["errors"]]
+    failed_checks = [
+        f"GPU {d['index']}: {key} check failed"
+        for d in result["devices"]
+        for key in ("fp32_ok", "fp16_ok", "bf16_ok", "amp_step_ok", "conv_ok")
+        if d.get(key) is False and not d["errors"]
+    ]
+    if errors:
+        result["error"] = f"{errors[0]['step']}: {errors[0]['error']}"
+        result["error_step"] = errors[0]["step"]
+    elif failed_checks:
+        result["error"] = "; ".join(failed_checks)
+    else:
+        result["status"] = "ok"
+    return result
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1] else {}
+    try:
+        result = run(config)
+    except Exception as exc:  # anything unforeseen still ends as a result, with its text
+        result = {"status": "failed", "error": describe(exc), "devices": []}
+    emit({"result": result})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,246 @@
+"""The smoke probe: run the smoke children and record what they said as ``smoke.*`` facts.
+
+Facts (``smoke[i]`` is CUDA ordinal i of the target interpreter's environment):
+
+- ``smoke.status`` ("ok" | "failed" | "timeout" | "skipped"), ``smoke.error``,
+  ``smoke.seconds``, ``smoke.limit_s``, ``smoke.device_count``, ``smoke.cuda_visible_devices``;
+- ``smoke.driver_level.{status,error,error_name,library,device_count,driver_cuda_version}``
+  (status "ok" | "failed" | "timeout" | "no_driver");
+- ``smoke.framework_level.{status,error,error_step,torch_version,device_count,import_seconds}``
+  (status "ok" | "failed" | "timeout" | "skipped");
+- ``smoke[i].`` ``vector_add_ok``, ``name``, ``capability``, ``uuid``, ``alloc_ok``,
+  ``fp32_tflops``/``fp16_tflops``/``bf16_tflops`` with ``…_ok``/``…_rel_err``/``…_tolerance``,
+  ``matmul_ok``, ``bf16_native``, ``h2d_pinned_gbps``, ``h2d_pageable_gbps``,
+  ``d2h_pinned_gbps``, ``d2h_pageable_gbps``, ``launch_us``, ``amp_step_ok``, ``amp_dtype``,
+  ``conv_ok``, ``amp_speedup_bf16``, ``error``, ``error_step``, and, read through NVML while
+  the GPU works, ``pcie_gen_under_load``, ``pcie_width_under_load``, ``pcie_gen_max``,
+  ``pcie_width_max``, ``clock_event_reason_names_under_load``, ``power_w_under_load``,
+  ``power_limit_w``, ``power_default_limit_w``, ``other_process_count``, ``other_process_mib``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cuda_doctor.facts import Facts, indexed
+from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.smoke.runner import ChildRun, ProgressCallback, SmokeRun, run_smoke
+
+#: Per-GPU figures the framework level measures, and the step that measures each.
+MEASURED: dict[str, str] = {
+    "alloc_ok": "allocate",
+    "h2d_pageable_gbps": "h2d pageable",
+    "d2h_pageable_gbps": "h2d pageable",
+    "h2d_pinned_gbps": "h2d pinned",
+    "d2h_pinned_gbps": "h2d pinned",
+    "fp32_tflops": "matmul fp32",
+    "fp32_ok": "matmul fp32",
+    "fp32_rel_err": "matmul fp32",
+    "fp16_tflops": "matmul fp16",
+    "fp16_ok": "matmul fp16",
+    "fp16_rel_err": "matmul fp16",
+    "bf16_tflops": "matmul bf16",
+    "bf16_ok": "matmul bf16",
+    "bf16_rel_err": "matmul bf16",
+    "matmul_ok": "matmul fp32",
+    "launch_us": "launch latency",
+    "amp_step_ok": "amp step",
+    "conv_ok": "conv2d cudnn",
+}
+#: Per-GPU readings that need NVML in the target interpreter.
+UNDER_LOAD = (
+    "pcie_gen_under_load",
+    "pcie_width_under_load",
+    "pcie_gen_max",
+    "pcie_width_max",
+    "clock_event_reason_names_under_load",
+    "power_w_under_load",
+    "power_limit_w",
+    "power_default_limit_w",
+    "other_process_count",
+    "other_process_mib",
+)
+#: Plain values copied as they are when the child reported them.
+COPIED = (
+    "name",
+    "capability",
+    "uuid",
+    "memory_total_mib",
+    "bf16_native",
+    "fp32_tolerance",
+    "fp16_tolerance",
+    "bf16_tolerance",
+    "amp_dtype",
+    "amp_loss",
+    "conv_rel_err",
+    "cudnn_version",
+    "clock_event_reasons_under_load",
+    "temperature_c_under_load",
+)
+
+
+class SmokeProbe:
+    """Runs the GPU smoke test in child processes; never prints, never raises."""
+
+    name = "smoke"
+
+    def __init__(self, progress: ProgressCallback | None = None) -> None:
+        self.progress = progress
+
+    def applies(self, ctx: ProbeContext) -> bool:
+        return ctx.smoke and not ctx.fast
+
+    def collect(self, ctx: ProbeContext) -> Facts:
+        try:
+            run = run_smoke(ctx, self.progress)
+        except Exception as exc:  # a broken runner must become a reason, not a traceback
+            facts = Facts()
+            facts.set("smoke.status", "failed")
+            facts.set("smoke.error", f"the smoke run could not start: {type(exc).__name__}: {exc}")
+            return facts
+        return facts_from_run(run, ctx)
+
+
+PROBE = SmokeProbe()
+
+
+def facts_from_run(run: SmokeRun, ctx: ProbeContext) -> Facts:
+    facts = Facts()
+    facts.set("smoke.limit_s", run.limit)
+    facts.set("smoke.seconds", round(run.seconds, 2))
+    facts.set("smoke.cuda_visible_devices", ctx.env.get("CUDA_VISIBLE_DEVICES"))
+    facts.set("smoke.python", ctx.python)
+    driver_status = _driver_facts(facts, run.driver)
+    framework_status = _framework_facts(facts, run)
+    counts = [facts.get(f"smoke.{lvl}_level.device_count") for lvl in ("driver", "framework")]
+    facts.set("smoke.device_count", max((c for c in counts if isinstance(c, int)), default=0))
+    _overall(facts, run, driver_status, framework_status)
+    return facts
+
+
+def _driver_facts(facts: Facts, child: ChildRun) -> str:
+    prefix = "smoke.driver_level"
+    result = child.result or {}
+    status = "timeout" if child.timed_out else str(result.get("status") or "failed")
+    facts.set(f"{prefix}.status", status)
+    facts.set(f"{prefix}.error", child.error or result.get("error"))
+    facts.set(f"{prefix}.error_name", result.get("error_name"))
+    facts.set(f"{prefix}.seconds", round(child.seconds, 2))
+    facts.set(f"{prefix}.last_step", child.last_step)
+    for key in ("library", "device_count", "driver_cuda_version"):
+        if key in result:
+            facts.set(f"{prefix}.{key}", result[key])
+        else:
+            facts.mark_unknown(f"{prefix}.{key}", _why_missing(child, "the driver-level run"))
+    for device in result.get("devices", []):
+        i = int(device["index"])
+        facts.set(indexed("smoke", i, "vector_add_ok"), bool(device.get("vector_add_ok")))
+        facts.set(indexed("smoke", i, "vector_add_error"), device.get("error"))
+        facts.set(indexed("smoke", i, "vector_add_error_name"), device.get("error_name"))
+        for key in ("name", "capability"):
+            if key in device:
+                facts.set(indexed("smoke", i, key), device[key])
+    return status
+
+
+def _framework_facts(facts: Facts, run: SmokeRun) -> str:
+    prefix = "smoke.framework_level"
+    child = run.framework
+    if child is None:
+        facts.set(f"{prefix}.status", "skipped")
+        facts.set(f"{prefix}.error", run.framework_skipped)
+        return "skipped"
+    result = child.result or {}
+    raw = str(result.get("status") or "failed")
+    status = "timeout" if child.timed_out else ("skipped" if raw == "no_torch" else raw)
+    facts.set(f"{prefix}.status", status)
+    error = child.error or result.get("error")
+    if raw == "no_torch":
+        error = f"torch is not installed for {facts.get('smoke.python')} ({result.get('error')})"
+    facts.set(f"{prefix}.error", error)
+    facts.set(
+        f"{prefix}.error_step", child.last_step if child.timed_out else result.get("error_step")
+    )
+    facts.set(f"{prefix}.seconds", round(child.seconds, 2))
+    facts.set(f"{prefix}.last_step", child.last_step)
+    for key in ("torch_version", "cuda_available", "device_count", "import_seconds", "nvml_error"):
+        if key in result:
+            facts.set(f"{prefix}.{key}", result[key])
+    # Per-GPU records arrive as each GPU finishes, so a later hang keeps earlier figures.
+    devices = list(result.get("devices") or child.parsed.devices)
+    for device in devices:
+        _device_facts(facts, device, result.get("nvml_error"))
+    return status
+
+
+def _device_facts(facts: Facts, device: dict[str, Any], nvml_error: str | None) -> None:
+    i = int(device["index"])
+
+    def name(key: str) -> str:
+        return indexed("smoke", i, key)
+
+    errors = device.get("errors") or []
+    first = errors[0] if errors else None
+    facts.set(name("error"), f"{first['step']}: {first['error']}" if first else None)
+    facts.set(name("error_step"), first["step"] if first else None)
+    for key in COPIED:
+        if key in device:
+            facts.set(name(key), device[key])
+    failed_steps = {str(e.get("step", "")): str(e.get("error", "")) for e in errors}
+    for key, step in MEASURED.items():
+        if key in device:
+            facts.set(name(key), device[key])
+            continue
+        label = f"{step} on GPU {i}"
+        if key.startswith("bf16") and device.get("bf16_native") is False:
+            reason = (
+                f"bf16 is not native on compute capability {device.get('capability')} (needs 8.0)"
+            )
+        elif label in failed_steps:
+            reason = f"{label} failed: {failed_steps[label]}"
+        elif first is not None:
+            reason = f"not measured: {first['step']} failed first"
+        else:
+            reason = f"{label} did not report it"
+        facts.mark_unknown(name(key), reason)
+    for key in UNDER_LOAD:
+        if key in device:
+            facts.set(name(key), device[key])
+        else:
+            problems = device.get("nvml_errors") or {}
+            problem = problems.get(key) or "; ".join(f"{k}: {v}" for k, v in problems.items())
+            facts.mark_unknown(name(key), problem or nvml_error or "NVML did not report it")
+    fp32, bf16 = device.get("fp32_tflops"), device.get("bf16_tflops")
+    if isinstance(fp32, (int, float)) and isinstance(bf16, (int, float)) and fp32 > 0:
+        facts.set(name("amp_speedup_bf16"), round(bf16 / fp32, 1))
+    else:
+        missing = facts.reason(name("bf16_tflops")) or facts.reason(name("fp32_tflops"))
+        facts.mark_unknown(name("amp_speedup_bf16"), missing or "fp32 or bf16 was not measured")
+
+
+def _why_missing(child: ChildRun, what: str) -> str:
+    return child.error or f"{what} did not report it"
+
+
+def _overall(facts: Facts, run: SmokeRun, driver: str, framework: str) -> None:
+    framework_child = run.framework
+    timed_out = [c for c in (run.driver, framework_child) if c is not None and c.timed_out]
+    if timed_out:
+        facts.set("smoke.status", "timeout")
+        facts.set("smoke.error", timed_out[0].error)
+        facts.set("smoke.stopped_at", timed_out[0].last_step)
+        return
+    if driver == "no_driver":
+        facts.set("smoke.status", "skipped")
+        facts.set("smoke.error", facts.get("smoke.driver_level.error"))
+        return
+    if driver != "ok":
+        facts.set("smoke.status", "failed")
+        facts.set("smoke.error", f"driver level: {facts.get('smoke.driver_level.error')}")
+        return
+    if framework == "failed":
+        facts.set("smoke.status", "failed")
+        facts.set("smoke.error", f"framework level: {facts.get('smoke.framework_level.error')}")
+        return
+    facts.set("smoke.status", "ok")
+    facts.set("smoke.error", None)

@@ -1,0 +1,266 @@
+"""Run the smoke scripts in child processes of the target interpreter, under one hard limit.
+
+The children print a JSON line ``{"step": …}`` before each step, ``{"device": {…}}`` after
+each GPU (framework level) and ``{"result": {…}}`` at the end.  Lines are read as they come,
+so when the limit is reached the child's whole process group is killed and the outcome
+still says which step was running ("killed after 30 s while running: matmul bf16 on GPU 0")
+and keeps the figures of the GPUs that finished.
+
+``run_command`` collects output only at the end, so this module streams with its own
+``Popen`` under the same rules: a new session, the group killed on timeout, never raising.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cuda_doctor.probes.base import ProbeContext
+
+#: Called with ("driver" | "framework", step label) whenever a child starts a step.
+ProgressCallback = Callable[[str, str], None]
+
+HANG_VARIABLE = "CUDA_DOCTOR_SMOKE_TEST_HANG"  # test-only: the child sleeps at that step
+_HERE = Path(__file__).resolve().parent
+_MIN_FRAMEWORK_SECONDS = 1.0
+_LIBCUDA_DIRS = (
+    "usr/lib/x86_64-linux-gnu",
+    "usr/lib/aarch64-linux-gnu",
+    "usr/lib64",
+    "usr/lib",
+    "usr/local/nvidia/lib64",
+    "usr/local/nvidia/lib",
+    "usr/lib/wsl/lib",
+)
+
+
+@dataclass(frozen=True)
+class ParsedOutput:
+    steps: tuple[str, ...] = ()
+    devices: tuple[dict[str, Any], ...] = ()
+    result: dict[str, Any] | None = None
+    truncated: bool = False  # the output ended in the middle of a line
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    """What one child process said and how it ended."""
+
+    level: str  # "driver" or "framework"
+    parsed: ParsedOutput
+    seconds: float
+    returncode: int | None = None
+    timed_out: bool = False
+    stderr_tail: str = ""
+    error: str | None = None  # why no result came back (could not start, crashed, killed)
+
+    @property
+    def last_step(self) -> str | None:
+        return self.parsed.steps[-1] if self.parsed.steps else None
+
+    @property
+    def result(self) -> dict[str, Any] | None:
+        return self.parsed.result
+
+
+@dataclass(frozen=True)
+class SmokeRun:
+    limit: float
+    driver: ChildRun
+    framework: ChildRun | None = None
+    framework_skipped: str | None = None  # why the framework level did not run
+    seconds: float = 0.0
+
+
+def parse_output(text: str) -> ParsedOutput:
+    """Read progress lines, per-GPU records and the final result; ignore anything else.
+
+    A last line without its newline was cut off (the child was killed mid-write) and is
+    dropped rather than guessed at.
+    """
+    lines = text.split("\n")
+    truncated = bool(lines and lines[-1].strip())
+    steps: list[str] = []
+    devices: list[dict[str, Any]] = []
+    result: dict[str, Any] | None = None
+    for line in lines[:-1]:
+        record = _record(line)
+        if record is None:
+            continue
+        if isinstance(record.get("step"), str):
+            steps.append(record["step"])
+        elif isinstance(record.get("device"), dict):
+            devices.append(record["device"])
+        elif isinstance(record.get("result"), dict):
+            result = record["result"]
+    return ParsedOutput(tuple(steps), tuple(devices), result, truncated)
+
+
+def _record(line: str) -> dict[str, Any] | None:
+    line = line.strip()
+    if not line.startswith("{"):
+        return None  # a library's own print, not ours
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def script_source(level: str) -> str:
+    return (_HERE / f"{level}_level.py").read_text(encoding="utf-8")
+
+
+def run_child(
+    level: str,
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    timeout: float,
+    limit_for_message: float,
+    on_step: ProgressCallback | None = None,
+) -> ChildRun:
+    """Start ``argv``, stream its stdout, kill its process group after ``timeout`` seconds."""
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env),
+            text=True,
+            errors="replace",
+            start_new_session=True,  # so that a kill takes the whole group
+        )
+    except OSError as exc:
+        return ChildRun(
+            level, ParsedOutput(), 0.0, error=f"cannot start {argv[0]}: {exc.strerror or exc}"
+        )
+    out_chunks: list[str] = []
+    err_chunks: list[str] = []
+
+    def read_stdout() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            out_chunks.append(line)
+            record = _record(line) if line.endswith("\n") else None
+            if on_step is not None and record is not None and isinstance(record.get("step"), str):
+                on_step(level, record["step"])
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            err_chunks.append(line)
+            if len(err_chunks) > 200:
+                del err_chunks[:100]
+
+    readers = [threading.Thread(target=f, daemon=True) for f in (read_stdout, read_stderr)]
+    for reader in readers:
+        reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=max(timeout, 0.0))
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            # Stuck in the kernel driver (state D): say so; the readers are daemon threads.
+            err_chunks.append("the child did not exit after SIGKILL (stuck in the driver?)\n")
+    for reader in readers:
+        reader.join(timeout=2)
+    seconds = time.monotonic() - start
+    parsed = parse_output("".join(out_chunks))
+    stderr_tail = "".join(err_chunks)[-2000:]
+    run = ChildRun(level, parsed, seconds, proc.returncode, timed_out, stderr_tail)
+    return _with_error(run, limit_for_message)
+
+
+def _with_error(run: ChildRun, limit: float) -> ChildRun:
+    step = run.last_step
+    if run.timed_out:
+        where = f"while running: {step}" if step else "before it reported a step"
+        error = f"killed after {limit:g} s {where}"
+    elif run.result is not None:
+        return run
+    else:
+        last = [line for line in run.stderr_tail.splitlines() if line.strip()]
+        detail = f": {last[-1].strip()}" if last else ""
+        where = f" while running: {step}" if step else ""
+        error = (
+            f"the {run.level}-level smoke child exited with status {run.returncode}{where}{detail}"
+        )
+    return ChildRun(
+        run.level,
+        run.parsed,
+        run.seconds,
+        run.returncode,
+        run.timed_out,
+        run.stderr_tail,
+        error,
+    )
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+def library_candidates(ctx: ProbeContext) -> tuple[list[str], bool]:
+    """Where to look for libcuda.so.1, and whether the loader's default search may be used.
+
+    On the live system (root ``/``) the dynamic loader knows best (LD_LIBRARY_PATH, ld.so
+    cache).  For another root only files inside it count: the host's driver says nothing
+    about it.
+    """
+    if ctx.root == Path("/"):
+        return [], True
+    dirs = [d for d in ctx.env.get("LD_LIBRARY_PATH", "").split(":") if d]
+    dirs += [f"/{d}" for d in _LIBCUDA_DIRS]
+    return [str(ctx.file(f"{d.rstrip('/')}/libcuda.so.1")) for d in dirs], False
+
+
+def run_smoke(ctx: ProbeContext, progress: ProgressCallback | None = None) -> SmokeRun:
+    """Driver level, then framework level, within ``ctx.smoke_timeout`` seconds in total."""
+    limit = float(ctx.smoke_timeout)
+    start = time.monotonic()
+    candidates, search_default = library_candidates(ctx)
+    config = json.dumps({"candidates": candidates, "search_default": search_default})
+    env = dict(ctx.env)
+    driver = run_child(
+        "driver",
+        [ctx.python, "-c", script_source("driver"), config],
+        env=env,
+        timeout=limit,
+        limit_for_message=limit,
+        on_step=progress,
+    )
+    status = (driver.result or {}).get("status")
+    if status == "no_driver":
+        skipped = "no NVIDIA driver to run on (libcuda.so.1 not found)"
+        return SmokeRun(limit, driver, None, skipped, time.monotonic() - start)
+    left = limit - (time.monotonic() - start)
+    if driver.timed_out or left < _MIN_FRAMEWORK_SECONDS:
+        skipped = f"no time left of the {limit:g} s smoke limit"
+        return SmokeRun(limit, driver, None, skipped, time.monotonic() - start)
+    framework = run_child(
+        "framework",
+        [ctx.python, "-c", script_source("framework"), json.dumps({"size": 4096})],
+        env=env,
+        timeout=left,
+        limit_for_message=limit,
+        on_step=progress,
+    )
+    return SmokeRun(limit, driver, framework, None, time.monotonic() - start)
