@@ -414,7 +414,8 @@ def analyse_gpu(series: Series, info: GpuInfo, warmup_s: float | None = None) ->
 def analyse(series: Series, warmup_s: float | None = None) -> Analysis:
     notes = list(series.notes)
     if series.nvml_error and not series.samples:
-        return Analysis(Finding("no_data", series.nvml_error), (), tuple(notes))
+        title = f"no GPU samples (the command still ran): {series.nvml_error}"
+        return Analysis(Finding("no_data", title), (), tuple(notes))
     if series.nvml_error:
         notes.append(series.nvml_error)
     gpus = tuple(analyse_gpu(series, info, warmup_s) for info in series.gpus)
@@ -422,7 +423,9 @@ def analyse(series: Series, warmup_s: float | None = None) -> Analysis:
         return Analysis(Finding("no_data", "no GPU was sampled"), (), tuple(notes))
     in_scope = [g for g in gpus if g.used_by_command]
     if not in_scope:
-        in_scope = list(gpus)
+        # No attribution: judge the GPUs that did something, else every visible one.
+        active = [g for g in gpus if g.verdict.kind not in ("idle", "unused", "no_data")]
+        in_scope = active or list(gpus)
         if series.per_process is False and any(g.used_by_command is False for g in gpus):
             notes.append(
                 "NVML did not list the command's processes on any GPU (another PID namespace, "

@@ -1,0 +1,33 @@
+"""The watch report as JSON: the full recorded series plus the analysis, so it can be re-judged."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from cuda_doctor import __version__
+from cuda_doctor.watch.samples import Series
+from cuda_doctor.watch.verdict import Analysis
+
+SCHEMA = "cuda-doctor/watch-report"
+SCHEMA_VERSION = 1
+
+
+def to_dict(series: Series, analysis: Analysis, host: str) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "cuda-doctor", "version": __version__},
+        "host": host,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": "watch",
+        "argv": list(series.command),
+        "exit_code": series.exit_code,
+        "analysis": analysis.to_dict(),
+        "series": series.to_dict(),
+    }
+
+
+def render(series: Series, analysis: Analysis, host: str) -> str:
+    return json.dumps(to_dict(series, analysis, host), indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,40 @@
+"""The watch report as Markdown, to paste into an issue."""
+
+from __future__ import annotations
+
+import shlex
+
+from cuda_doctor.report.watch_text import gpu_lines, sparkline
+from cuda_doctor.watch.samples import Series
+from cuda_doctor.watch.verdict import Analysis
+
+
+def render(series: Series, analysis: Analysis) -> str:
+    out = [f"## cuda-doctor watch: `{shlex.join(series.command)}`", ""]
+    out.append(
+        f"{series.duration_s:.1f} s, exit code {series.exit_code}, "
+        f"{len(series.samples)} samples every {series.interval_s:g} s"
+    )
+    out.append("")
+    for gpu in analysis.gpus:
+        out.append(f"### GPU {gpu.index} {gpu.name or ''}".rstrip())
+        out.append("")
+        out.append(f"`{sparkline(gpu.utilisation)}` SM utilisation over time")
+        out.append("")
+        out.extend(f"- {line}" for line in gpu_lines(gpu))
+        out.append("")
+    v = analysis.verdict
+    out.append(f"**Verdict: {v.title}**")
+    out.append("")
+    out.extend(f"- {e}" for e in v.evidence)
+    if v.fixes:
+        out += ["", "Fixes:", ""]
+        out.extend(f"1. {f}" for f in v.fixes)
+    extra = [f"GPU {g.index}: {f.title}" for g in analysis.gpus for f in g.findings]
+    if extra:
+        out += ["", "Also:", ""]
+        out.extend(f"- {title}" for title in extra)
+    if analysis.notes:
+        out += ["", "Notes:", ""]
+        out.extend(f"- {n}" for n in analysis.notes)
+    return "\n".join(out) + "\n"
