@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 Deriver = Callable[[Facts], None]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_table(name: str) -> dict[str, Any]:
     """Parse ``rules/data/<name>.toml`` (cached)."""
     path = rules_dir() / "data" / f"{name}.toml"
@@ -75,9 +75,7 @@ def min_driver_for_cuda(cuda: str) -> str | None:
     if wanted is None:
         return None
     candidates = [
-        row
-        for row in load_table("cuda_driver")["release"]
-        if major_minor(row["cuda"]) == wanted and row.get("linux")
+        row for row in load_table("cuda_driver")["release"] if major_minor(row["cuda"]) == wanted and row.get("linux")
     ]
     if not candidates:
         return None
@@ -167,9 +165,7 @@ def best_variant(
         cuda = _variant_cuda(variant)
         floor = mvc_floor(driver_cuda[0])
         version = parse_version(driver)
-        return bool(
-            cuda and cuda[0] == driver_cuda[0] and floor and version and version >= Version(floor)
-        )
+        return bool(cuda and cuda[0] == driver_cuda[0] and floor and version and version >= Version(floor))
 
     for accept in (fully, minor_compatible):
         for row in ordered:
@@ -222,9 +218,7 @@ def arch_support(capability: str, arch_list: list[str]) -> str:
             continue
         kind, major, minor, suffix = match.group(1), int(match.group(2)), int(match.group(3)), match.group(4)
         if kind == "sm":
-            if suffix and (major, minor) == cc:
-                kinds.add("sass")
-            elif not suffix and major == cc[0] and minor <= cc[1]:
+            if (suffix and (major, minor) == cc) or (not suffix and major == cc[0] and minor <= cc[1]):
                 kinds.add("sass")
         elif not suffix and (major, minor) <= cc:
             kinds.add("ptx")
@@ -380,6 +374,7 @@ DERIVERS: list[str] = [
     "cuda_doctor.knowledge:derive_environment",
     "cuda_doctor.container.derive:derive",
     "cuda_doctor.smoke.expected:derive",
+    "cuda_doctor.nccl.derive:derive",
 ]
 
 

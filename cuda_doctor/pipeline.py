@@ -39,9 +39,7 @@ class Report:
     results: list[Result]
     command: str = "check"
     host: str = field(default_factory=socket.gethostname)
-    created: str = field(
-        default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    )
+    created: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     problems: list[str] = field(default_factory=list)  # internal trouble worth showing (never silent)
 
     def counts(self) -> dict[str, int]:
@@ -150,10 +148,7 @@ def gather(
     probes: Sequence[Probe] | None = None,
     progress: Progress | None = None,
 ) -> Facts:
-    if probes is not None:
-        phases = [list(probes)]
-    else:
-        phases = [default_probes(PHASE_1), default_probes(PHASE_2)]
+    phases = [list(probes)] if probes is not None else [default_probes(PHASE_1), default_probes(PHASE_2)]
     facts = Facts()
     for phase in phases:
         facts.merge(collect(ctx, phase, progress))
@@ -207,7 +202,9 @@ def rejudge(path: Path, config: Config, *, select: Iterable[str] = (), ignore: I
     facts.values = {k: v for k, v in facts.values.items() if not k.startswith("derived.")}
     facts.unknown = {k: v for k, v in facts.unknown.items() if not k.startswith("derived.")}
     results, problems = judge_facts(facts, config, select=select, ignore=ignore)
-    host = data.get("host") if isinstance(data.get("host"), str) else socket.gethostname()
+    host = data.get("host")
+    if not isinstance(host, str):
+        host = socket.gethostname()
     return Report(facts=facts, results=results, host=host, problems=problems)
 
 

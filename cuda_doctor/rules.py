@@ -241,8 +241,22 @@ def parse_rule(data: Mapping[str, Any], path: Path) -> Rule:
         "kind": kind,
     }
     known = {
-        "id", "title", "category", "severity", "rationale", "links", "kind", "for_each", "requires",
-        "applies", "skip_message", "pass_message", "outcome", "detector", "message", "fix",
+        "id",
+        "title",
+        "category",
+        "severity",
+        "rationale",
+        "links",
+        "kind",
+        "for_each",
+        "requires",
+        "applies",
+        "skip_message",
+        "pass_message",
+        "outcome",
+        "detector",
+        "message",
+        "fix",
     }
     extra = {k: v for k, v in data.items() if k not in known}
     if kind == "lint":
@@ -386,9 +400,9 @@ def _binder(family: str | None, index: int | None) -> Callable[[str], str]:
 
     def bind(name: str) -> str:
         if name.startswith(prefix):
-            return f"{family}[{index}].{name[len(prefix):]}"
+            return f"{family}[{index}].{name[len(prefix) :]}"
         if name.startswith(derived):
-            return f"derived.{family}[{index}].{name[len(derived):]}"
+            return f"derived.{family}[{index}].{name[len(derived) :]}"
         return name
 
     return bind
@@ -403,9 +417,7 @@ def judge_rule(rule: Rule, facts: Facts, judgement: Judgement | None = None) -> 
         if not indices:
             return [_result(rule, Status.SKIPPED, f"not applicable: no {rule.for_each} found", facts)]
         label = "GPU" if rule.for_each == "gpu" else rule.for_each
-        return [
-            _judge_one(rule, facts, judgement, _binder(rule.for_each, i), f"{label} {i}") for i in indices
-        ]
+        return [_judge_one(rule, facts, judgement, _binder(rule.for_each, i), f"{label} {i}") for i in indices]
     return [_judge_one(rule, facts, judgement, _binder(None, None), None)]
 
 
@@ -490,7 +502,11 @@ def _judge_unsafe(
         )
     names = [bind(n) for n in rule.requires] + template_facts([rule.pass_message], bind)
     return _result(
-        rule, Status.PASS, render_template(rule.pass_message, facts, bind), facts, subject,
+        rule,
+        Status.PASS,
+        render_template(rule.pass_message, facts, bind),
+        facts,
+        subject,
         evidence=_evidence(names, facts),
     )
 
@@ -498,7 +514,11 @@ def _judge_unsafe(
 def _unknown(rule: Rule, facts: Facts, name: str, subject: str | None) -> Result:
     reason = facts.reason(name) or "not gathered"
     return _result(
-        rule, Status.UNKNOWN, f"could not check: {name} is unknown ({reason})", facts, subject,
+        rule,
+        Status.UNKNOWN,
+        f"could not check: {name} is unknown ({reason})",
+        facts,
+        subject,
         evidence={name: f"unknown: {reason}"},
     )
 

@@ -19,16 +19,58 @@ from cuda_doctor.results import Severity
 
 @click.command("check")
 @format_option()
-@click.option("--fast", is_flag=True, help="No framework import and no GPU work: NVML, nvidia-smi, environment and container only (for hooks and entrypoints).")
+@click.option(
+    "--fast",
+    is_flag=True,
+    help="No framework import and no GPU work: NVML, nvidia-smi, environment and container only "
+    "(for hooks and entrypoints).",
+)
 @click.option("--no-smoke", is_flag=True, help="Skip the GPU smoke run.")
-@click.option("--smoke-timeout", type=click.FloatRange(1, 3600), default=30.0, show_default=True, help="Seconds the smoke run may take before it is killed.")
-@click.option("--python", "python", type=click.Path(dir_okay=False), default=None, help="Judge the framework of this interpreter instead of the current one (it needs no cuda-doctor).")
-@click.option("--facts", "facts_file", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Judge a saved report or facts file instead of this machine.")
-@click.option("--image", "images", multiple=True, metavar="IMAGE", help="Also judge this Docker image for this host (repeatable).")
-@click.option("--run-image", is_flag=True, help="Also run nvidia-smi inside each --image with --gpus all (the NVIDIA Container Toolkit's own test).")
-@click.option("--nccl", is_flag=True, help="Run the multi-GPU NCCL all-reduce smoke even with fewer than two GPUs visible.")
-@click.option("--timeout", type=click.FloatRange(0.5, 600), default=10.0, show_default=True, help="Seconds each probe's external call (NVML, nvidia-smi, Docker) may take.")
-@click.option("--save", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Also write the full JSON report to this file (for `cuda-doctor diff` and `fleet`).")
+@click.option(
+    "--smoke-timeout",
+    type=click.FloatRange(1, 3600),
+    default=30.0,
+    show_default=True,
+    help="Seconds the smoke run may take before it is killed.",
+)
+@click.option(
+    "--python",
+    "python",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Judge the framework of this interpreter instead of the current one (it needs no cuda-doctor).",
+)
+@click.option(
+    "--facts",
+    "facts_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Judge a saved report or facts file instead of this machine.",
+)
+@click.option(
+    "--image", "images", multiple=True, metavar="IMAGE", help="Also judge this Docker image for this host (repeatable)."
+)
+@click.option(
+    "--run-image",
+    is_flag=True,
+    help="Also run nvidia-smi inside each --image with --gpus all (the NVIDIA Container Toolkit's own test).",
+)
+@click.option(
+    "--nccl", is_flag=True, help="Run the multi-GPU NCCL all-reduce smoke even with fewer than two GPUs visible."
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0.5, 600),
+    default=10.0,
+    show_default=True,
+    help="Seconds each probe's external call (NVML, nvidia-smi, Docker) may take.",
+)
+@click.option(
+    "--save",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also write the full JSON report to this file (for `cuda-doctor diff` and `fleet`).",
+)
 @selection
 @fail_on_option
 @config_option

@@ -21,17 +21,31 @@ from cuda_doctor.report.progress import probe_progress
 @click.option("--fast", is_flag=True, help="No framework import and no GPU work.")
 @click.option("--no-smoke", is_flag=True, help="Skip the GPU smoke run.")
 @click.option("--python", type=click.Path(dir_okay=False), default=None, help="Interpreter whose framework to inspect.")
-@click.option("--timeout", type=click.FloatRange(0.5, 600), default=10.0, show_default=True, help="Seconds each probe's external call may take.")
-@click.option("--derived/--no-derived", default=True, show_default=True, help="Include facts derived from the knowledge tables.")
-@click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Write to this file instead of stdout.")
-def command(fmt: str, fast: bool, no_smoke: bool, python: str | None, timeout: float, derived: bool, output: Path | None) -> None:
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0.5, 600),
+    default=10.0,
+    show_default=True,
+    help="Seconds each probe's external call may take.",
+)
+@click.option(
+    "--derived/--no-derived", default=True, show_default=True, help="Include facts derived from the knowledge tables."
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write to this file instead of stdout.",
+)
+def command(
+    fmt: str, fast: bool, no_smoke: bool, python: str | None, timeout: float, derived: bool, output: Path | None
+) -> None:
     """Print the facts cuda-doctor gathers (driver, GPUs, framework, container…).
 
     The JSON form can be judged later, anywhere: `cuda-doctor check --facts FILE`.
     """
-    ctx = ProbeContext(
-        python=python or sys.executable, timeout=timeout, fast=fast, smoke=not (fast or no_smoke)
-    )
+    ctx = ProbeContext(python=python or sys.executable, timeout=timeout, fast=fast, smoke=not (fast or no_smoke))
     with probe_progress(fmt == "text" and output is None) as progress:
         facts = gather(ctx, progress=progress)
     problems = derive_all(facts) if derived else []

@@ -27,8 +27,17 @@ STYLES = {
 #: Worst first, for ordering and a category's headline mark.
 ORDER = [Status.ERROR, Status.FAIL, Status.WARN, Status.UNKNOWN, Status.INFO, Status.PASS, Status.SKIPPED]
 CATEGORY_ORDER = [
-    "driver", "gpu", "framework", "container", "environment", "health", "smoke", "performance",
-    "multi-gpu", "docker", "toolkit",
+    "driver",
+    "gpu",
+    "framework",
+    "container",
+    "environment",
+    "health",
+    "smoke",
+    "performance",
+    "multi-gpu",
+    "docker",
+    "toolkit",
 ]
 CATEGORY_TITLES = {
     "driver": "NVIDIA driver",

@@ -69,12 +69,15 @@ def config_value(value: Any) -> str:
     return "unknown" if value is None else show(value)
 
 
+def gpus_text(count: Any, model: Any) -> str:
+    if count is None and model is None:
+        return "unknown"
+    return f"{config_value(count)}× {config_value(model)}"
+
+
 def outlier_text(o: Outlier) -> str:
     z = "" if o.z is None else f", robust z {o.z:+.1f}"
-    return (
-        f"{o.label} {o.value:.4g} {o.unit} = {o.ratio:.2f}× the median "
-        f"{o.median:.4g} of {o.gpu_model}{z}"
-    )
+    return f"{o.label} {o.value:.4g} {o.unit} = {o.ratio:.2f}× the median {o.median:.4g} of {o.gpu_model}{z}"
 
 
 def _count(n: int, one: str, many: str) -> str:

@@ -13,6 +13,7 @@ from cuda_doctor.report.compare_common import (
     figure_note,
     figure_value,
     fleet_verdict,
+    gpus_text,
     outlier_text,
     ratio,
 )
@@ -145,7 +146,7 @@ def render_fleet(fleet: Fleet) -> str:
                 config_value(n.config.torch),
                 config_value(n.config.torch_cuda),
                 config_value(n.config.nccl),
-                f"{config_value(n.config.gpu_count)}× {config_value(n.config.gpu_model)}",
+                gpus_text(n.config.gpu_count, n.config.gpu_model),
                 str(len(n.failing)),
                 str(n.warnings),
             ]

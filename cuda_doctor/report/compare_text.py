@@ -17,6 +17,7 @@ from cuda_doctor.report.compare_common import (
     figure_note,
     figure_value,
     fleet_verdict,
+    gpus_text,
     outlier_text,
     ratio,
 )
@@ -87,11 +88,7 @@ def print_diff(
         con.print(Text("\nSmoke checks", style="bold"))
         for c in diff.checks:
             style = "red" if c.worse else "yellow"
-            con.print(
-                Text(
-                    f"  {c.label}: {config_value(c.before)} → {config_value(c.after)}", style=style
-                )
-            )
+            con.print(Text(f"  {c.label}: {config_value(c.before)} → {config_value(c.after)}", style=style))
     if diff.figures:
         con.print(Text(f"\nSmoke figures (noise band ±{diff.noise:.0%})", style="bold"))
         t = _table("", "GPU", "figure", "before", "after", "unit", "ratio", "")
@@ -121,7 +118,7 @@ def _node_row(node: Node, flagged: set[str]) -> list[str | Text]:
         config_value(c.driver),
         config_value(c.torch),
         config_value(c.nccl),
-        f"{config_value(c.gpu_count)}× {config_value(c.gpu_model)}",
+        gpus_text(c.gpu_count, c.gpu_model),
         Text(failing or "—", style="red" if failing else "dim"),
         Text("!" if node.host in flagged else "", style="yellow"),
     ]
@@ -144,10 +141,7 @@ def print_fleet(
         title = (
             "Nodes"
             if show_all
-            else (
-                f"Nodes with findings ({len(listed)} of {len(fleet.nodes)}; "
-                "--all-nodes lists every one)"
-            )
+            else (f"Nodes with findings ({len(listed)} of {len(fleet.nodes)}; --all-nodes lists every one)")
         )
         con.print(Text(f"\n{title}", style="bold"))
         t = _table("node", "driver", "torch", "NCCL", "GPUs", "failing rules", "")
@@ -158,8 +152,7 @@ def print_fleet(
         tie = ", tied with another configuration" if fleet.majority_tied else ""
         con.print(
             Text(
-                f"\nMajority configuration "
-                f"({fleet.majority_count} of {len(fleet.nodes)} nodes{tie})",
+                f"\nMajority configuration ({fleet.majority_count} of {len(fleet.nodes)} nodes{tie})",
                 style="bold",
             )
         )
@@ -185,17 +178,13 @@ def print_fleet(
         con.print(Text("\nPerformance outliers (median and MAD per GPU model)", style="bold"))
         for o in fleet.outliers:
             style = "red" if o.direction == "slow" else "yellow"
-            con.print(
-                Text(f"  {o.direction:<4}  {o.host} GPU {o.gpu}: {outlier_text(o)}", style=style)
-            )
+            con.print(Text(f"  {o.direction:<4}  {o.host} GPU {o.gpu}: {outlier_text(o)}", style=style))
     if fleet.errors:
         con.print(Text("\nUnreadable reports (left out of the comparison)", style="bold"))
         for e in fleet.errors:
             con.print(Text(f"  ✗ {e}", style="red"))
     if fleet.duplicates:
-        con.print(
-            Text(f"\n! more than one report for: {', '.join(fleet.duplicates)}", style="yellow")
-        )
+        con.print(Text(f"\n! more than one report for: {', '.join(fleet.duplicates)}", style="yellow"))
     con.print()
     con.print(Text(fleet_verdict(fleet), style="bold green" if fleet.uniform else "bold yellow"))
 

@@ -12,9 +12,18 @@ if TYPE_CHECKING:
     from cuda_doctor.pipeline import Report
 
 KEY_FACTS = (
-    "driver.version", "driver.cuda_version", "gpu.count", "gpu[0].name", "gpu[0].compute_capability",
-    "torch.version", "torch.cuda_build", "torch.cudnn_version", "torch.nccl_version",
-    "container.detected", "container.cuda_version", "toolkit.nvcc_version",
+    "driver.version",
+    "driver.cuda_version",
+    "gpu.count",
+    "gpu[0].name",
+    "gpu[0].compute_capability",
+    "torch.version",
+    "torch.cuda_build",
+    "torch.cudnn_version",
+    "torch.nccl_version",
+    "container.detected",
+    "container.cuda_version",
+    "toolkit.nvcc_version",
 )
 
 

@@ -27,7 +27,9 @@ if TYPE_CHECKING:
 
 def render_text(report: Report, *, verbose: bool, color: bool, fail_on: Severity, width: int = 100) -> str:
     buffer = io.StringIO()
-    console = Console(file=buffer, force_terminal=color, no_color=not color, width=width, highlight=False, soft_wrap=not color)
+    console = Console(
+        file=buffer, force_terminal=color, no_color=not color, width=width, highlight=False, soft_wrap=not color
+    )
     headline = _headline(report)
     if headline:
         console.print(Text(headline, style="bold"))

@@ -1,0 +1,181 @@
+"""check, facts, rules and explain through click's runner, and end to end as real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from cuda_doctor.cli import cli
+
+TESTS = Path(__file__).resolve().parents[1]
+H200_FACTS = TESTS / "rules" / "h200_facts.json"
+
+
+def run(*args: str, cwd: Path | None = None) -> Any:
+    runner = CliRunner()
+    if cwd is None:
+        return runner.invoke(cli, list(args), catch_exceptions=False)
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        return runner.invoke(cli, list(args), catch_exceptions=False)
+    finally:
+        os.chdir(old)
+
+
+def facts_file(tmp_path: Path, **changes: Any) -> Path:
+    data = json.loads(H200_FACTS.read_text())
+    data["values"].update(changes)
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps({"facts": data}))
+    return path
+
+
+def test_healthy_h200_facts_pass(tmp_path: Path) -> None:
+    result = run("check", "--facts", str(facts_file(tmp_path)), cwd=tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "ready to train" in result.output
+    assert "driver 580.159.04 (CUDA 13.0)" in result.output
+
+
+def test_old_driver_fails_with_fix(tmp_path: Path) -> None:
+    path = facts_file(tmp_path, **{"driver.version": "470.82.01", "driver.cuda_version": "11.4"})
+    result = run("check", "--facts", str(path), cwd=tmp_path)
+    assert result.exit_code == 1
+    assert "✗" in result.output and "580.65.06" in result.output
+    assert "pip install" in result.output
+
+
+def test_json_is_complete_and_versioned(tmp_path: Path) -> None:
+    path = facts_file(tmp_path, **{"system.shm_bytes": 64 * 2**20})
+    result = run("check", "--facts", str(path), "--format", "json", cwd=tmp_path)
+    assert result.exit_code == 1
+    report = json.loads(result.output)
+    assert report["schema"] == "cuda-doctor/report" and report["schema_version"] == 1
+    assert report["summary"]["exit_code"] == 1
+    statuses = {r["rule"]: r["status"] for r in report["results"] if r["subject"] is None}
+    assert statuses["CD502"] == "fail"
+    assert report["facts"]["values"]["driver.version"] == "580.159.04"
+
+
+def test_fail_on_warning(tmp_path: Path) -> None:
+    path = facts_file(tmp_path, **{"env.nccl": {"NCCL_P2P_DISABLE": "1"}})
+    assert run("check", "--facts", str(path), cwd=tmp_path).exit_code == 0
+    assert run("check", "--facts", str(path), "--fail-on", "warning", cwd=tmp_path).exit_code == 1
+
+
+def test_markdown(tmp_path: Path) -> None:
+    path = facts_file(tmp_path, **{"system.shm_bytes": 64 * 2**20})
+    result = run("check", "--facts", str(path), "--format", "markdown", cwd=tmp_path)
+    assert result.output.startswith("## cuda-doctor report")
+    assert "`CD502`" in result.output and "--ipc=host" in result.output
+
+
+def test_verbose_shows_passing_checks_with_evidence(tmp_path: Path) -> None:
+    result = run("check", "--facts", str(facts_file(tmp_path)), "-v", cwd=tmp_path)
+    assert "CD102" in result.output and "derived.driver_cuda_support = full" in result.output
+
+
+def test_save_writes_the_full_report(tmp_path: Path) -> None:
+    saved = tmp_path / "out" / "node.json"
+    run("check", "--facts", str(facts_file(tmp_path)), "--save", str(saved), cwd=tmp_path)
+    assert json.loads(saved.read_text())["facts"]["values"]["gpu[0].name"] == "NVIDIA H200"
+
+
+def test_config_selects_and_overrides(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.cuda-doctor]\nseverity = { CD502 = "warning" }\n')
+    path = facts_file(tmp_path, **{"system.shm_bytes": 64 * 2**20})
+    assert run("check", "--facts", str(path), cwd=tmp_path).exit_code == 0
+    assert run("check", "--facts", str(path), "--select", "CD502", "--fail-on", "warning", cwd=tmp_path).exit_code == 1
+
+
+def test_rules_and_explain(tmp_path: Path) -> None:
+    listing = run("rules", cwd=tmp_path)
+    assert "CD102" in listing.output and "CD502" in listing.output
+    explained = run("explain", "cd102", cwd=tmp_path)
+    assert "minor-version compatibility" in explained.output
+    assert "https://docs.nvidia.com/" in explained.output
+
+
+def test_docs_rules_reference_is_current() -> None:
+    repo = TESTS.parent
+    generated = run("rules", "--format", "markdown", cwd=repo).output
+    current = (repo / "docs" / "rules.md").read_text()
+    assert current == generated, "docs/rules.md is stale: run `cuda-doctor rules --format markdown > docs/rules.md`"
+
+
+# -- end to end, as real processes -------------------------------------------------------------
+
+
+def doctor(
+    args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    full_env["PYTHONPATH"] = str(TESTS.parent) + os.pathsep + full_env.get("PYTHONPATH", "")
+    return subprocess.run(
+        [sys.executable, "-m", "cuda_doctor", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd,
+        timeout=180,
+    )
+
+
+def test_malformed_config_is_one_clear_line(tmp_path: Path) -> None:
+    bad = tmp_path / "pyproject.toml"
+    bad.write_text('[tool.cuda-doctor]\nseverity = { CD502 = "loud" }\n')
+    proc = doctor(["check", "--facts", str(facts_file(tmp_path))], cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0
+    assert str(bad) in proc.stderr and "severity.CD502" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_unreadable_facts_file(tmp_path: Path) -> None:
+    path = tmp_path / "broken.json"
+    path.write_text('{"facts": {"values": ')
+    proc = doctor(["check", "--facts", str(path)], cwd=tmp_path)
+    assert proc.returncode == 2 and "not valid JSON" in proc.stderr and str(path) in proc.stderr
+
+
+def test_usage_error_exits_2(tmp_path: Path) -> None:
+    proc = doctor(["check", "--format", "yaml"], cwd=tmp_path)
+    assert proc.returncode == 2 and "Invalid value" in proc.stderr
+
+
+@pytest.mark.parametrize(("mode", "fragment"), [("ok", "NVIDIA H200"), ("old", "470.82.01")])
+def test_check_fast_end_to_end_with_fake_nvidia_smi(
+    fake_nvidia_smi: Any, tmp_path: Path, mode: str, fragment: str
+) -> None:
+    env = dict(fake_nvidia_smi.ctx(mode).env)
+    env["CUDA_DOCTOR_DISABLE_NVML"] = "1"  # force the nvidia-smi path whatever this host has
+    proc = doctor(["check", "--fast", "--format", "json"], env=env, cwd=tmp_path)
+    report = json.loads(proc.stdout)
+    assert report["facts"]["values"]["driver.source"] == "nvidia-smi"
+    assert fragment in json.dumps(report["facts"]["values"])
+    driver_rule = next(r for r in report["results"] if r["rule"] == "CD101")
+    assert driver_rule["status"] == "pass"
+    assert "torch.version" not in report["facts"]["values"]  # --fast imports no framework
+    # healthy fake GPU: whatever else this host is, nothing about the GPU may fail
+    gpu_failures = [
+        r for r in report["results"] if r["status"] == "fail" and r["category"] in ("driver", "gpu", "health")
+    ]
+    assert gpu_failures == []
+    assert proc.returncode == (1 if any(r["status"] == "fail" for r in report["results"]) else 0)
+
+
+def test_json_valid_when_nothing_can_be_probed(tmp_path: Path) -> None:
+    env = {"PATH": str(tmp_path), "CUDA_DOCTOR_DISABLE_NVML": "1"}
+    proc = doctor(["check", "--fast", "--format", "json"], env=env, cwd=tmp_path)
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 1
+    cd101 = next(r for r in report["results"] if r["rule"] == "CD101")
+    assert cd101["status"] == "fail"
