@@ -22,9 +22,7 @@ class NoiseBand(click.ParamType):
 
     name = "FRACTION|PERCENT"
 
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
         if isinstance(value, float):
             return value
         text = str(value).strip()

@@ -232,7 +232,5 @@ def diff_checks(before: Report, after: Report) -> tuple[CheckChange, ...]:
             old, new = before.get(name), after.get(name)
             if old == new:
                 continue
-            out.append(
-                CheckChange(name, f"GPU {i} {label}", old, new, worse=old is True and new is False)
-            )
+            out.append(CheckChange(name, f"GPU {i} {label}", old, new, worse=old is True and new is False))
     return tuple(out)

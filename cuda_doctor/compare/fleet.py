@@ -14,7 +14,7 @@ from typing import Any
 
 from cuda_doctor.compare.diff import DEFAULT_NOISE
 from cuda_doctor.compare.keys import METRICS, Metric, number, smoke_indices
-from cuda_doctor.compare.load import Report, ReportError
+from cuda_doctor.compare.load import Report, ReportError, gc_paused
 from cuda_doctor.results import Status
 
 #: Robust z-score above which a figure is an outlier (Iglewicz & Hoaglin's 3.5).
@@ -164,11 +164,7 @@ def _smoke_models(report: Report, nvml_names: dict[int, str]) -> dict[int, str]:
     torch_names = report.get("torch.device_names")
     out: dict[int, str] = {}
     for i in smoke_indices(report):
-        if (
-            isinstance(torch_names, list)
-            and i < len(torch_names)
-            and isinstance(torch_names[i], str)
-        ):
+        if isinstance(torch_names, list) and i < len(torch_names) and isinstance(torch_names[i], str):
             out[i] = torch_names[i]
         elif i in nvml_names:
             out[i] = nvml_names[i]
@@ -198,14 +194,15 @@ def compare_fleet(
     errors: list[ReportError] | tuple[ReportError, ...] = (),
     noise: float = DEFAULT_NOISE,
 ) -> Fleet:
-    nodes = [_node(r) for r in reports]
-    majority, majority_count, tied = _majority([n.config for n in nodes])
-    differing = tuple(
-        NodeDifference(n.host, n.path, _differences(n.config, majority))
-        for n in nodes
-        if majority is not None and n.config != majority
-    )
-    stats, outliers = _outliers(reports, noise)
+    with gc_paused():
+        nodes = [_node(r) for r in reports]
+        majority, majority_count, tied = _majority([n.config for n in nodes])
+        differing = tuple(
+            NodeDifference(n.host, n.path, _differences(n.config, majority))
+            for n in nodes
+            if majority is not None and n.config != majority
+        )
+        stats, outliers = _outliers(reports, noise)
     host_counts = Counter(n.host for n in nodes)
     return Fleet(
         nodes=tuple(nodes),
@@ -241,9 +238,7 @@ def _differences(config: Config, majority: Config | None) -> tuple[FieldDifferen
     return tuple(out)
 
 
-def _outliers(
-    reports: list[Report], noise: float
-) -> tuple[tuple[GroupStats, ...], tuple[Outlier, ...]]:
+def _outliers(reports: list[Report], noise: float) -> tuple[tuple[GroupStats, ...], tuple[Outlier, ...]]:
     # (model, metric) → [(report, gpu ordinal, value)]
     groups: dict[tuple[str, str], list[tuple[Report, int, float]]] = defaultdict(list)
     for report in reports:
@@ -288,9 +283,7 @@ def _outliers(
     return tuple(stats), tuple(outliers)
 
 
-def _judge(
-    value: float, median: float, mad: float, noise: float, metric: Metric
-) -> tuple[float | None, str] | None:
+def _judge(value: float, median: float, mad: float, noise: float, metric: Metric) -> tuple[float | None, str] | None:
     """(z, "slow"|"fast") when ``value`` is an outlier in its group, else None."""
     ratio = value / median
     worse = ratio < 1 if metric.higher_is_better else ratio > 1

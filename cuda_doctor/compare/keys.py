@@ -51,7 +51,7 @@ SMOKE_CHECKS: tuple[tuple[str, str], ...] = (
     ("amp_step_ok", "AMP training step"),
 )
 
-_SMOKE_INDEX = re.compile(r"^smoke\[(\d+)\]\.")
+_SMOKE_KEYS = tuple(m.key for m in METRICS) + tuple(key for key, _ in SMOKE_CHECKS)
 _GPU_NAME = re.compile(r"^gpu\[(\d+)\]\.name$")
 
 #: Marker for "this report does not know the fact" (distinct from a known ``None``).
@@ -64,9 +64,7 @@ def gpu_models(report: Report) -> str | None:
     if not names:
         return None
     counts = Counter(names)
-    return ", ".join(
-        f"{n}× {name}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    )
+    return ", ".join(f"{n}× {name}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def primary_gpu_model(report: Report) -> str | None:
@@ -88,12 +86,13 @@ def key_fact(report: Report, name: str) -> Any:
 
 
 def smoke_indices(report: Report) -> list[int]:
-    found = {
-        int(m.group(1))
-        for k in report.values
-        if k.startswith("smoke[") and (m := _SMOKE_INDEX.match(k))
-    }
-    return sorted(found)
+    """CUDA ordinals with smoke facts.  Ordinals are contiguous from 0, so probing index by
+    index is enough, and much cheaper than scanning every fact of a big fleet."""
+    found: list[int] = []
+    values = report.values
+    while any(f"smoke[{len(found)}].{key}" in values for key in _SMOKE_KEYS):
+        found.append(len(found))
+    return found
 
 
 def number(value: Any) -> float | None:

@@ -7,8 +7,10 @@ with the rest.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,9 +110,7 @@ def parse_report(data: Any, path: str) -> Report:
         raise ReportError(path, "report has no 'facts.values' object")
     values: dict[str, Any] = facts["values"]
     unknown_raw = facts.get("unknown", {})
-    unknown = (
-        {str(k): str(v) for k, v in unknown_raw.items()} if isinstance(unknown_raw, dict) else {}
-    )
+    unknown = {str(k): str(v) for k, v in unknown_raw.items()} if isinstance(unknown_raw, dict) else {}
     results, notes = _parse_results(data.get("results", []), path)
     host = data.get("host") or values.get("system.hostname") or Path(path).stem
     created = data.get("created")
@@ -161,9 +161,7 @@ def _parse_results(raw: Any, path: str) -> tuple[tuple[Result, ...], tuple[str, 
             # A status this version does not know (written by a newer tool): leave it out.
             skipped += 1
         except (TypeError, KeyError) as exc:
-            raise ReportError(
-                path, f"malformed result for rule {item.get('rule')!r}: {exc}"
-            ) from None
+            raise ReportError(path, f"malformed result for rule {item.get('rule')!r}: {exc}") from None
     notes = (f"{skipped} result(s) with a status this version does not know were left out",)
     return tuple(results), notes if skipped else ()
 
@@ -201,9 +199,27 @@ def load_many(paths: Iterable[str | Path]) -> tuple[list[Report], list[ReportErr
     """Load every report it can; the ones it cannot are returned as errors, in input order."""
     files, errors = expand_paths(paths)
     reports: list[Report] = []
-    for f in files:
-        try:
-            reports.append(load_report(f))
-        except ReportError as exc:
-            errors.append(exc)
+    with gc_paused():
+        for f in files:
+            try:
+                reports.append(load_report(f))
+            except ReportError as exc:
+                errors.append(exc)
     return reports, errors
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cycle collector while building many JSON objects.
+
+    Decoded JSON holds no reference cycles, yet each new dict counts towards the next
+    collection: on a fleet of thousands of reports the collector's repeated walks over
+    everything already loaded cost about a third of the time.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

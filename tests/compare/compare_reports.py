@@ -174,9 +174,7 @@ def base_report(host: str = "gpu-node-01", gpus: int = 1) -> dict[str, Any]:
     }
 
 
-def other_driver(
-    report: dict[str, Any], version: str = "570.195.03", cuda: str = "12.8"
-) -> dict[str, Any]:
+def other_driver(report: dict[str, Any], version: str = "570.195.03", cuda: str = "12.8") -> dict[str, Any]:
     out = copy.deepcopy(report)
     out["facts"]["values"]["driver.version"] = version
     out["facts"]["values"]["driver.cuda_version"] = cuda
@@ -216,9 +214,7 @@ def scaled(report: dict[str, Any], factor: float) -> dict[str, Any]:
     return out
 
 
-def failing_rule(
-    report: dict[str, Any], rule: str = "CD310", status: str = "fail"
-) -> dict[str, Any]:
+def failing_rule(report: dict[str, Any], rule: str = "CD310", status: str = "fail") -> dict[str, Any]:
     out = copy.deepcopy(report)
     for r in out["results"]:
         if r["rule"] == rule:

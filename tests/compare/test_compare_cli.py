@@ -23,9 +23,7 @@ def pair(tmp_path: Path) -> tuple[Path, Path]:
     return before, write(tmp_path / "after.json", scaled(after, 1.04))
 
 
-def test_diff_text_shows_changes_and_exits_1_when_worse(
-    runner: CliRunner, pair: tuple[Path, Path]
-) -> None:
+def test_diff_text_shows_changes_and_exits_1_when_worse(runner: CliRunner, pair: tuple[Path, Path]) -> None:
     result = runner.invoke(diff_command, [str(p) for p in pair])
     assert result.exit_code == 1, result.output
     out = result.output
@@ -142,9 +140,7 @@ def test_fleet_json_and_markdown(runner: CliRunner, tmp_path: Path) -> None:
     assert "### Unreadable reports" in md
 
 
-def test_fleet_with_failing_rule_and_big_fleet_lists_only_flagged(
-    runner: CliRunner, tmp_path: Path
-) -> None:
+def test_fleet_with_failing_rule_and_big_fleet_lists_only_flagged(runner: CliRunner, tmp_path: Path) -> None:
     for i in range(60):
         report = base_report(host=f"n{i:02d}")
         if i == 42:

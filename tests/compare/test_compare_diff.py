@@ -109,9 +109,7 @@ def test_wobble_inside_the_noise_band_is_not_a_change(tmp_path: Path) -> None:
 
 
 def test_slower_gpu_is_worse_with_ratio(tmp_path: Path) -> None:
-    d = _diff(
-        tmp_path, base_report(), slower_gpu(base_report(), 0.71, metrics=("h2d_pinned_gbps",))
-    )
+    d = _diff(tmp_path, base_report(), slower_gpu(base_report(), 0.71, metrics=("h2d_pinned_gbps",)))
     (slow,) = d.slower
     assert slow.metric == "h2d_pinned_gbps" and slow.gpu == 0
     assert slow.ratio == pytest.approx(0.71, abs=0.005)

@@ -59,9 +59,7 @@ def test_nodes_that_differ_are_named_with_what_differs(tmp_path: Path) -> None:
         )
     )
     assert fleet.majority_count == 10
-    diffs = {
-        d.host: {f.field: (f.value, f.majority) for f in d.differences} for d in fleet.differing
-    }
+    diffs = {d.host: {f.field: (f.value, f.majority) for f in d.differences} for d in fleet.differing}
     assert diffs == {
         "node03": {"driver": ("570.195.03", "580.159.04"), "cuda_driver": ("12.8", "13.0")},
         "node08": {"torch": ("2.10.0+cu128", "2.11.0+cu130"), "torch_cuda": ("12.8", "13.0")},
