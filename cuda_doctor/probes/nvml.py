@@ -248,13 +248,13 @@ def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None
         convert=lambda cc: f"{int(cc[0])}.{int(cc[1])}",
     )
     memory_total = indexed("gpu", index, "memory_total_mib")
-    memory = reader.call(memory_total, ("nvmlDeviceGetMemoryInfo",), handle)
+    memory_used = indexed("gpu", index, "memory_used_mib")
+    memory = _memory_info(nvml, reader, memory_total, handle)
     if memory is _FAILED:
-        facts.mark_unknown(indexed("gpu", index, "memory_used_mib"), facts.unknown[memory_total])
+        facts.mark_unknown(memory_used, facts.unknown[memory_total])
     else:
-        # NVML's "used" (v1) includes the driver's reserved memory, unlike nvidia-smi's
         facts.set(memory_total, _mib(memory, "total"))
-        facts.set(indexed("gpu", index, "memory_used_mib"), _mib(memory, "used"))
+        facts.set(memory_used, _mib(memory, "used"))
     read("ecc_enabled", ("nvmlDeviceGetEccMode",), convert=lambda mode: bool(mode[0]))
     read(
         "ecc_uncorrected_volatile",
@@ -313,6 +313,22 @@ def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None
         facts.set(count_name, None if procs is None else len(procs))
     else:
         facts.mark_unknown(count_name, facts.unknown.get(procs_name, "processes unknown"))
+
+
+def _memory_info(nvml: Any, reader: _Reader, name: str, handle: Any) -> Any:
+    """Memory info v2 when the binding and driver have it: its "used" leaves out the memory
+    the driver reserves (as nvidia-smi does); v1's "used" counts it."""
+    version = getattr(nvml, "nvmlMemory_v2", None)
+    v2_error = None
+    if version is not None and hasattr(nvml, "nvmlDeviceGetMemoryInfo"):
+        try:
+            return nvml.nvmlDeviceGetMemoryInfo(handle, version=version)
+        except (nvml.NVMLError, TypeError) as exc:
+            v2_error = str(exc)  # older driver: ask with v1 below
+    memory = reader.call(name, ("nvmlDeviceGetMemoryInfo",), handle)
+    if memory is _FAILED and v2_error is not None and v2_error not in reader.facts.unknown[name]:
+        reader.facts.mark_unknown(name, f"{reader.facts.unknown[name]} (v2: {v2_error})")
+    return memory
 
 
 def _mib(memory: Any, attr: str) -> int | None:

@@ -18,6 +18,8 @@ from typing import Any
 
 import pynvml
 
+MEMORY_V2 = pynvml.nvmlMemory_v2
+
 
 def h200_readings(path: Path) -> dict[str, Any]:
     """The values printed in nvml.txt by a pynvml script on the H200 machine."""
@@ -75,6 +77,7 @@ class FakeNvml:
     missing: set[str] = field(default_factory=set)
     as_bytes: bool = False  # older bindings return bytes for strings
     handle_errors: dict[int, int] = field(default_factory=dict)
+    memory_v2_error: int | None = None  # e.g. FUNCTION_NOT_FOUND from a driver without v2
     calls: list[str] = field(default_factory=list)
     shutdowns: int = 0
 
@@ -123,8 +126,15 @@ class FakeNvml:
     def nvmlDeviceGetCudaComputeCapability(self, handle: int) -> tuple[int, int]:
         return tuple(self.readings["cc"])
 
-    def nvmlDeviceGetMemoryInfo(self, handle: int) -> SimpleNamespace:
-        return self.readings["memory"]
+    def nvmlDeviceGetMemoryInfo(self, handle: int, version: int | None = None) -> SimpleNamespace:
+        v1 = self.readings["memory"]
+        if version is None:
+            return v1
+        assert version == MEMORY_V2
+        if self.memory_v2_error is not None:
+            raise pynvml.NVMLError(self.memory_v2_error)
+        # what the H200 answered to v2: v1's "used" is the driver's reservation
+        return SimpleNamespace(total=v1.total, reserved=v1.used, free=v1.free, used=0)
 
     def nvmlDeviceGetEccMode(self, handle: int) -> list[int]:
         return list(self.readings["ecc"])
@@ -183,13 +193,15 @@ class FakeNvml:
     # -- building the module object ------------------------------------------------------
     def module(self) -> SimpleNamespace:
         namespace = SimpleNamespace(NVMLError=pynvml.NVMLError)
+        if "nvmlMemory_v2" not in self.missing:
+            namespace.nvmlMemory_v2 = MEMORY_V2
         for attr in dir(self):
             if attr.startswith("nvml") and attr not in self.missing:
                 setattr(namespace, attr, self._wrap(attr, getattr(self, attr)))
         return namespace
 
     def _wrap(self, name: str, function: Callable[..., Any]) -> Callable[..., Any]:
-        def call(*args: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
             self.calls.append(name)
             if self.hang is not None and name == self.hang_in:
                 self.hang.wait(60)
@@ -197,6 +209,6 @@ class FakeNvml:
                 raise self.raises[name]
             if name in self.errors:
                 raise pynvml.NVMLError(self.errors[name])
-            return function(*args)
+            return function(*args, **kwargs)
 
         return call

@@ -49,7 +49,7 @@ def test_h200_readings(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
         "pci_bus_id": "00000000:00:06.0",
         "compute_capability": "9.0",
         "memory_total_mib": 143771,  # what nvidia-smi and query-gpu.csv print
-        "memory_used_mib": 615,  # NVML v1 "used" includes the driver's reserved memory
+        "memory_used_mib": 0,  # v2 leaves out the 615 MiB the driver reserves, as nvidia-smi
         "ecc_enabled": True,
         "ecc_uncorrected_volatile": 0,
         "retired_pages_pending": None,  # NOT_SUPPORTED: null, not an error
@@ -89,30 +89,35 @@ def test_older_bindings_return_bytes(make_nvml: MakeNvml, ctx: ProbeContext) -> 
     assert facts.get("gpu[0].pci_bus_id") == "00000000:00:06.0"
 
 
-def test_older_entry_points_are_used_when_newer_ones_are_missing(
-    make_nvml: MakeNvml, ctx: ProbeContext
-) -> None:
-    fake = make_nvml(
-        missing={"nvmlSystemGetCudaDriverVersion_v2", "nvmlDeviceGetCurrentClocksEventReasons"}
-    )
+def test_older_entry_points_are_used_when_newer_ones_are_missing(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
+    fake = make_nvml(missing={"nvmlSystemGetCudaDriverVersion_v2", "nvmlDeviceGetCurrentClocksEventReasons"})
     facts = collect_nvml(ctx, fake.module())
     assert facts.get("driver.cuda_version") == "13.0"
     assert facts.get("gpu[0].clock_event_reason_names") == ["gpu_idle"]
     assert "nvmlDeviceGetCurrentClocksThrottleReasons" in fake.calls
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"missing": {"nvmlMemory_v2"}},  # nvidia-ml-py without the v2 struct
+        {"memory_v2_error": pynvml.NVML_ERROR_FUNCTION_NOT_FOUND},  # driver without v2
+    ],
+)
+def test_memory_info_v1_when_v2_is_unavailable(make_nvml: MakeNvml, ctx: ProbeContext, options: dict[str, Any]) -> None:
+    facts = collect_nvml(ctx, make_nvml(**options).module())
+    assert facts.get("gpu[0].memory_total_mib") == 143771
+    assert facts.get("gpu[0].memory_used_mib") == 615  # v1 counts the driver's reservation
+
+
 def test_driver_without_the_v2_function_falls_back(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
-    fake = make_nvml(
-        errors={"nvmlSystemGetCudaDriverVersion_v2": pynvml.NVML_ERROR_FUNCTION_NOT_FOUND}
-    )
+    fake = make_nvml(errors={"nvmlSystemGetCudaDriverVersion_v2": pynvml.NVML_ERROR_FUNCTION_NOT_FOUND})
     facts = collect_nvml(ctx, fake.module())
     assert facts.get("driver.cuda_version") == "13.0"
     assert "nvmlSystemGetCudaDriverVersion" in fake.calls
 
 
-def test_not_supported_is_null_and_other_errors_are_reasons(
-    make_nvml: MakeNvml, ctx: ProbeContext
-) -> None:
+def test_not_supported_is_null_and_other_errors_are_reasons(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
     fake = make_nvml(
         errors={
             "nvmlDeviceGetEccMode": pynvml.NVML_ERROR_NOT_SUPPORTED,
@@ -133,9 +138,7 @@ def test_not_supported_is_null_and_other_errors_are_reasons(
     assert facts.get("gpu[0].mig_enabled") is False
     assert facts.unknown["gpu[0].temperature_c"] == "NVML nvmlDeviceGetTemperature: GPU is lost"
     for name in ("memory_total_mib", "memory_used_mib"):
-        assert facts.unknown[f"gpu[0].{name}"] == (
-            "NVML nvmlDeviceGetMemoryInfo: Insufficient Permissions"
-        )
+        assert facts.unknown[f"gpu[0].{name}"] == ("NVML nvmlDeviceGetMemoryInfo: Insufficient Permissions")
     for name in ("clock_event_reasons", "clock_event_reason_names"):
         assert "Unknown Error" in facts.unknown[f"gpu[0].{name}"]
     for name in ("processes", "process_count"):
@@ -165,9 +168,7 @@ def test_a_gpu_that_cannot_be_opened(make_nvml: MakeNvml, ctx: ProbeContext) -> 
         (pynvml.NVML_ERROR_UNKNOWN, "error", "Failed to initialize NVML: Unknown Error"),
     ],
 )
-def test_init_errors(
-    make_nvml: MakeNvml, ctx: ProbeContext, code: int, status: str, message: str
-) -> None:
+def test_init_errors(make_nvml: MakeNvml, ctx: ProbeContext, code: int, status: str, message: str) -> None:
     fake = make_nvml(init_error=code)
     facts = collect_nvml(ctx, fake.module())
     assert facts.get("driver.status") == status
@@ -186,9 +187,7 @@ def test_loader_oserror_means_library_not_found(make_nvml: MakeNvml, ctx: ProbeC
     assert "cannot open shared object file" in facts.get("driver.error")
 
 
-def test_missing_binding_means_library_not_found(
-    ctx: ProbeContext, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_missing_binding_means_library_not_found(ctx: ProbeContext, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)  # `import pynvml` now raises ImportError
     facts = collect_nvml(ctx)
     assert facts.get("driver.status") == "library_not_found"
