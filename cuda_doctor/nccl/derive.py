@@ -1,0 +1,190 @@
+"""Derived facts for the multi-GPU rules (``derived.nccl.*``).  Never raises.
+
+- ``derived.nccl.skip_reason``: why the all-reduce rules do not apply (or null).
+- ``derived.nccl.multi_gpu``: two or more GPUs visible.
+- ``derived.nccl.transport_disabled``: ``NCCL_P2P_DISABLE=1``-style settings in effect.
+- ``derived.nccl.p2p_missing``: GPU pairs joined by NVLink or a PCIe switch without peer access.
+- ``derived.nccl.expected_busbw_gbps`` / ``expected_basis`` / ``busbw_ratio``: the measured
+  peak bus bandwidth against what the topology should give (``rules/data/interconnect_expected``).
+- ``derived.nccl.outlier_ranks``: ranks whose local workload took > 1.5× the median of ranks on
+  identical GPUs.
+"""
+
+from __future__ import annotations
+
+import re
+from statistics import median
+from typing import Any
+
+from cuda_doctor.facts import Facts, indexed
+from cuda_doctor.nccl.runner import outliers
+
+#: Transports NCCL lets users switch off (debugging variables, NCCL env docs).
+TRANSPORT_VARIABLES = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE")
+#: Link types over which CUDA peer access is expected to work.
+_P2P_EXPECTED = re.compile(r"^(NV\d+|PIX|PXB)$")
+_NVLINK = re.compile(r"^NV(\d+)$")
+OUTLIER_FACTOR = 1.5
+
+
+def load_interconnect_table() -> dict[str, Any]:
+    from cuda_doctor.knowledge import load_table
+
+    return load_table("interconnect_expected")
+
+
+def derive(facts: Facts, table: dict[str, Any] | None = None) -> None:
+    _skip_reason(facts)
+    _multi_gpu(facts)
+    _transport_disabled(facts)
+    _p2p_missing(facts)
+    try:
+        data = table if table is not None else load_interconnect_table()
+    except Exception as exc:  # a missing or broken table leaves the expectation unknown
+        facts.mark_unknown("derived.nccl.expected_busbw_gbps",
+                           f"interconnect table: {type(exc).__name__}: {exc}")
+    else:
+        _expected(facts, data)
+    _ratio(facts)
+    _outliers(facts)
+
+
+def _skip_reason(facts: Facts) -> None:
+    status = facts.get("nccl.status")
+    if not facts.has("nccl.status"):
+        reason = facts.reason("nccl.status")
+        text = ("the NCCL all-reduce did not run (`cuda-doctor smoke --nccl`, or `check` with "
+                "two or more GPUs visible)")
+        facts.set("derived.nccl.skip_reason", f"{text}: {reason}" if reason else text)
+    elif status == "not_applicable":
+        facts.set("derived.nccl.skip_reason", f"not applicable: {facts.get('nccl.reason')}")
+    else:
+        facts.set("derived.nccl.skip_reason", None)
+
+
+def _multi_gpu(facts: Facts) -> None:
+    for name in ("nccl.visible_gpus", "nccl.world_size", "torch.device_count", "gpu.count"):
+        value = facts.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            facts.set("derived.nccl.multi_gpu", value >= 2)
+            return
+    facts.mark_unknown("derived.nccl.multi_gpu", "the number of GPUs is unknown")
+
+
+def _transport_disabled(facts: Facts) -> None:
+    env = facts.get("env.nccl")
+    if not isinstance(env, dict):
+        facts.mark_unknown("derived.nccl.transport_disabled",
+                           facts.reason("env.nccl") or "NCCL environment not gathered")
+        return
+    # NCCL reads these as integers: only 0 (or unset) leaves the transport on.
+    found = [f"{k}={env[k]}" for k in TRANSPORT_VARIABLES
+             if k in env and str(env[k]).strip() not in ("", "0")]
+    facts.set("derived.nccl.transport_disabled", found)
+
+
+def _p2p_missing(facts: Facts) -> None:
+    p2p, links = facts.get("nccl.p2p"), facts.get("nccl.link_types")
+    if not isinstance(p2p, dict) or not isinstance(links, dict):
+        missing = "nccl.p2p" if not isinstance(p2p, dict) else "nccl.link_types"
+        facts.mark_unknown("derived.nccl.p2p_missing",
+                           facts.reason(missing) or f"{missing} unknown")
+        return
+    found = [f"GPU {pair.replace('-', '–')} ({links[pair]})" for pair, ok in sorted(p2p.items())
+             if ok is False and _P2P_EXPECTED.match(str(links.get(pair, "")))]
+    facts.set("derived.nccl.p2p_missing", found)
+
+
+def _capability(facts: Facts) -> str | None:
+    caps = facts.get("nccl.device_capabilities")
+    if isinstance(caps, list) and caps and caps[0]:
+        return str(caps[0])
+    value = facts.get(indexed("gpu", 0, "compute_capability"))
+    return str(value) if value else None
+
+
+def _nvlink_row(facts: Facts, table: dict[str, Any]) -> dict[str, Any] | None:
+    rows = table.get("nvlink", [])
+    cap = _capability(facts)
+    for row in rows:
+        if cap is not None and cap in row.get("compute_capability", []):
+            return dict(row)
+    raw = facts.get(indexed("nvlink", 0, "version_raw"))
+    for row in rows:
+        if raw is not None and raw in row.get("nvml_version", []):
+            return dict(row)
+    return None
+
+
+def _expected(facts: Facts, table: dict[str, Any]) -> None:
+    out = "derived.nccl.expected_busbw_gbps"
+    links = facts.get("nccl.link_types")
+    counts: list[int] = []
+    if isinstance(links, dict) and links:
+        matched = [_NVLINK.match(str(v)) for v in links.values()]
+        if all(matched):
+            counts = [int(m.group(1)) for m in matched if m]
+    else:
+        active = [facts.get(indexed("nvlink", i, "active_links")) for i in facts.indices("nvlink")]
+        if active and all(isinstance(a, int) and a > 0 for a in active):
+            counts = [int(a) for a in active]
+    if counts:
+        row = _nvlink_row(facts, table)
+        if row is None:
+            facts.mark_unknown(out, f"NVLink generation of compute capability {_capability(facts)} "
+                               "is not in the interconnect table")
+            return
+        n = min(counts)
+        theoretical = n * float(row["per_link_gbps"])
+        fraction = float(table["nvlink_fraction"]["achievable_fraction"])
+        basis = (f"NVLink {row['generation']} x{n} links: {theoretical:g} GB/s per direction "
+                 f"x {fraction:g} achievable")
+    else:
+        gens = [facts.get(indexed("gpu", i, "pcie_gen_max")) for i in facts.indices("gpu")]
+        widths = [facts.get(indexed("gpu", i, "pcie_width_max")) for i in facts.indices("gpu")]
+        if not gens or not all(isinstance(g, int) for g in gens + widths):
+            facts.mark_unknown(out, "no NVLink between the GPUs and their PCIe generation/width "
+                               "is unknown")
+            return
+        gen, width = min(gens), min(widths)
+        rows = {int(r["generation"]): r for r in table.get("pcie", [])}
+        if gen not in rows:
+            facts.mark_unknown(out, f"PCIe Gen{gen} is not in the interconnect table")
+            return
+        theoretical = float(rows[gen]["per_lane_gbps"]) * width
+        fraction = float(table["pcie_fraction"]["achievable_fraction"])
+        basis = (f"PCIe Gen{gen} x{width}: {theoretical:.1f} GB/s per direction "
+                 f"x {fraction:g} achievable")
+    facts.set(out, round(theoretical * fraction, 1))
+    facts.set("derived.nccl.expected_basis", basis)
+
+
+def _ratio(facts: Facts) -> None:
+    peak = facts.get("nccl.busbw_peak_gbps")
+    expected = facts.get("derived.nccl.expected_busbw_gbps")
+    number = (int, float)
+    if not isinstance(peak, number) or not isinstance(expected, number) or expected <= 0:
+        missing = "nccl.busbw_peak_gbps" if not isinstance(peak, (int, float)) \
+            else "derived.nccl.expected_busbw_gbps"
+        facts.mark_unknown("derived.nccl.busbw_ratio",
+                           facts.reason(missing) or f"{missing} unknown")
+        return
+    facts.set("derived.nccl.busbw_ratio", round(float(peak) / float(expected), 3))
+
+
+def _outliers(facts: Facts) -> None:
+    times = facts.get("nccl.per_rank_seconds")
+    if not isinstance(times, list):
+        facts.mark_unknown("derived.nccl.outlier_ranks",
+                           facts.reason("nccl.per_rank_seconds") or "no per-rank timings")
+        return
+    names = facts.get("nccl.device_names")
+    groups = names if isinstance(names, list) and len(names) == len(times) else None
+    values = [float(t) if isinstance(t, (int, float)) else None for t in times]
+    found = []
+    for i in outliers(values, groups, OUTLIER_FACTOR):
+        mid = median(v for j, v in enumerate(values)
+                     if v is not None and (groups is None or groups[j] == groups[i]))
+        label = f" ({groups[i]})" if groups else ""
+        found.append(f"rank {i}{label}: {values[i]:.4f} s vs median {mid:.4f} s")
+    facts.set("derived.nccl.outlier_ranks", found)
