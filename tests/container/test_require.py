@@ -37,9 +37,7 @@ def test_the_recorded_h200_requirement_holds_on_its_own_driver() -> None:
     assert result.cuda_satisfied is True
 
 
-def test_the_recorded_requirement_fails_on_an_old_driver_outside_every_forward_compat_window() -> (
-    None
-):
+def test_the_recorded_requirement_fails_on_an_old_driver_outside_every_forward_compat_window() -> None:
     result = evaluate([H200_REQUIRE], OLD_NVIDIA)
     assert result.satisfied is False
     assert result.detail.startswith("unsatisfied condition: cuda>=13.0, please update your driver")
@@ -116,9 +114,7 @@ def test_legacy_images_require_their_cuda_version_major_minor() -> None:
     assert check_env({"CUDA_VERSION": "11.8.0"}, OLD_TESLA).satisfied is False
     assert check_env({"CUDA_VERSION": "11.4.3"}, OLD_TESLA).satisfied is True
     # NVIDIA_REQUIRE_CUDA, when present, replaces the derived requirement
-    assert requirements_from_env({"CUDA_VERSION": "11.8.0", "NVIDIA_REQUIRE_CUDA": "cuda>=11.0"})[
-        0
-    ] == ["cuda>=11.0"]
+    assert requirements_from_env({"CUDA_VERSION": "11.8.0", "NVIDIA_REQUIRE_CUDA": "cuda>=11.0"})[0] == ["cuda>=11.0"]
 
 
 def test_a_legacy_cuda_version_that_is_not_a_version_stops_the_container() -> None:
