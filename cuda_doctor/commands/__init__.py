@@ -16,4 +16,5 @@ COMMANDS: dict[str, str] = {
     "fleet": "cuda_doctor.commands.fleet",
     "watch": "cuda_doctor.commands.watch",
     "exec": "cuda_doctor.commands.exec_",
+    "lint": "cuda_doctor.commands.lint",
 }

@@ -1,0 +1,428 @@
+"""Walk the paths, read each file once, dispatch by kind, apply suppressions and selection.
+
+A file that cannot be linted (unreadable, binary, not UTF-8, a syntax error, too big, a
+symlink loop, or a bug in a detector) becomes a CDL000 finding; the other files go on.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import stat
+import tokenize
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from io import BytesIO
+from pathlib import Path
+
+from cuda_doctor.lint.dockerfile import lint_dockerfile
+from cuda_doctor.lint.findings import Finding, Hit
+from cuda_doctor.lint.notebook import NotebookError, lint_notebook
+from cuda_doctor.lint.python_ast import ProjectFlags, has_loop_tokens, lint_source, needs_ast
+from cuda_doctor.lint.requirements import lint_pyproject, lint_requirements
+from cuda_doctor.lint.rules_meta import LintRule, load_rules
+from cuda_doctor.lint.shell import lint_shell
+
+MAX_BYTES = 5 * 1024 * 1024
+PARALLEL_MIN_BYTES = 2 * 1024 * 1024  # below this, starting workers costs more than it saves
+SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "dist-packages"})
+SUPPRESS = re.compile(r"cuda-doctor:\s*ignore(?:\[(?P<ids>[A-Za-z0-9_,\s]+)\])?")
+PROJECT_SCAN_LIMIT = 5000
+
+
+@dataclass(frozen=True)
+class LintOptions:
+    select: tuple[str, ...] = ()  # rule ids or prefixes; empty = all
+    ignore: tuple[str, ...] = ()
+    severity: Mapping[str, str] = field(default_factory=dict)  # id → error|warning|info|off
+    max_bytes: int = MAX_BYTES
+    jobs: int = 0  # 0 = as many as CPUs, 1 = no worker processes
+
+
+@dataclass
+class LintReport:
+    findings: list[Finding]
+    files: int  # files looked at
+    parsed: int  # Python sources whose AST was built
+    rules: dict[str, LintRule]
+
+
+def kind_of(path: Path, explicit: bool) -> str | None:
+    name = path.name
+    lower = name.lower()
+    if lower.endswith((".py", ".pyw")):
+        return "python"
+    if lower.endswith(".ipynb"):
+        return "notebook"
+    if (lower in ("dockerfile", "containerfile") or lower.startswith(("dockerfile.", "containerfile."))
+            or lower.endswith((".dockerfile", ".containerfile"))):
+        return "dockerfile"
+    if lower == "pyproject.toml":
+        return "pyproject"
+    if lower.endswith((".txt", ".in")) and ("requirements" in lower or "constraints" in lower
+                                             or path.parent.name == "requirements"):
+        return "requirements"
+    if lower.endswith((".sh", ".bash")):
+        return "shell"
+    if explicit and "." not in name:
+        return "script"  # decided by its #! line once read
+    return None
+
+
+# -- discovery ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    path: Path
+    kind: str | None
+    problem: str | None = None  # a reason it cannot be read, found while walking
+
+
+def discover(paths: Sequence[Path]) -> Iterator[Target]:
+    seen_dirs: set[tuple[int, int]] = set()
+    for path in paths:
+        try:
+            info = path.stat()
+        except OSError as exc:
+            yield Target(path, kind_of(path, True), _os_reason(exc))
+            continue
+        if stat.S_ISDIR(info.st_mode):
+            yield from _walk(path, seen_dirs)
+        else:
+            yield Target(path, kind_of(path, True))
+
+
+def _walk(root: Path, seen: set[tuple[int, int]]) -> Iterator[Target]:
+    try:
+        info = root.stat()
+    except OSError as exc:
+        yield Target(root, None, _os_reason(exc))
+        return
+    key = (info.st_dev, info.st_ino)
+    if key in seen:
+        return  # reached again through a symlink: already walked
+    seen.add(key)
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError as exc:
+        yield Target(root, None, _os_reason(exc))
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        try:
+            is_dir = entry.is_dir()
+        except OSError as exc:
+            yield Target(path, kind_of(path, False), _os_reason(exc))
+            continue
+        if is_dir:
+            if entry.name.startswith(".") or entry.name in SKIP_DIRS:
+                continue
+            if (path / "pyvenv.cfg").exists():
+                continue  # a virtual environment
+            yield from _walk(path, seen)
+            continue
+        kind = kind_of(path, False)
+        if kind is None:
+            continue
+        if entry.is_symlink() and not path.exists():
+            yield Target(path, kind, _broken_link_reason(path))
+            continue
+        yield Target(path, kind)
+
+
+def _broken_link_reason(path: Path) -> str:
+    try:
+        path.stat()
+    except OSError as exc:
+        return _os_reason(exc)
+    return "dangling symbolic link"
+
+
+def _os_reason(exc: OSError) -> str:
+    if exc.errno == 40:  # ELOOP
+        return "symbolic link loop"
+    return f"cannot read: {exc.strerror or exc}"
+
+
+# -- reading ------------------------------------------------------------------------------
+
+
+@dataclass
+class Source:
+    path: Path
+    kind: str
+    data: bytes
+    text: str
+
+
+def read_source(target: Target, max_bytes: int) -> Source | Hit:
+    if target.problem:
+        return Hit.make("CDL000", 1, 1, reason=target.problem)
+    path = target.path
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            return Hit.make("CDL000", 1, 1, reason="not a regular file")
+        if info.st_size > max_bytes:
+            return Hit.make("CDL000", 1, 1, severity="info",
+                            reason=f"skipped: {info.st_size / 1e6:.1f} MB is over the "
+                                   f"{max_bytes / 1e6:.0f} MB limit")
+        with path.open("rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        return Hit.make("CDL000", 1, 1, reason=_os_reason(exc))
+    if b"\0" in data[:8192]:
+        return Hit.make("CDL000", 1, 1, reason="binary file (contains NUL bytes)")
+    kind = target.kind or "python"
+    if kind == "script":
+        first = data.split(b"\n", 1)[0]
+        if first.startswith(b"#!") and b"python" in first:
+            kind = "python"
+        elif first.startswith(b"#!") and re.search(rb"\b(ba|z|da)?sh\b", first):
+            kind = "shell"
+        else:
+            return Source(path, "none", data, "")
+    try:
+        text = data.decode("utf-8-sig" if data.startswith(b"\xef\xbb\xbf") else "utf-8")
+    except UnicodeDecodeError as exc:
+        declared = _declared_encoding(data) if kind == "python" else None
+        if declared is None:
+            line = data.count(b"\n", 0, exc.start) + 1
+            return Hit.make("CDL000", line, 1,
+                            reason=f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})")
+        try:
+            text = data.decode(declared)
+        except (UnicodeDecodeError, LookupError) as err:
+            return Hit.make("CDL000", 1, 1, reason=f"cannot decode as {declared}: {err}")
+    return Source(path, kind, data, text)
+
+
+def _declared_encoding(data: bytes) -> str | None:
+    try:
+        encoding, _ = tokenize.detect_encoding(BytesIO(data).readline)
+    except SyntaxError:
+        return None
+    return None if encoding in ("utf-8", "utf-8-sig") else encoding
+
+
+# -- project-wide mentions ----------------------------------------------------------------
+
+
+def project_root(path: Path) -> Path | None:
+    for directory in path.resolve().parents:
+        if any((directory / marker).exists() for marker in (".git", "pyproject.toml", "setup.py")):
+            return directory
+    return None
+
+
+def scan_project(root: Path, already: set[Path]) -> ProjectFlags:
+    """What the rest of the project (files not linted now) mentions; bounded in file count."""
+    flags = ProjectFlags()
+    count = 0
+    for target in discover([root]):
+        if target.kind not in ("python", "notebook") or target.problem:
+            continue
+        resolved = target.path.resolve()
+        if resolved in already:
+            continue
+        count += 1
+        if count > PROJECT_SCAN_LIMIT:
+            break
+        try:
+            if target.path.stat().st_size > MAX_BYTES:
+                continue
+            flags = flags | ProjectFlags.of(target.path.read_bytes())
+        except OSError:
+            continue  # a file of the wider project we cannot read changes nothing here
+        if flags.amp and flags.grad_scaler and flags.cudnn_benchmark:
+            break
+    return flags
+
+
+# -- linting one file ---------------------------------------------------------------------
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def lint_one(kind: str, path: Path, text: str, project: ProjectFlags) -> list[Hit]:
+    if kind == "python":
+        try:
+            return lint_source(text, str(path), project)
+        except SyntaxError as exc:
+            return [Hit.make("CDL000", exc.lineno or 1, exc.offset or 1,
+                             reason=f"syntax error: {exc.msg}; the file was not checked")]
+        except (RecursionError, MemoryError, ValueError) as exc:
+            return [Hit.make("CDL000", 1, 1, reason=f"cannot parse: {type(exc).__name__}")]
+    if kind == "notebook":
+        try:
+            return lint_notebook(text, project)
+        except NotebookError as exc:
+            return [Hit.make("CDL000", 1, 1, reason=str(exc))]
+    if kind == "dockerfile":
+        return lint_dockerfile(text, path, _read_text)
+    if kind == "requirements":
+        return lint_requirements(text)
+    if kind == "pyproject":
+        try:
+            return lint_pyproject(text)
+        except ValueError as exc:  # tomllib.TOMLDecodeError
+            return [Hit.make("CDL000", 1, 1, reason=f"not valid TOML: {exc}")]
+    if kind == "shell":
+        return lint_shell(text)
+    return []
+
+
+def _guarded(kind: str, path: Path, text: str, project: ProjectFlags) -> list[Hit]:
+    """Error isolation: a detector bug on one file is a finding, never a crash."""
+    try:
+        return lint_one(kind, path, text, project)
+    except Exception as exc:
+        return [Hit.make("CDL000", 1, 1, severity="error",
+                         reason=f"internal error: {type(exc).__name__}: {exc}")]
+
+
+def _worker(task: tuple[str, str, str, ProjectFlags]) -> list[Hit]:
+    kind, path, text, project = task
+    return _guarded(kind, Path(path), text, project)
+
+
+# -- the run ------------------------------------------------------------------------------
+
+
+def lint_paths(paths: Sequence[Path], options: LintOptions | None = None) -> LintReport:
+    options = options or LintOptions()
+    rules = load_rules()
+    raw: list[tuple[Path, Hit]] = []
+    sources: list[Source] = []
+    files = 0
+    for target in discover(paths):
+        files += 1
+        got = read_source(target, options.max_bytes)
+        if isinstance(got, Hit):
+            raw.append((target.path, got))
+        elif got.kind != "none":
+            sources.append(got)
+
+    project = ProjectFlags()
+    for source in sources:
+        if source.kind in ("python", "notebook"):
+            project = project | ProjectFlags.of(source.data)
+    project = _widen(project, sources)
+
+    tasks: list[tuple[str, str, str, ProjectFlags]] = []
+    parsed = 0
+    for source in sources:
+        if source.kind == "python" and not needs_ast(source.data, project):
+            continue
+        parsed += source.kind == "python"
+        tasks.append((source.kind, str(source.path), source.text, project))
+    for (_, path, _, _), hits in zip(tasks, _run(tasks, options.jobs), strict=True):
+        raw.extend((Path(path), hit) for hit in hits)
+
+    texts = {s.path: s.text for s in sources}
+    findings = [
+        finding
+        for path, hit in raw
+        if not _suppressed(texts.get(path), hit)
+        for finding in _render(path, hit, rules, options)
+    ]
+    findings.sort(key=Finding.sort_key)
+    return LintReport(findings, files, parsed, rules)
+
+
+def _widen(project: ProjectFlags, sources: list[Source]) -> ProjectFlags:
+    """'Anywhere in the project' includes files not passed (pre-commit passes changed files only)."""
+    if project.amp and project.grad_scaler and project.cudnn_benchmark:
+        return project
+    candidates = [s for s in sources if s.kind in ("python", "notebook") and has_loop_tokens(s.data)]
+    if not candidates:
+        return project
+    already = {s.path.resolve() for s in sources}
+    roots = {root for s in candidates if (root := project_root(s.path)) is not None}
+    for root in sorted(roots):
+        project = project | scan_project(root, already)
+    return project
+
+
+def _run(tasks: list[tuple[str, str, str, ProjectFlags]], jobs: int) -> Iterable[list[Hit]]:
+    workers = jobs or (os.cpu_count() or 1)
+    size = sum(len(t[2]) for t in tasks)
+    if workers <= 1 or size < PARALLEL_MIN_BYTES or len(tasks) < 4:
+        return [_worker(task) for task in tasks]
+    # Big files first so that no worker is left with one large file at the end.
+    order = sorted(range(len(tasks)), key=lambda i: -len(tasks[i][2]))
+    context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        results = list(pool.map(_worker, [tasks[i] for i in order], chunksize=4))
+    out: list[list[Hit]] = [[] for _ in tasks]
+    for index, result in zip(order, results, strict=True):
+        out[index] = result
+    return out
+
+
+def _suppressed(text: str | None, hit: Hit) -> bool:
+    """``# cuda-doctor: ignore[ID,…]`` (or bare ``ignore``) on the line, or alone on the line above."""
+    if not text or "cuda-doctor" not in text:
+        return False
+    lines = text.splitlines()
+    candidates = []
+    if 0 < hit.line <= len(lines):
+        candidates.append(lines[hit.line - 1])
+    if 1 < hit.line <= len(lines) + 1:
+        above = lines[hit.line - 2]
+        if above.lstrip().startswith(("#", '"#')):  # a comment line (in a notebook: JSON-quoted)
+            candidates.append(above)
+    for line in candidates:
+        for match in SUPPRESS.finditer(line):
+            ids = match.group("ids")
+            if ids is None or hit.rule_id in {i.strip().upper() for i in ids.split(",")}:
+                return True
+    return False
+
+
+def selected(rule_id: str, options: LintOptions) -> bool:
+    # [tool.cuda-doctor] select may list environment rules too: only CDL entries select here.
+    lint_select = [s for s in options.select if s.startswith("CDL") or "CDL".startswith(s)]
+    if lint_select and not any(rule_id.startswith(s) for s in lint_select):
+        return False
+    if any(rule_id.startswith(s) for s in options.ignore):
+        return False
+    return options.severity.get(rule_id) != "off"
+
+
+def _render(path: Path, hit: Hit, rules: Mapping[str, LintRule],
+            options: LintOptions) -> list[Finding]:
+    rule = rules.get(hit.rule_id)
+    if rule is None or not selected(rule.id, options):
+        return []
+    captures = hit.capture_dict()
+    severity = options.severity.get(rule.id) or hit.severity or rule.severity
+    return [Finding(
+        path=_display(path),
+        line=hit.line,
+        column=hit.column,
+        rule_id=rule.id,
+        severity=severity,
+        message=rule.render(rule.message, captures),
+        fix=rule.render(rule.fix, captures) or None,
+        title=rule.title,
+        category=rule.category,
+        end_line=hit.end_line,
+        end_column=hit.end_column,
+    )]
+
+
+def _display(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix() if path.is_absolute() \
+            else path.as_posix()
+    except (ValueError, OSError):
+        return path.as_posix()

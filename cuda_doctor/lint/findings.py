@@ -1,0 +1,89 @@
+"""What a static check found: one frozen record per finding, plus per-file summaries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+SEVERITIES = ("info", "warning", "error")
+SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A detector's raw catch: where, which rule, and the values for the message template."""
+
+    rule_id: str
+    line: int
+    column: int = 1
+    captures: tuple[tuple[str, str], ...] = ()
+    end_line: int | None = None
+    end_column: int | None = None
+    severity: str | None = None  # overrides the rule's default for this one hit
+
+    @classmethod
+    def make(
+        cls,
+        rule_id: str,
+        line: int,
+        column: int = 1,
+        *,
+        end_line: int | None = None,
+        end_column: int | None = None,
+        severity: str | None = None,
+        **captures: object,
+    ) -> Hit:
+        return cls(
+            rule_id=rule_id,
+            line=max(1, line),
+            column=max(1, column),
+            captures=tuple(sorted((k, str(v)) for k, v in captures.items())),
+            end_line=end_line,
+            end_column=end_column,
+            severity=severity,
+        )
+
+    def capture_dict(self) -> dict[str, str]:
+        return dict(self.captures)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One rendered finding: location (1-based line and column), rule, severity, message, fix."""
+
+    path: str
+    line: int
+    column: int
+    rule_id: str
+    severity: str
+    message: str
+    fix: str | None = None
+    title: str = ""
+    category: str = ""
+    end_line: int | None = None
+    end_column: int | None = None
+
+    def with_severity(self, severity: str) -> Finding:
+        return replace(self, severity=severity)
+
+    @property
+    def rank(self) -> int:
+        return SEVERITY_RANK.get(self.severity, 0)
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.path, self.line, self.column, self.rule_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "rule": self.rule_id,
+            "title": self.title,
+            "category": self.category,
+            "severity": self.severity,
+            "message": self.message,
+            "fix": self.fix,
+        }

@@ -1,0 +1,362 @@
+"""torch pins in requirements files, pyproject.toml and ``pip install`` command lines.
+
+A pin names a CUDA variant either as a local version (``torch==2.3.0+cu121``) or through the
+index URL (``--index-url https://download.pytorch.org/whl/cu121``).  Variants are checked against
+``rules/data/torch_wheels.toml``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shlex
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from cuda_doctor.lint.findings import Hit
+from cuda_doctor.paths import rules_dir
+from cuda_doctor.tomlcompat import tomllib
+
+INDEX_VARIANT = re.compile(
+    r"download\.pytorch\.org/whl/(?P<nightly>nightly/|test/)?(?P<variant>cu\d{2,3}|cpu|rocm[\d.]+|xpu)"
+    r"(?:[/?#]|$|\s)"
+)
+WHEEL_URL = re.compile(r"/torch-(?P<version>\d+\.\d+(?:\.\d+)?)(?:%2B|\+)(?P<variant>cu\d{2,3}|cpu)")
+LOCAL_VARIANT = re.compile(r"^(cu\d{2,3}|cpu|rocm[\d.]+|xpu)$")
+# Variants of releases older than the table (1.13) cannot be judged; from cu116 on they can.
+TABLE_FLOOR = (11, 6)
+
+
+@dataclass(frozen=True)
+class TorchPin:
+    """One way a file asks for a torch build."""
+
+    line: int
+    column: int
+    text: str  # as written, for the message
+    version: str | None  # "2.3.0" (the release asked for, if pinned to one)
+    variant: str | None  # "cu121", "cpu" …
+    via: str  # "local version" | "index URL" | "wheel URL"
+
+
+@functools.lru_cache(maxsize=1)
+def torch_table() -> dict[str, dict[str, Any]]:
+    """torch release ("2.6") → its row of torch_wheels.toml."""
+    with (rules_dir() / "data" / "torch_wheels.toml").open("rb") as handle:
+        data = tomllib.load(handle)
+    return {str(row["torch"]): row for row in data.get("release", [])}
+
+
+def variant_cuda(variant: str) -> tuple[int, int] | None:
+    """cu121 → (12, 1); cu118 → (11, 8); cu130 → (13, 0)."""
+    match = re.fullmatch(r"cu(\d+)(\d)", variant)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def release_of(version: str | None) -> str | None:
+    if not version:
+        return None
+    match = re.match(r"(\d+)\.(\d+)", version)
+    return f"{match.group(1)}.{match.group(2)}" if match else None
+
+
+def wheel_cuda(pin: TorchPin) -> str | None:
+    """The CUDA version ("12.1") the pinned wheel is built for, when the pin says or implies it."""
+    if pin.variant:
+        cuda = variant_cuda(pin.variant)
+        return f"{cuda[0]}.{cuda[1]}" if cuda else None
+    row = torch_table().get(release_of(pin.version) or "")
+    default = row.get("pypi_default") if row else None
+    return str(default) if default else None
+
+
+def check_pin(pin: TorchPin) -> Hit | None:
+    """CDL201 when no torch release (or not the pinned one) ships the asked-for CUDA variant."""
+    if not pin.variant or not pin.variant.startswith("cu"):
+        return None
+    cuda = variant_cuda(pin.variant)
+    if cuda is None:
+        return None
+    table = torch_table()
+    every = sorted({v for row in table.values() for v in row.get("variants", [])},
+                   key=lambda v: variant_cuda(v) or (0, 0))
+    release = release_of(pin.version)
+    row = table.get(release or "")
+    if row is not None:
+        shipped = list(row.get("variants", []))
+        if pin.variant in shipped:
+            return None
+        problem = f"torch {release} has no {pin.variant} wheels (it ships {', '.join(shipped)})"
+        suggestion = _nearest(pin.variant, shipped)
+        fix = (f"use `torch=={pin.version}+{suggestion}` from "
+               f"https://download.pytorch.org/whl/{suggestion}")
+    else:
+        if pin.variant in every or cuda < TABLE_FLOOR or pin.via == "index":
+            return None
+        problem = f"no torch release ships {pin.variant} wheels (there never was one)"
+        suggestion = _nearest(pin.variant, every)
+        fix = (f"use a variant that exists, e.g. {suggestion} "
+               f"(https://download.pytorch.org/whl/{suggestion}); variants: {', '.join(every)}")
+    return Hit.make("CDL201", pin.line, pin.column, spec=pin.text, problem=problem, fix=fix,
+                    via=pin.via)
+
+
+def _nearest(variant: str, choices: list[str]) -> str:
+    """The choice closest in CUDA version (an older one on a tie: it needs an older driver)."""
+    want = variant_cuda(variant) or (0, 0)
+
+    def distance(choice: str) -> tuple[int, int]:
+        major, minor = variant_cuda(choice) or (0, 0)
+        gap = abs((major * 10 + minor) - (want[0] * 10 + want[1]))
+        return gap, major * 10 + minor
+
+    return min(choices, key=distance)
+
+
+def index_variant(url: str) -> str | None:
+    match = INDEX_VARIANT.search(url + " ")
+    if match is None or match.group("nightly"):
+        return None  # nightly/test indexes carry variants of their own
+    return match.group("variant")
+
+
+def pin_from_requirement(text: str, line: int, column: int,
+                         index_variants: Iterable[str]) -> TorchPin | None:
+    """A torch requirement (PEP 508) → the pin it makes, or None when it is not torch."""
+    try:
+        req = Requirement(text)
+    except InvalidRequirement:
+        return None
+    if req.name.lower() != "torch":
+        return None
+    version: str | None = None
+    variant: str | None = None
+    via = "local version"
+    if req.url:
+        match = WHEEL_URL.search(req.url)
+        if match:
+            version, variant, via = match.group("version"), match.group("variant"), "wheel URL"
+        else:
+            variant, via = index_variant(req.url), "index URL"
+    for spec in req.specifier:
+        if spec.operator in ("==", "===") and "*" not in spec.version:
+            base, _, local = spec.version.partition("+")
+            version = base
+            if local and LOCAL_VARIANT.match(local):
+                variant = local
+        elif spec.operator == "==" and spec.version.endswith(".*"):
+            version = spec.version[:-2]
+        elif spec.operator == "~=":
+            version = spec.version
+    if variant is None:
+        for candidate in index_variants:
+            variant, via = candidate, "index"  # the file's index URL, reported on its own line
+            break
+    if variant is None and version is None:
+        return None
+    return TorchPin(line, column, text.strip(), version, variant, via)
+
+
+# -- requirements files --------------------------------------------------------------------
+
+
+def logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(first physical line number, text) with ``\\`` continuations joined, comments removed."""
+    buffer: list[str] = []
+    start = 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not buffer:
+            start = number
+        line = raw
+        if line.lstrip().startswith("#"):
+            line = ""
+        elif " #" in line:
+            line = line.split(" #", 1)[0]
+        if line.endswith("\\"):
+            buffer.append(line[:-1])
+            continue
+        buffer.append(line)
+        yield start, " ".join(buffer).strip()
+        buffer = []
+    if buffer:
+        yield start, " ".join(buffer).strip()
+
+
+OPTION_WITH_URL = ("--index-url", "-i", "--extra-index-url", "-f", "--find-links")
+
+
+def _split_option(line: str) -> tuple[str, str] | None:
+    for option in OPTION_WITH_URL:
+        if line == option or not line.startswith(option):
+            continue
+        rest = line[len(option):]
+        if rest[:1] in ("=", " ", "\t"):
+            return option, rest.lstrip("= \t")
+    return None
+
+
+def requirements_pins(text: str) -> list[TorchPin]:
+    entries: list[tuple[int, str]] = []
+    index_variants: list[str] = []
+    pins: list[TorchPin] = []
+    for number, line in logical_lines(text):
+        if not line:
+            continue
+        option = _split_option(line)
+        if option is not None:
+            variant = index_variant(option[1])
+            if variant:
+                index_variants.append(variant)
+                pins.append(TorchPin(number, 1, line, None, variant, "index URL"))
+            continue
+        if line.startswith("-"):
+            continue
+        entries.append((number, line))
+    for number, line in entries:
+        pin = pin_from_requirement(line, number, 1, index_variants)
+        if pin is not None:
+            pins.append(pin)
+    return pins
+
+
+def lint_requirements(text: str) -> list[Hit]:
+    return _dedupe(check_pin(pin) for pin in requirements_pins(text))
+
+
+def _dedupe(hits: Iterable[Hit | None]) -> list[Hit]:
+    seen: set[tuple[int, str]] = set()
+    out: list[Hit] = []
+    for hit in hits:
+        if hit is None:
+            continue
+        key = (hit.line, hit.capture_dict().get("spec", ""))
+        if key not in seen:
+            seen.add(key)
+            out.append(hit)
+    return out
+
+
+# -- pyproject.toml -----------------------------------------------------------------------
+
+
+def _line_of(text: str, needle: str) -> int:
+    index = text.find(needle)
+    return text.count("\n", 0, index) + 1 if index >= 0 else 1
+
+
+def pyproject_pins(text: str) -> list[TorchPin]:
+    """Raises tomllib.TOMLDecodeError for the engine to report."""
+    data = tomllib.loads(text)
+    project = data.get("project", {}) if isinstance(data.get("project"), dict) else {}
+    tool = data.get("tool", {}) if isinstance(data.get("tool"), dict) else {}
+    urls: list[str] = []
+    for table in (tool.get("uv", {}).get("index", []), tool.get("poetry", {}).get("source", []),
+                  tool.get("pdm", {}).get("source", [])):
+        if isinstance(table, list):
+            urls.extend(str(entry.get("url", "")) for entry in table if isinstance(entry, dict))
+    pins: list[TorchPin] = []
+    variants: list[str] = []
+    for url in urls:
+        variant = index_variant(url)
+        if variant:
+            variants.append(variant)
+            pins.append(TorchPin(_line_of(text, url), 1, url, None, variant, "index URL"))
+    requirements: list[str] = []
+    deps = project.get("dependencies", [])
+    if isinstance(deps, list):
+        requirements.extend(d for d in deps if isinstance(d, str))
+    for group in (project.get("optional-dependencies", {}), data.get("dependency-groups", {})):
+        if isinstance(group, dict):
+            for entries in group.values():
+                if isinstance(entries, list):
+                    requirements.extend(d for d in entries if isinstance(d, str))
+    poetry_torch = tool.get("poetry", {}).get("dependencies", {}).get("torch")
+    if isinstance(poetry_torch, dict):
+        poetry_torch = poetry_torch.get("version")
+    if isinstance(poetry_torch, str):
+        requirements.append(f"torch{_poetry_spec(poetry_torch)}")
+    for requirement in requirements:
+        needle = requirement.split(";")[0].strip()
+        pin = pin_from_requirement(requirement, _line_of(text, needle), 1, variants)
+        if pin is not None:
+            pins.append(pin)
+    return pins
+
+
+def _poetry_spec(spec: str) -> str:
+    spec = spec.strip()
+    return f"=={spec}" if spec and spec[0].isdigit() else spec
+
+
+def lint_pyproject(text: str) -> list[Hit]:
+    return _dedupe(check_pin(pin) for pin in pyproject_pins(text))
+
+
+# -- pip install command lines (Dockerfile RUN, shell scripts, notebook "!pip") -------------
+
+
+PIP_INSTALL = re.compile(r"\bpip3?(?:\.\d+)?\s+install\b|\b-m\s+pip\s+install\b|\buv\s+pip\s+install\b")
+
+
+@dataclass(frozen=True)
+class PipInstall:
+    pins: tuple[TorchPin, ...]
+    requirement_files: tuple[str, ...]
+
+
+def pip_installs(command: str, line: int) -> list[PipInstall]:
+    """Every ``pip install`` in a shell command line, with its torch pins and ``-r`` files."""
+    out: list[PipInstall] = []
+    for segment in re.split(r"&&|\|\||;|\|", command):
+        match = PIP_INSTALL.search(segment)
+        if match is None:
+            continue
+        try:
+            words = shlex.split(segment[match.end():], comments=True)
+        except ValueError:
+            words = segment[match.end():].split()
+        out.append(_parse_pip_words(words, line))
+    return out
+
+
+def _parse_pip_words(words: list[str], line: int) -> PipInstall:
+    variants: list[str] = []
+    requirement_files: list[str] = []
+    candidates: list[str] = []
+    pins: list[TorchPin] = []
+    index = 0
+    while index < len(words):
+        word = words[index]
+        value: str | None = None
+        for option in (*OPTION_WITH_URL, "-r", "--requirement", "-c", "--constraint"):
+            if word == option and index + 1 < len(words):
+                value = words[index + 1]
+                index += 1
+            elif word.startswith(option + "=") and option.startswith("--"):
+                value = word.split("=", 1)[1]
+            else:
+                continue
+            if option in ("-r", "--requirement", "-c", "--constraint"):
+                requirement_files.append(value)
+            else:
+                variant = index_variant(value)
+                if variant:
+                    variants.append(variant)
+                    pins.append(TorchPin(line, 1, value, None, variant, "index URL"))
+            break
+        else:
+            if not word.startswith("-"):
+                candidates.append(word)
+        index += 1
+    for word in candidates:
+        pin = pin_from_requirement(word, line, 1, variants)
+        if pin is not None:
+            pins.append(pin)
+    return PipInstall(tuple(pins), tuple(requirement_files))
+
+
+def lint_command(command: str, line: int) -> list[Hit]:
+    return _dedupe(check_pin(pin) for inst in pip_installs(command, line) for pin in inst.pins)

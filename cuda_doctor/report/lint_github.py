@@ -1,0 +1,29 @@
+"""GitHub Actions workflow commands: one ``::error``/``::warning``/``::notice`` per finding."""
+
+from __future__ import annotations
+
+from cuda_doctor.lint.engine import LintReport
+
+COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+def _data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _prop(text: str) -> str:
+    return _data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def render(report: LintReport) -> str:
+    lines = []
+    for f in report.findings:
+        props = [f"file={_prop(f.path)}", f"line={f.line}", f"col={f.column}"]
+        if f.end_line:
+            props.append(f"endLine={f.end_line}")
+        if f.end_column:
+            props.append(f"endColumn={f.end_column}")
+        props.append(f"title={_prop(f'{f.rule_id} {f.title}')}")
+        message = f.message if not f.fix else f"{f.message}\nFix: {f.fix}"
+        lines.append(f"::{COMMAND.get(f.severity, 'warning')} {','.join(props)}::{_data(message)}")
+    return "\n".join(lines) + ("\n" if lines else "")

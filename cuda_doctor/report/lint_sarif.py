@@ -1,0 +1,68 @@
+"""SARIF 2.1.0 lint output (GitHub code scanning and other SARIF viewers)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cuda_doctor import __version__
+from cuda_doctor.lint.engine import LintReport
+
+SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+INFO_URI = "https://github.com/cuda-doctor/cuda-doctor"
+
+
+def render(report: LintReport) -> str:
+    rules = sorted(report.rules.values(), key=lambda r: r.id)
+    index = {rule.id: i for i, rule in enumerate(rules)}
+    driver: dict[str, Any] = {
+        "name": "cuda-doctor",
+        "version": __version__,
+        "informationUri": INFO_URI,
+        "rules": [
+            {
+                "id": rule.id,
+                "name": rule.title,
+                "shortDescription": {"text": rule.title},
+                "fullDescription": {"text": rule.rationale},
+                "help": {"text": f"{rule.rationale}\n\nFix: {rule.fix}"},
+                **({"helpUri": rule.links[0]} if rule.links else {}),
+                "defaultConfiguration": {"level": LEVEL[rule.severity]},
+                "properties": {"category": rule.category, "tags": [rule.category]},
+            }
+            for rule in rules
+        ],
+    }
+    results = []
+    for f in report.findings:
+        region: dict[str, Any] = {"startLine": f.line, "startColumn": f.column}
+        if f.end_line:
+            region["endLine"] = f.end_line
+        if f.end_column:
+            region["endColumn"] = f.end_column
+        text = f.message if not f.fix else f"{f.message}\nFix: {f.fix}"
+        result: dict[str, Any] = {
+            "ruleId": f.rule_id,
+            "level": LEVEL.get(f.severity, "warning"),
+            "message": {"text": text},
+            "locations": [{
+                "physicalLocation": {
+                    "artifactLocation": {"uri": f.path, "uriBaseId": "%SRCROOT%"},
+                    "region": region,
+                }
+            }],
+        }
+        if f.rule_id in index:
+            result["ruleIndex"] = index[f.rule_id]
+        results.append(result)
+    document = {
+        "$schema": SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": driver},
+            "columnKind": "unicodeCodePoints",
+            "results": results,
+        }],
+    }
+    return json.dumps(document, indent=2) + "\n"
