@@ -1,0 +1,141 @@
+"""``cuda-doctor exec`` as a real process: it checks, then becomes the command (or refuses)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+ALWAYS_FAILS = """
+id = "TEST001"
+title = "always fails"
+category = "environment"
+severity = "{severity}"
+rationale = "a rule that fires on every machine, for testing exec"
+links = []
+[[outcome]]
+when = {{ fact = "no.such.fact", exists = false }}
+message = "this rule always fires"
+"""
+
+
+def project(tmp_path: Path, *, failing: str | None = None) -> Path:
+    """A working directory whose pyproject selects only a rule that is skipped, or one that fires."""
+    work = tmp_path / "work"
+    work.mkdir()
+    if failing is None:
+        config = '[tool.cuda-doctor]\nselect = ["CD901"]\n'  # skipped under the fast check
+    else:
+        rules = work / "myrules"
+        rules.mkdir()
+        (rules / "TEST001.toml").write_text(ALWAYS_FAILS.format(severity=failing))
+        config = '[tool.cuda-doctor]\nselect = ["TEST"]\nrules-dirs = ["myrules"]\n'
+    (work / "pyproject.toml").write_text(config)
+    return work
+
+
+def exec_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "cuda_doctor", "exec", *args]
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        exec_argv(*args), cwd=cwd, env=env(), capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_the_exit_status_passes_through(tmp_path: Path) -> None:
+    proc = run(project(tmp_path), "--", "sh", "-c", "echo started; exit 7")
+    assert proc.returncode == 7, proc.stderr
+    assert proc.stdout == "started\n"  # the checklist goes to stderr, never into CMD's stdout
+    assert "skipped" in proc.stderr
+
+
+def test_same_pid_and_sigterm_reaches_the_command(tmp_path: Path) -> None:
+    work = project(tmp_path)
+    pidfile, marker = tmp_path / "pid", tmp_path / "terminated"
+    script = (
+        f'trap "echo TERM > {marker}; exit 42" TERM; echo $$ > {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; '
+        "while :; do sleep 0.1; done"
+    )
+    proc = subprocess.Popen(exec_argv("--", "sh", "-c", script), cwd=work, env=env(), stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not pidfile.exists():
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "the command never started"
+            time.sleep(0.05)
+        assert int(pidfile.read_text()) == proc.pid  # exec, not a child process
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 42
+        assert marker.read_text().strip() == "TERM"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_findings_stop_the_command(tmp_path: Path) -> None:
+    work = project(tmp_path, failing="error")
+    marker = tmp_path / "ran"
+    proc = run(work, "--", "touch", str(marker))
+    assert proc.returncode == 1
+    assert not marker.exists()
+    assert "this rule always fires" in proc.stderr
+    assert "not starting touch" in proc.stderr
+
+
+def test_warn_only_starts_the_command_anyway(tmp_path: Path) -> None:
+    work = project(tmp_path, failing="error")
+    proc = run(work, "--warn-only", "--", "sh", "-c", "exit 5")
+    assert proc.returncode == 5
+    assert "this rule always fires" in proc.stderr
+
+
+def test_fail_on_decides_what_stops_the_command(tmp_path: Path) -> None:
+    work = project(tmp_path, failing="warning")
+    assert run(work, "--", "true").returncode == 0  # a warning does not stop it by default
+    assert run(work, "--fail-on", "warning", "--", "true").returncode == 1
+
+
+def test_a_command_that_does_not_exist(tmp_path: Path) -> None:
+    proc = run(project(tmp_path), "--", "no-such-command-anywhere", "--flag")
+    assert proc.returncode == 127
+    assert proc.stderr.strip() == "cuda-doctor exec: no-such-command-anywhere: command not found"
+
+
+def test_a_file_that_is_not_executable(tmp_path: Path) -> None:
+    script = tmp_path / "train.sh"
+    script.write_text("echo hi\n")
+    script.chmod(0o644)
+    proc = run(project(tmp_path), "--", str(script))
+    assert proc.returncode == 126
+    assert "Permission denied" in proc.stderr
+
+
+def test_arguments_that_look_like_options_belong_to_the_command(tmp_path: Path) -> None:
+    proc = run(project(tmp_path), "--", "sh", "-c", 'echo "$@"', "sh", "--verbose", "-x")
+    assert proc.returncode == 0
+    assert proc.stdout == "--verbose -x\n"
+
+
+def test_a_command_is_required(tmp_path: Path) -> None:
+    proc = run(project(tmp_path))
+    assert proc.returncode == 2
+
+
+@pytest.mark.parametrize("flag", ["--with-framework"])
+def test_with_framework_still_execs(tmp_path: Path, flag: str) -> None:
+    proc = run(project(tmp_path), flag, "--", "sh", "-c", "exit 3")
+    assert proc.returncode == 3
