@@ -344,7 +344,7 @@ def _conclude(state: _State, project: ProjectFlags) -> list[Hit]:
         hits.extend(_dataloader_hits(state))
     if (state.convs and not state.sets_benchmark and not project.cudnn_benchmark
             and (state.uses_cuda or state.loops)):
-        node, qual = state.convs[0]
+        node, qual = min(state.convs, key=lambda c: (getattr(c[0], "lineno", 0), getattr(c[0], "col_offset", 0)))
         hits.append(Hit.make("CDL010", getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1,
                              layer=qual.rsplit(".", 1)[-1]))
     return hits

@@ -1,0 +1,5 @@
+import tensorflow as tf
+
+model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+model.compile(optimizer="adam", loss="mse")
+model.fit(x=[[1.0]], y=[[2.0]], epochs=3)  # expect: CDL003

@@ -1,0 +1,105 @@
+"""Per-rule fixture files: ``expect: ID`` marks each line that must fire; nothing else may.
+
+``expect-next: ID`` (Dockerfiles, where comments take a whole line) marks the next line and
+``expect-prev: ID`` the previous one.  Each case is linted alone in a temporary directory so
+that the rest of this repository does not count as "the project".
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cuda_doctor.lint.engine import lint_paths
+from cuda_doctor.lint.rules_meta import load_rules
+
+CASES = Path(__file__).parent / "cases"
+EXPECT = re.compile(r"expect(?P<where>-next|-prev)?: (?P<ids>CDL\d{3}(?:,CDL\d{3})*)")
+
+
+def case_files() -> list[Path]:
+    return sorted(p for p in CASES.rglob("*") if p.is_file())
+
+
+def expected(path: Path) -> set[tuple[int, str]]:
+    out: set[tuple[int, str]] = set()
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        for match in EXPECT.finditer(line):
+            offset = {"-next": 1, "-prev": -1}.get(match.group("where") or "", 0)
+            out.update((number + offset, rule) for rule in match.group("ids").split(","))
+    return out
+
+
+@pytest.mark.parametrize("case", case_files(), ids=lambda p: str(p.relative_to(CASES)))
+def test_case(case: Path, tmp_path: Path) -> None:
+    target = tmp_path / case.relative_to(CASES)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(case, target)
+    report = lint_paths([target])
+    found = {(f.line, f.rule_id) for f in report.findings}
+    assert found == expected(case), "\n".join(
+        f"{f.line}:{f.column} {f.rule_id} {f.message}" for f in report.findings
+    )
+
+
+def test_every_rule_has_a_firing_case() -> None:
+    fired = {rule for case in case_files() for _, rule in expected(case)}
+    assert set(load_rules()) == fired
+
+
+def test_messages_have_no_unfilled_placeholders(tmp_path: Path) -> None:
+    for case in case_files():
+        target = tmp_path / case.name
+        shutil.copy(case, target)
+    report = lint_paths([tmp_path])
+    assert report.findings
+    for finding in report.findings:
+        assert "{" not in finding.message.replace("{base|runtime|devel}", ""), finding
+        assert "?" not in re.findall(r"`\?`", finding.message)
+        assert finding.fix
+
+
+def test_rule_metadata_is_complete() -> None:
+    for rule in load_rules().values():
+        assert rule.links and all(link.startswith("https://") for link in rule.links), rule.id
+        assert rule.category in ("code", "docker", "dependencies"), rule.id
+        assert len(rule.rationale) > 60, rule.id
+
+
+def test_amp_elsewhere_in_the_project_counts(tmp_path: Path) -> None:
+    # pre-commit passes only the changed file; the autocast lives in another file of the repo.
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "amp_utils.py").write_text("import torch\nctx = torch.autocast('cuda', dtype=torch.bfloat16)\n")
+    train = tmp_path / "train.py"
+    shutil.copy(CASES / "no_amp_torch.py", train)
+    assert [f.rule_id for f in lint_paths([train]).findings] == []
+    (tmp_path / "amp_utils.py").write_text("import torch\n")
+    assert [f.rule_id for f in lint_paths([train]).findings] == ["CDL003"]
+
+
+def test_stage_reference_and_build_arg_substitution(tmp_path: Path) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(
+        "ARG BASE=nvidia/cuda:12.8.1-runtime-ubuntu22.04\n"
+        "FROM ${BASE} AS build\n"
+        "FROM build\n"
+        "RUN pip install torch==2.9.0 --index-url https://download.pytorch.org/whl/cu130\n"
+    )
+    found = [(f.line, f.rule_id) for f in lint_paths([dockerfile]).findings]
+    assert found == [(2, "CDL102"), (4, "CDL105")]
+
+
+def test_requirements_referenced_by_the_dockerfile(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text("torch==2.6.0+cu124\n")
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(
+        "FROM nvidia/cuda:13.0.2-runtime-ubuntu22.04\n"
+        "COPY requirements.txt .\n"
+        "RUN pip install -r requirements.txt\n"
+    )
+    findings = lint_paths([dockerfile]).findings
+    assert [(f.line, f.rule_id) for f in findings] == [(3, "CDL105")]
+    assert "CUDA 12.4" in findings[0].message and "13.0.2" in findings[0].message
