@@ -1,0 +1,102 @@
+"""``cuda-doctor smoke``: only the GPU smoke run (and the GPU facts it is judged with)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+
+from cuda_doctor.commands.check import emit
+from cuda_doctor.commands.options import config_option, fail_on_option, format_option
+from cuda_doctor.config import Config, load_config
+from cuda_doctor.pipeline import Report, collect, judge_facts, load_probe
+from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.smoke.probe import SmokeProbe
+from cuda_doctor.smoke.runner import ProgressCallback
+
+#: The smoke rules, and the GPU probe whose facts (clock reasons, MIG, UUIDs) they read.
+SMOKE_RULES = ("CD7",)
+GPU_PROBE = "cuda_doctor.probes.gpu"
+
+
+@contextlib.contextmanager
+def step_progress(enabled: bool) -> Iterator[ProgressCallback | None]:
+    """The step the smoke child is running, on stderr, only on a terminal."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    with console.status("GPU smoke run: starting…") as status:
+
+        def update(level: str, step: str) -> None:
+            status.update(f"GPU smoke run ({level} level): {step}…")
+
+        yield update
+
+
+@click.command("smoke")
+@format_option()
+@click.option(
+    "--smoke-timeout", type=click.FloatRange(1, 3600), default=30.0, show_default=True,
+    help="Seconds the whole smoke run may take before its child process is killed.",
+)
+@click.option(
+    "--python", "python", type=click.Path(dir_okay=False), default=None,
+    help="Run the smoke test with this interpreter's framework (it needs no cuda-doctor).",
+)
+@click.option(
+    "--timeout", type=click.FloatRange(0.5, 600), default=10.0, show_default=True,
+    help="Seconds the GPU probe's NVML / nvidia-smi calls may take.",
+)
+@click.option(
+    "--save", type=click.Path(path_type=Path, dir_okay=False), default=None,
+    help="Also write the full JSON report to this file.",
+)
+@fail_on_option
+@config_option
+@click.option("-v", "--verbose", is_flag=True, help="Show passing checks with their evidence.")
+def command(
+    fmt: str,
+    smoke_timeout: float,
+    python: str | None,
+    timeout: float,
+    save: Path | None,
+    fail_on: str | None,
+    config_path: Path | None,
+    verbose: bool,
+) -> None:
+    """Prove that the GPU computes, and at the speed it should.
+
+    Runs a PTX vector add through the driver, then (when torch is installed) copies,
+    fp32/fp16/bf16 matmuls checked against float64, an AMP training step and a cuDNN
+    convolution on every visible GPU, in a child process killed after --smoke-timeout.
+    """
+    config = load_config(config_path, Path.cwd())
+    ctx = ProbeContext(
+        python=python or sys.executable, timeout=timeout, smoke_timeout=smoke_timeout
+    )
+    with step_progress(fmt == "text") as progress:
+        report = run_smoke_check(ctx, config, progress)
+    emit(report, fmt, verbose, fail_on or config.fail_on or "error", save)
+
+
+def run_smoke_check(
+    ctx: ProbeContext, config: Config, progress: ProgressCallback | None = None
+) -> Report:
+    # The GPU is read idle first, so that the smoke child is not counted as "another process".
+    gpu = load_probe(GPU_PROBE)
+    facts = collect(ctx, [gpu]) if gpu is not None else None
+    smoke_facts = collect(ctx, [SmokeProbe(progress)])
+    if facts is None:
+        facts = smoke_facts
+    else:
+        facts.merge(smoke_facts)
+    results, problems = judge_facts(facts, config, select=SMOKE_RULES)
+    # Only the smoke rules: the others would all read "deselected".
+    results = [r for r in results if r.rule_id.startswith(SMOKE_RULES)]
+    return Report(facts=facts, results=results, command="smoke", problems=problems)
