@@ -16,5 +16,6 @@ COMMANDS: dict[str, str] = {
     "fleet": "cuda_doctor.commands.fleet",
     "watch": "cuda_doctor.commands.watch",
     "exec": "cuda_doctor.commands.exec_",
+    "smoke": "cuda_doctor.commands.smoke",
     "lint": "cuda_doctor.commands.lint",
 }
