@@ -212,7 +212,7 @@ def _declared_encoding(data: bytes) -> str | None:
 
 
 def project_root(path: Path) -> Path | None:
-    for directory in path.resolve().parents:
+    for directory in _real(path).parents:
         if any((directory / marker).exists() for marker in (".git", "pyproject.toml", "setup.py")):
             return directory
     return None
@@ -225,7 +225,7 @@ def scan_project(root: Path, already: set[Path]) -> ProjectFlags:
     for target in discover([root]):
         if target.kind not in ("python", "notebook") or target.problem:
             continue
-        resolved = target.path.resolve()
+        resolved = _real(target.path)
         if resolved in already:
             continue
         count += 1
@@ -345,7 +345,7 @@ def _widen(project: ProjectFlags, sources: list[Source]) -> ProjectFlags:
     candidates = [s for s in sources if s.kind in ("python", "notebook") and has_loop_tokens(s.data)]
     if not candidates:
         return project
-    already = {s.path.resolve() for s in sources}
+    already = {_real(s.path) for s in sources}
     roots = {root for s in candidates if (root := project_root(s.path)) is not None}
     for root in sorted(roots):
         project = project | scan_project(root, already)
@@ -421,8 +421,15 @@ def _render(path: Path, hit: Hit, rules: Mapping[str, LintRule],
 
 
 def _display(path: Path) -> str:
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix() if path.is_absolute() \
-            else path.as_posix()
-    except (ValueError, OSError):
+    """Relative to the working directory when below it (links are not followed: they may loop)."""
+    if not path.is_absolute():
         return path.as_posix()
+    relative = os.path.relpath(path, Path.cwd())
+    return path.as_posix() if relative.startswith("..") else Path(relative).as_posix()
+
+
+def _real(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: Python 3.11 raises RuntimeError
+        return path.absolute()

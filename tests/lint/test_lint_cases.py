@@ -47,7 +47,8 @@ def test_case(case: Path, tmp_path: Path) -> None:
 
 def test_every_rule_has_a_firing_case() -> None:
     fired = {rule for case in case_files() for _, rule in expected(case)}
-    assert set(load_rules()) == fired
+    # CDL000 (could not lint) has its own tests: test_lint_bad_input.py
+    assert set(load_rules()) - {"CDL000"} == fired
 
 
 def test_messages_have_no_unfilled_placeholders(tmp_path: Path) -> None:

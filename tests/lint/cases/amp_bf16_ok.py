@@ -1,3 +1,4 @@
+# ruff: noqa
 """A training loop that autocasts to bfloat16: nothing to report.
 
 Docstrings may mention python -m torch.distributed.launch without a finding.

@@ -1,3 +1,4 @@
+# ruff: noqa
 import torch
 from torch.cuda.amp import GradScaler
 from torch.cuda import amp

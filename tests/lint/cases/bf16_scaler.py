@@ -1,3 +1,4 @@
+# ruff: noqa
 import torch
 
 scaler = torch.amp.GradScaler("cuda")  # expect: CDL005

@@ -1,3 +1,4 @@
+# ruff: noqa
 import torch
 import torchvision
 from torch import nn

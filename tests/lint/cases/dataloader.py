@@ -1,3 +1,4 @@
+# ruff: noqa
 import torch
 from torch.utils.data import DataLoader as DL
 

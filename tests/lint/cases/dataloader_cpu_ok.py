@@ -1,3 +1,4 @@
+# ruff: noqa
 from torch.utils.data import DataLoader
 
 loader = DataLoader(range(8))

@@ -1,3 +1,4 @@
+# ruff: noqa
 import torch
 
 model = torch.nn.Linear(4, 4).cuda()

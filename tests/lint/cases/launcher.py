@@ -1,3 +1,4 @@
+# ruff: noqa
 import argparse
 import subprocess
 import sys

@@ -1,3 +1,4 @@
+# ruff: noqa
 import tensorflow as tf
 
 model = tf.keras.Sequential([tf.keras.layers.Dense(1)])

@@ -1,3 +1,4 @@
+# ruff: noqa
 import torch
 
 model = torch.nn.Linear(10, 1).to("cuda")

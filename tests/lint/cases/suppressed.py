@@ -1,3 +1,4 @@
+# ruff: noqa
 import torch
 
 with torch.cuda.amp.autocast():  # cuda-doctor: ignore[CDL001]

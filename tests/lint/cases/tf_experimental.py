@@ -1,3 +1,4 @@
+# ruff: noqa
 import tensorflow as tf
 from tensorflow.keras.mixed_precision import experimental as mixed_precision
 
