@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+from cuda_doctor.facts import Facts
+from cuda_doctor.nccl import runner
+from cuda_doctor.nccl.allreduce_child import STALL_ENV
+from cuda_doctor.nccl.probe import NcclProbe, result_facts, visible_count
+from cuda_doctor.probes.base import ProbeContext
+from tests.nccl.conftest import FIXTURES
+from tests.nccl.test_topology import FakeNvml
+
+
+def _ctx(tmp_path: Path, python: str = "python3", **env: str) -> ProbeContext:
+    exe = tmp_path / "nvidia-smi"
+    exe.write_text(f"#!/bin/sh\ncat '{FIXTURES / 'topo-m.txt'}'\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    base = {k: v for k, v in os.environ.items() if k not in (STALL_ENV, "CUDA_VISIBLE_DEVICES")}
+    base["PATH"] = f"{tmp_path}{os.pathsep}{base.get('PATH', os.defpath)}"
+    base.update(env)
+    return ProbeContext(env=base, python=python, smoke_timeout=5, timeout=5, nccl=True)
+
+
+def test_applies_only_to_the_smoke_run() -> None:
+    probe = NcclProbe()
+    assert probe.applies(ProbeContext(smoke=True))
+    assert not probe.applies(ProbeContext(fast=True))
+    assert not probe.applies(ProbeContext(smoke=False))
+
+
+def test_visible_count() -> None:
+    assert visible_count(2, None) == 2
+    assert visible_count(2, "") == 0
+    assert visible_count(2, "0") == 1
+    assert visible_count(4, "0,2,-1,1") == 2
+    assert visible_count(2, "7") == 0
+    assert visible_count(2, "GPU-98bd5244,GPU-a3493707") == 2
+
+
+def test_one_gpu_is_not_applicable(tmp_path: Path) -> None:
+    facts = NcclProbe(nvml_loader=lambda: FakeNvml(count=1)).collect(_ctx(tmp_path))
+    assert facts.get("nccl.status") == "not_applicable"
+    assert facts.get("nccl.reason") == "one GPU"
+    assert facts.unknown["nccl.busbw_gbps"] == "not applicable: one GPU"
+
+
+def test_cuda_visible_devices_narrows_to_one_gpu(tmp_path: Path) -> None:
+    ctx = _ctx(tmp_path, CUDA_VISIBLE_DEVICES="0")
+    facts = NcclProbe(nvml_loader=lambda: FakeNvml(count=2)).collect(ctx)
+    assert (facts.get("nccl.status"), facts.get("nccl.world_size")) == ("not_applicable", 1)
+
+
+def test_recorded_one_gpu_run_matches() -> None:
+    recorded = json.loads((FIXTURES / "probe-1gpu.json").read_text())["values"]
+    assert recorded["nccl.status"] == "not_applicable" and recorded["nccl.reason"] == "one GPU"
+
+
+def test_no_nvml_leaves_status_unknown_with_reason(tmp_path: Path) -> None:
+    def broken() -> FakeNvml:
+        raise ImportError("No module named 'pynvml'")
+
+    facts = NcclProbe(nvml_loader=broken).collect(_ctx(tmp_path))
+    assert not facts.has("nccl.status")
+    assert "pynvml" in facts.unknown["nccl.status"]
+
+
+def test_two_processes_end_to_end_with_gloo(torch_python: str, tmp_path: Path) -> None:
+    probe = NcclProbe(nvml_loader=lambda: FakeNvml(count=2), backend="gloo",
+                      sizes=(4096, 65536), iters=2, warmup=1)
+    facts = probe.collect(_ctx(tmp_path, python=torch_python))
+    assert facts.get("nccl.status") == "ok", facts.get("nccl.error")
+    assert facts.get("nccl.sum_ok") is True
+    assert facts.get("nccl.world_size") == 2
+    assert set(facts.get("nccl.busbw_gbps")) == {"4096", "65536"}
+    assert facts.get("nccl.busbw_peak_gbps") == max(facts.get("nccl.busbw_gbps").values())
+    assert len(facts.get("nccl.per_rank_seconds")) == 2
+    assert facts.get("nccl.link_types") == {"0-1": "NV18"}
+    assert facts.get("nvlink[1].active_links") == 18
+    assert "GPUs only" in facts.unknown["nccl.p2p"]
+
+
+def test_timeout_through_the_probe(torch_python: str, tmp_path: Path) -> None:
+    probe = NcclProbe(nvml_loader=lambda: FakeNvml(count=2), backend="gloo", sizes=(4096,))
+    ctx = _ctx(tmp_path, python=torch_python, **{STALL_ENV: "1"}).but(smoke_timeout=-52.0)
+    facts = probe.collect(ctx)  # smoke_timeout + 60 s of slack = 8 s
+    assert facts.get("nccl.status") == "timeout"
+    assert facts.get("nccl.error") == "timeout: rank 1 did not join within 8 s"
+    assert "rank 1 did not join" in facts.unknown["nccl.sum_ok"]
+
+
+def _recorded_group(wrong_rank: int | None = None) -> runner.GroupResult:
+    ranks = []
+    for r in (0, 1):
+        event = runner.parse_events((FIXTURES / f"rank{r}.jsonl").read_text())[-1]
+        row = {k: v for k, v in event.items() if k != "event"}
+        if r == wrong_rank:
+            row["sum_ok"] = False
+        ranks.append(row)
+    return runner.GroupResult("ok", None, 2, tuple(ranks), 9.0)
+
+
+def test_result_facts_from_recorded_h200_ranks() -> None:
+    facts = result_facts(_recorded_group())
+    assert facts.get("nccl.status") == "ok"
+    assert facts.get("nccl.p2p") == {"0-1": True}
+    assert facts.get("nccl.version") == "2.28.9"
+    assert facts.get("nccl.device_names") == ["NVIDIA H200", "NVIDIA H200"]
+    assert facts.get("nccl.busbw_peak_gbps") > 200
+
+
+def test_wrong_sum_is_a_failure() -> None:
+    facts = result_facts(_recorded_group(wrong_rank=1))
+    assert facts.get("nccl.status") == "failed"
+    assert facts.get("nccl.sum_ok") is False
+    assert facts.get("nccl.error") == "all-reduce returned a wrong sum on rank 1"
+
+
+def test_failed_group_marks_results_unknown() -> None:
+    facts = result_facts(runner.GroupResult("failed", "rank 0: RuntimeError: boom", 2))
+    assert facts.get("nccl.status") == "failed"
+    assert facts.unknown["nccl.busbw_gbps"] == "rank 0: RuntimeError: boom"
+    assert isinstance(facts, Facts)
