@@ -31,15 +31,11 @@ def exit_code_of(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def spawn(
-    argv: Sequence[str], env: Mapping[str, str] | None = None
-) -> subprocess.Popen[bytes] | SpawnError:
+def spawn(argv: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes] | SpawnError:
     """Start ``argv`` sharing our stdin/stdout/stderr and process group (so Ctrl-C reaches it)."""
     name = argv[0] if argv else ""
     if not argv:
-        return SpawnError(
-            2, "cuda-doctor watch: no command given (usage: cuda-doctor watch -- CMD ARGS…)"
-        )
+        return SpawnError(2, "cuda-doctor watch: no command given (usage: cuda-doctor watch -- CMD ARGS…)")
     try:
         return subprocess.Popen(list(argv), env=dict(env) if env is not None else None)
     except FileNotFoundError:

@@ -1,6 +1,7 @@
 """Sample NVML in a background thread while the command runs.
 
-Every NVML call runs on one worker thread and the sampler waits for it with a time limit: a
+Every NVML call runs on one worker thread (a whole tick per hand-off) and the sampler waits for
+it with a time limit: a
 driver that stops answering ends sampling (with the reason), never the command. Both threads are
 daemons and are joined with a timeout, so the sampler can neither keep the process alive nor
 outlive the child by more than that limit.
@@ -21,6 +22,7 @@ from cuda_doctor.watch.samples import GpuInfo, Sample, Series
 
 DEFAULT_INTERVAL_S = 1.0
 DEFAULT_CALL_TIMEOUT_S = 5.0
+PID_REFRESH_TICKS = 5
 _MIB = 1024 * 1024
 _NOT_SUPPORTED = 3  # NVML_ERROR_NOT_SUPPORTED
 _NOT_FOUND = 6  # NVML_ERROR_NOT_FOUND: no utilisation samples since the timestamp
@@ -181,6 +183,8 @@ class Sampler:
         self._per_process = False
         self._cpu_s = 0.0
         self._initialised = False
+        self._pids: frozenset[int] | None = None
+        self._ticks = 0
 
     @property
     def thread(self) -> threading.Thread:
@@ -218,7 +222,7 @@ class Sampler:
         cpu_start = time.thread_time()
         self._caller = BoundedCaller()
         try:
-            self._setup()
+            self._call(self._setup)  # the whole set-up under one time limit
             while self._error is None and not self._stop.is_set():
                 tick_start = time.monotonic()
                 self._tick()
@@ -241,34 +245,23 @@ class Sampler:
             try:
                 import pynvml
             except ImportError as exc:
-                self._error = (
-                    f"NVML is not available: nvidia-ml-py (module pynvml) is not installed ({exc})"
-                )
+                self._error = f"NVML is not available: nvidia-ml-py (module pynvml) is not installed ({exc})"
                 return
             self._nvml = pynvml
         nvml = self._nvml
         try:
-            self._call(nvml.nvmlInit)
-        except NvmlHung:
-            raise
+            nvml.nvmlInit()
         except Exception as exc:
             self._error = f"NVML is not available: {exc}"
             return
         self._initialised = True
         try:
-            count = int(self._call(nvml.nvmlDeviceGetCount))
-            handles = [
-                self._call(partial(nvml.nvmlDeviceGetHandleByIndex, i)) for i in range(count)
-            ]
-        except NvmlHung:
-            raise
+            count = int(nvml.nvmlDeviceGetCount())
+            handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
         except Exception as exc:
             self._error = f"NVML could not list the GPUs: {exc}"
             return
-        uuids = [
-            _text(self._field(i, "uuid", partial(nvml.nvmlDeviceGetUUID, h)))
-            for i, h in enumerate(handles)
-        ]
+        uuids = [_text(self._field(i, "uuid", partial(nvml.nvmlDeviceGetUUID, h))) for i, h in enumerate(handles)]
         indices, note = visible_indices(self._env.get("CUDA_VISIBLE_DEVICES"), uuids)
         if note:
             self._notes["visible"] = note
@@ -282,15 +275,9 @@ class Sampler:
 
     def _static(self, index: int, h: Any, uuid: str | None) -> GpuInfo:
         nvml = self._nvml
-        mem = self._field(
-            index, "memory_total", lambda: nvml.nvmlDeviceGetMemoryInfo(h).total / _MIB
-        )
-        clock = self._field(
-            index, "clock_max", lambda: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM)
-        )
-        power = self._field(
-            index, "power_limit", lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000
-        )
+        mem = self._field(index, "memory_total", lambda: nvml.nvmlDeviceGetMemoryInfo(h).total / _MIB)
+        clock = self._field(index, "clock_max", lambda: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM))
+        power = self._field(index, "power_limit", lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000)
         return GpuInfo(
             index=index,
             uuid=uuid,
@@ -305,9 +292,7 @@ class Sampler:
         if (gpu, key) in self._unsupported:
             return None
         try:
-            return self._call(read)
-        except NvmlHung:
-            raise
+            return read()
         except Exception as exc:
             if nvml_error_code(exc) == _NOT_SUPPORTED:
                 self._unsupported.add((gpu, key))  # asking again each tick would only cost time
@@ -316,20 +301,20 @@ class Sampler:
 
     def _tick(self) -> None:
         t = round(time.monotonic() - self._t0, 3)
-        pids = child_tree(self.pid, self._proc_root)
-        for index, h in self._handles:
-            if self._stop.is_set() and self._samples:
-                return
-            self._samples.append(self._read(t, index, h, pids))
+        # The process tree changes rarely; walking /proc every tick would cost more than NVML.
+        if self._pids is None or self._ticks % PID_REFRESH_TICKS == 0:
+            self._pids = child_tree(self.pid, self._proc_root)
+        self._ticks += 1
+        pids = self._pids
+        # One hand-off to the NVML thread per tick (not per call): that is most of the CPU cost.
+        self._samples.extend(self._call(lambda: [self._read(t, i, h, pids) for i, h in self._handles]))
 
     def _read(self, t: float, index: int, h: Any, pids: frozenset[int]) -> Sample:
         nvml = self._nvml
         util = self._field(index, "utilization", lambda: nvml.nvmlDeviceGetUtilizationRates(h))
         mem = self._field(index, "memory", lambda: nvml.nvmlDeviceGetMemoryInfo(h))
         power = self._field(index, "power", lambda: nvml.nvmlDeviceGetPowerUsage(h))
-        clock = self._field(
-            index, "sm_clock", lambda: nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)
-        )
+        clock = self._field(index, "sm_clock", lambda: nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM))
         reasons = self._field(index, "clock_event_reasons", lambda: self._reasons(h))
         rx = self._field(
             index,
@@ -371,13 +356,9 @@ class Sampler:
             read = nvml.nvmlDeviceGetCurrentClocksThrottleReasons
         return int(read(h))
 
-    def _child_use(
-        self, index: int, h: Any, pids: frozenset[int]
-    ) -> tuple[bool | None, float | None, float | None]:
+    def _child_use(self, index: int, h: Any, pids: frozenset[int]) -> tuple[bool | None, float | None, float | None]:
         nvml = self._nvml
-        procs = self._field(
-            index, "processes", lambda: nvml.nvmlDeviceGetComputeRunningProcesses(h)
-        )
+        procs = self._field(index, "processes", lambda: nvml.nvmlDeviceGetComputeRunningProcesses(h))
         if procs is None:
             return None, None, None
         mine = [p for p in procs if p.pid in pids]
@@ -394,24 +375,18 @@ class Sampler:
         nvml = self._nvml
         since = self._last_util_ts.get(index, 0)
         try:
-            rows = self._call(lambda: nvml.nvmlDeviceGetProcessUtilization(h, since))
-        except NvmlHung:
-            raise
+            rows = nvml.nvmlDeviceGetProcessUtilization(h, since)
         except Exception as exc:
             code = nvml_error_code(exc)
             if code == _NOT_FOUND:
                 return 0.0  # no kernel of any process since the last reading
             if code == _NOT_SUPPORTED:
                 self._unsupported.add((index, "process_utilization"))
-            self._notes.setdefault(
-                f"putil:{exc}", f"GPU {index}: per-process utilisation unavailable ({exc})"
-            )
+            self._notes.setdefault(f"putil:{exc}", f"GPU {index}: per-process utilisation unavailable ({exc})")
             return None
         latest: dict[int, Any] = {}
         for row in rows:
-            if row.pid in pids and (
-                row.pid not in latest or row.timeStamp > latest[row.pid].timeStamp
-            ):
+            if row.pid in pids and (row.pid not in latest or row.timeStamp > latest[row.pid].timeStamp):
                 latest[row.pid] = row
         if rows:
             self._last_util_ts[index] = max(int(r.timeStamp) for r in rows)

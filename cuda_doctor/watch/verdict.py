@@ -28,12 +28,10 @@ INPUT_FIXES = (
     "that overlap with compute.",
     "DataLoader(persistent_workers=True): keep the workers alive between epochs instead of "
     "starting them again each epoch.",
-    "DataLoader(prefetch_factor=4) (needs num_workers > 0): keep more batches queued ahead of "
-    "the GPU.",
+    "DataLoader(prefetch_factor=4) (needs num_workers > 0): keep more batches queued ahead of the GPU.",
     "Move preprocessing (decoding, augmentation, tokenisation) off the main process: into the "
     "Dataset that the workers run, into an offline preprocessed cache, or onto the GPU.",
-    "If the workers wait on storage: copy the data set to local NVMe or RAM, or use sharded "
-    "formats read sequentially.",
+    "If the workers wait on storage: copy the data set to local NVMe or RAM, or use sharded formats read sequentially.",
 )
 TRANSFER_FIXES = (
     "DataLoader(pin_memory=True) and .to('cuda', non_blocking=True): pageable copies are much "
@@ -52,8 +50,7 @@ GPU_FIXES = (
 THERMAL_FIXES = (
     "Check cooling: fans, airflow, inlet temperature and dust; on a shared server, tell its "
     "administrators (nvidia-smi -q -d TEMPERATURE,PERFORMANCE shows the slowdown reasons).",
-    "hw_slowdown can also mean the power supply cannot deliver the load; check the PSU and "
-    "cabling.",
+    "hw_slowdown can also mean the power supply cannot deliver the load; check the PSU and cabling.",
 )
 POWER_FIXES = (
     "Compare the enforced and default power limits: nvidia-smi -q -d POWER; if the limit was "
@@ -62,14 +59,12 @@ POWER_FIXES = (
     "the machine's administrators.",
 )
 IDLE_FIXES = (
-    "Check that the model and its inputs are moved to the GPU (model.to('cuda'), "
-    "batch.to('cuda')).",
+    "Check that the model and its inputs are moved to the GPU (model.to('cuda'), batch.to('cuda')).",
     "Check CUDA_VISIBLE_DEVICES and run cuda-doctor check to confirm the framework sees the GPU.",
 )
 MEMORY_FULL_FIXES = (
     "Mixed precision (AMP) roughly halves activation memory.",
-    "A smaller batch with gradient accumulation, or activation checkpointing, trades compute "
-    "for memory.",
+    "A smaller batch with gradient accumulation, or activation checkpointing, trades compute for memory.",
 )
 
 
@@ -189,11 +184,10 @@ def phase_stats(samples: Sequence[Sample], start: float, end: float) -> PhaseSta
 
 
 def warmup_end(samples: Sequence[Sample], duration: float, interval: float) -> float:
-    """When warm-up ends: utilisation first stays high, else the default window or first GPU use.
-
-    The default window is 10% of the run, at most 30 s; a command that spends longer importing
-    its framework before it touches the GPU has its warm-up extended to that first use, but never
-    past half of the run.
+    """When warm-up ends: when utilisation first stays high (in the first half of the run), else
+    after the default window of 10% of the run (at most 30 s), extended to the command's first use
+    of the GPU when it spends longer than that importing and building its model, but never past
+    half of the run.
     """
     window = min(WARMUP_SHARE * duration, WARMUP_CAP_S)
     need = max(2, math.ceil(2.0 / interval)) if interval > 0 else 2
@@ -210,15 +204,12 @@ def warmup_end(samples: Sequence[Sample], duration: float, interval: float) -> f
         else:
             run_len = 0
     first_use = next(
-        (
-            s.t
-            for s in samples
-            if s.child_on_gpu or (s.sm_util is not None and s.sm_util >= IDLE_UTIL)
-        ),
+        (s.t for s in samples if s.child_on_gpu or (s.sm_util is not None and s.sm_util >= IDLE_UTIL)),
         None,
     )
-    default = min(max(window, first_use or 0.0), 0.5 * duration)
-    return default if sustained is None else min(sustained, default)
+    if sustained is not None and sustained <= 0.5 * duration:
+        return sustained
+    return min(max(window, first_use or 0.0), 0.5 * duration)
 
 
 def _throttle_shares(busy: Sequence[Sample]) -> dict[str, float]:
@@ -257,8 +248,7 @@ def _judge(
         extra.append(
             Finding(
                 "power_capped",
-                f"at the power limit {_pct(power_cap)} of the busy time "
-                "(normal for a fully loaded GPU)",
+                f"at the power limit {_pct(power_cap)} of the busy time (normal for a fully loaded GPU)",
                 (f"clock-event reason sw_power_cap in {_pct(power_cap)} of busy samples",),
                 POWER_FIXES[:1],
             )
@@ -277,9 +267,7 @@ def _judge(
     if used is False and util < IDLE_UTIL:
         return Finding("unused", "the command did not use this GPU", tuple(base)), extra
     if util < IDLE_UTIL and not any(s.child_on_gpu for s in samples):
-        return Finding(
-            "idle", "the GPU stayed idle: the work did not reach it", tuple(base), IDLE_FIXES
-        ), extra
+        return Finding("idle", "the GPU stayed idle: the work did not reach it", tuple(base), IDLE_FIXES), extra
     if thermal >= THROTTLE_SHARE:
         names = ", ".join(k for k in throttle if k in THERMAL_REASONS)
         ev = (*base, f"thermal slowdown ({names}) in {_pct(thermal)} of busy samples")
@@ -291,26 +279,20 @@ def _judge(
         ), extra
     if brake >= THROTTLE_SHARE:
         ev = (*base, f"hw_power_brake in {_pct(brake)} of busy samples")
-        return Finding(
-            "power_limited", "power limited: an external power brake slows the GPU", ev, POWER_FIXES
-        ), extra
+        return Finding("power_limited", "power limited: an external power brake slows the GPU", ev, POWER_FIXES), extra
     rx = steady.mean_pcie_rx_mbps
     if util < BUSY_UTIL and rx is not None and rx >= TRANSFER_RX_MBPS:
         high_rx_low_sm = [
             s
             for s in samples
-            if s.pcie_rx_mbps is not None
-            and s.pcie_rx_mbps >= TRANSFER_RX_MBPS
-            and (s.sm_util or 0) < BUSY_UTIL
+            if s.pcie_rx_mbps is not None and s.pcie_rx_mbps >= TRANSFER_RX_MBPS and (s.sm_util or 0) < BUSY_UTIL
         ]
         share = len(high_rx_low_sm) / len(samples)
         if share >= 0.3:
             ev = (
                 *base,
-                f"host→device PCIe traffic {rx / 1000:.1f} GB/s on average while the SMs are "
-                "mostly idle",
-                f"{_pct(share)} of samples copy ≥{TRANSFER_RX_MBPS / 1000:.0f} GB/s with SM "
-                f"under {BUSY_UTIL:.0f}%",
+                f"host→device PCIe traffic {rx / 1000:.1f} GB/s on average while the SMs are mostly idle",
+                f"{_pct(share)} of samples copy ≥{TRANSFER_RX_MBPS / 1000:.0f} GB/s with SM under {BUSY_UTIL:.0f}%",
             )
             return Finding(
                 "transfer_bound",
@@ -324,15 +306,11 @@ def _judge(
             input_ev.append(f"{steady.gaps} idle gaps between bursts of work")
         if rx is not None:
             input_ev.append(f"host→device PCIe only {rx:.0f} MB/s: not what the GPU waits for")
-        return Finding(
-            "input_bound", "input-bound: the GPU waits for data", tuple(input_ev), INPUT_FIXES
-        ), extra
+        return Finding("input_bound", "input-bound: the GPU waits for data", tuple(input_ev), INPUT_FIXES), extra
     if util < GPU_BOUND_UTIL:
         ev = (
             *base,
-            f"{steady.gaps} idle gaps between bursts"
-            if steady.gaps
-            else "short stalls between steps",
+            f"{steady.gaps} idle gaps between bursts" if steady.gaps else "short stalls between steps",
         )
         return Finding(
             "partly_input_bound",
@@ -361,11 +339,7 @@ def _judge(
 def analyse_gpu(series: Series, info: GpuInfo, warmup_s: float | None = None) -> GpuAnalysis:
     samples = series.for_gpu(info.index)
     duration = max(series.duration_s, samples[-1].t if samples else 0.0)
-    end = (
-        warmup_end(samples, duration, series.interval_s)
-        if warmup_s is None
-        else min(warmup_s, duration)
-    )
+    end = warmup_end(samples, duration, series.interval_s) if warmup_s is None else min(warmup_s, duration)
     warm = [s for s in samples if s.t < end]
     steady_samples = [s for s in samples if s.t >= end]
     if len(steady_samples) < 3:  # too short to split: judge the whole run
@@ -374,9 +348,7 @@ def analyse_gpu(series: Series, info: GpuInfo, warmup_s: float | None = None) ->
     warmup = phase_stats(warm, 0.0, end)
     steady = phase_stats(steady_samples, end, duration)
     peak = max((s.mem_used_mib for s in samples if s.mem_used_mib is not None), default=None)
-    peak_cmd = max(
-        (s.child_mem_used_mib for s in samples if s.child_mem_used_mib is not None), default=None
-    )
+    peak_cmd = max((s.child_mem_used_mib for s in samples if s.child_mem_used_mib is not None), default=None)
     total = info.memory_total_mib
     peak_share = round(peak / total, 3) if peak is not None and total else None
     busy = [s for s in steady_samples if (s.sm_util or 0) >= IDLE_UTIL]
@@ -398,9 +370,7 @@ def analyse_gpu(series: Series, info: GpuInfo, warmup_s: float | None = None) ->
         memory_total_mib=total,
         peak_mem_share=peak_share,
         peak_command_mem_mib=peak_cmd,
-        max_temperature_c=max(
-            (s.temperature_c for s in samples if s.temperature_c is not None), default=None
-        ),
+        max_temperature_c=max((s.temperature_c for s in samples if s.temperature_c is not None), default=None),
         max_power_w=max((s.power_w for s in samples if s.power_w is not None), default=None),
         power_limit_w=info.power_limit_w,
         mean_busy_sm_clock_mhz=_mean([s.sm_clock_mhz for s in busy]),
@@ -421,6 +391,9 @@ def analyse(series: Series, warmup_s: float | None = None) -> Analysis:
     gpus = tuple(analyse_gpu(series, info, warmup_s) for info in series.gpus)
     if not gpus:
         return Analysis(Finding("no_data", "no GPU was sampled"), (), tuple(notes))
+    if not series.samples:
+        title = "no samples: the command ended before the first one was taken"
+        return Analysis(Finding("no_data", title), (), tuple(notes))
     in_scope = [g for g in gpus if g.used_by_command]
     if not in_scope:
         # No attribution: judge the GPUs that did something, else every visible one.
@@ -441,16 +414,10 @@ def analyse(series: Series, warmup_s: float | None = None) -> Analysis:
         # GPUs disagree: the least busy one holds the others back.
         slowest = min(
             judged,
-            key=lambda g: (
-                g.steady.mean_sm_util if g.steady and g.steady.mean_sm_util is not None else 101
-            ),
+            key=lambda g: g.steady.mean_sm_util if g.steady and g.steady.mean_sm_util is not None else 101,
         )
         v = slowest.verdict
-        headline = Finding(
-            v.kind, v.title, tuple(f"GPU {slowest.index}: {e}" for e in v.evidence), v.fixes
-        )
+        headline = Finding(v.kind, v.title, tuple(f"GPU {slowest.index}: {e}" for e in v.evidence), v.fixes)
         if len(judged) > 1:
-            notes.append(
-                "the GPUs disagree: " + ", ".join(f"GPU {g.index} {g.verdict.kind}" for g in judged)
-            )
+            notes.append("the GPUs disagree: " + ", ".join(f"GPU {g.index} {g.verdict.kind}" for g in judged))
     return Analysis(headline, gpus, tuple(notes))

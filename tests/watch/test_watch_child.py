@@ -23,9 +23,7 @@ def _env() -> dict[str, str]:
 
 
 def _watch(*argv: str, input_bytes: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [*WATCH, *argv], input=input_bytes, capture_output=True, env=_env(), timeout=60, check=False
-    )
+    return subprocess.run([*WATCH, *argv], input=input_bytes, capture_output=True, env=_env(), timeout=60, check=False)
 
 
 def test_exit_code_passes_through() -> None:
@@ -41,10 +39,7 @@ def test_a_child_killed_by_sigterm_exits_143() -> None:
 
 def test_output_passes_through_byte_exact() -> None:
     payload = b"line one\r\n\x00\xff\xfe not utf-8 \x1b[31mred\x1b[0m\nno newline at the end"
-    code = (
-        "import sys; sys.stdout.buffer.write(sys.stdin.buffer.read()); "
-        "sys.stderr.buffer.write(b'to stderr\\n')"
-    )
+    code = "import sys; sys.stdout.buffer.write(sys.stdin.buffer.read()); sys.stderr.buffer.write(b'to stderr\\n')"
     result = _watch(sys.executable, "-c", code, input_bytes=payload)
     assert result.returncode == 0
     assert result.stdout == payload  # nothing of the report on stdout

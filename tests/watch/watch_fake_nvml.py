@@ -108,9 +108,7 @@ class FakeNvml:
         return [SimpleNamespace(pid=p, usedGpuMemory=1024 << 20) for p in self.pids(h)]
 
     def nvmlDeviceGetProcessUtilization(self, h: int, since: int) -> list[Any]:
-        rows = [
-            SimpleNamespace(pid=p, timeStamp=since + 1, smUtil=40, memUtil=10) for p in self.pids(h)
-        ]
+        rows = [SimpleNamespace(pid=p, timeStamp=since + 1, smUtil=40, memUtil=10) for p in self.pids(h)]
         if not rows:
             raise NVMLError(6, "Not Found")
         return rows
