@@ -90,7 +90,9 @@ def gpu_lines(gpu: GpuAnalysis) -> list[str]:
 
 def render(series: Series, analysis: Analysis, *, color: bool = False, width: int = 100) -> str:
     buffer = io.StringIO()
-    console = Console(file=buffer, force_terminal=color, no_color=not color, width=width)
+    console = Console(
+        file=buffer, force_terminal=color, no_color=not color, width=width, soft_wrap=True
+    )
     head = shlex.join(series.command)
     console.print(
         f"[bold]cuda-doctor watch[/]: {escape(head)} — {series.duration_s:.1f} s, "
