@@ -26,7 +26,7 @@ from cuda_doctor.lint.rules_meta import LintRule, load_rules
 from cuda_doctor.lint.shell import lint_shell
 
 MAX_BYTES = 5 * 1024 * 1024
-PARALLEL_MIN_BYTES = 2 * 1024 * 1024  # below this, starting workers costs more than it saves
+PARALLEL_MIN_BYTES = 8 * 1024 * 1024  # below this, starting workers costs more than it saves
 SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "dist-packages"})
 SUPPRESS = re.compile(r"cuda-doctor:\s*ignore(?:\[(?P<ids>[A-Za-z0-9_,\s]+)\])?")
 PROJECT_SCAN_LIMIT = 5000

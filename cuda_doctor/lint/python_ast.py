@@ -104,8 +104,8 @@ class _State:
         return f"{base}.{rest}" if rest else base
 
 
-def _collect_imports(tree: ast.Module, state: _State) -> None:
-    for node in ast.walk(tree):
+def _collect_imports(nodes: list[ast.stmt], state: _State) -> None:
+    for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
@@ -287,24 +287,39 @@ def _visit_assign_targets(targets: list[ast.expr], state: _State) -> None:
 
 
 def analyse(tree: ast.Module, project: ProjectFlags) -> list[Hit]:
+    """One walk sorts the nodes by type; imports are applied first so that names resolve."""
     state = _State()
-    _collect_imports(tree, state)
-    consumed: set[int] = set()
+    imports: list[ast.stmt] = []
+    calls: list[ast.Call] = []
+    references: list[ast.Attribute | ast.Name] = []
+    strings: list[ast.Constant] = []
     docstrings: set[int] = set()
+    targets: list[ast.expr] = []
     for node in ast.walk(tree):
         kind = type(node)
-        if kind is ast.Call:
-            _visit_call(node, state)  # type: ignore[arg-type]
-        elif kind is ast.Attribute or kind is ast.Name:
-            _visit_reference(node, state, consumed)  # type: ignore[arg-type]
+        if kind is ast.Attribute or kind is ast.Name:
+            references.append(node)  # type: ignore[arg-type]
+        elif kind is ast.Call:
+            calls.append(node)  # type: ignore[arg-type]
+        elif kind is ast.Constant:
+            strings.append(node)  # type: ignore[arg-type]
         elif kind is ast.Expr and type(node.value) is ast.Constant:  # type: ignore[attr-defined]
             docstrings.add(id(node.value))  # type: ignore[attr-defined]
-        elif kind is ast.Constant:
-            _visit_string(node, state, docstrings)  # type: ignore[arg-type]
+        elif kind is ast.Import or kind is ast.ImportFrom:
+            imports.append(node)  # type: ignore[arg-type]
         elif kind is ast.Assign:
-            _visit_assign_targets(node.targets, state)  # type: ignore[attr-defined]
+            targets.extend(node.targets)  # type: ignore[attr-defined]
         elif kind is ast.AugAssign or kind is ast.AnnAssign:
-            _visit_assign_targets([node.target], state)  # type: ignore[attr-defined]
+            targets.append(node.target)  # type: ignore[attr-defined]
+    _collect_imports(imports, state)
+    _visit_assign_targets(targets, state)
+    consumed: set[int] = set()
+    for ref in references:
+        _visit_reference(ref, state, consumed)
+    for call in calls:
+        _visit_call(call, state)
+    for const in strings:
+        _visit_string(const, state, docstrings)
     return _conclude(state, project)
 
 
