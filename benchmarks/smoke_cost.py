@@ -43,6 +43,8 @@ def main() -> None:
     with_smoke: list[float] = []
     smoke_seconds: list[float] = []
     child_imports: list[float] = []
+    status: object = None
+    detail: dict[str, object] = {}
     for _ in range(args.runs):
         seconds, _values = one_check(False, args.python)
         without.append(seconds)
@@ -51,6 +53,15 @@ def main() -> None:
         smoke_seconds.append(float(values.get("smoke.seconds") or 0.0))
         child_imports.append(float(values.get("smoke.framework_level.import_seconds") or 0.0))
         status = values.get("smoke.status")
+        detail = {
+            "driver_level_s": values.get("smoke.driver_level.seconds"),
+            "framework_level_s": values.get("smoke.framework_level.seconds"),
+            "cuda_init_s": values.get("smoke.framework_level.cuda_init_seconds"),
+            **{
+                f"gpu{i}_steps_s": values.get(f"smoke[{i}].step_seconds")
+                for i in range(int(values.get("smoke.device_count") or 0))
+            },
+        }
     added = statistics.median(with_smoke) - statistics.median(without)
     beyond_import = added - statistics.median(child_imports)
     print(
@@ -62,6 +73,7 @@ def main() -> None:
                 "smoke_status": status,
                 "smoke_seconds": smoke_seconds,
                 "smoke_child_torch_import_s": child_imports,
+                "last_run_detail": detail,
                 "added_by_smoke_s": round(added, 2),
                 "added_beyond_framework_import_s": round(beyond_import, 2),
                 "target_s": 3.0,

@@ -59,6 +59,7 @@ DONE:
     ret;
 }
 """
+V2_ENTRY_POINTS = frozenset({"cuMemAlloc", "cuMemFree", "cuMemcpyHtoD", "cuMemcpyDtoH"})
 PTX_TARGETS = (("6.0", "sm_50"), ("7.0", "sm_70"), ("8.0", "sm_75"))
 
 
@@ -116,8 +117,10 @@ class Driver:
             raise CudaError(name, code, error, text)
 
     def _function(self, name: str) -> Any:
-        # The _v2 entry points are the 64-bit ones; the plain names are kept for old drivers.
-        for candidate in (name + "_v2", name):
+        # cuda.h maps these to their _v2 (64-bit) entry points.  Others must be called by their
+        # plain name: a _v2 may take other arguments (CUDA 13's cuCtxSynchronize_v2 takes a context).
+        candidates = (name + "_v2", name) if name in V2_ENTRY_POINTS else (name,)
+        for candidate in candidates:
             function = getattr(self.lib, candidate, None)
             if function is not None:
                 function.restype = ctypes.c_int

@@ -90,9 +90,7 @@ def _derive_one(facts: Facts, table: dict[str, Any], i: int) -> None:
     row = find_row(table, name)
     if row is None:
         for ratio in ratios:
-            facts.mark_unknown(
-                ratio, f"no expected figures for {name} in rules/data/gpu_expected.toml"
-            )
+            facts.mark_unknown(ratio, f"no expected figures for {name} in rules/data/gpu_expected.toml")
         return
     facts.set(f"{out}.expected_model", row["model"])
     facts.set(f"{out}.expected_kind", row["kind"])
@@ -108,9 +106,7 @@ def _derive_one(facts: Facts, table: dict[str, Any], i: int) -> None:
         facts.set(f"{out}.launch_percent", round(100 * expected["launch_us"] / launch))
         facts.set(f"{out}.expected_launch_us", expected["launch_us"])
     else:
-        facts.mark_unknown(
-            f"{out}.launch_ratio", facts.reason(indexed("smoke", i, "launch_us")) or "not measured"
-        )
+        facts.mark_unknown(f"{out}.launch_ratio", facts.reason(indexed("smoke", i, "launch_us")) or "not measured")
     known = [(facts.get(f"{out}.{m}_ratio"), m) for m in MATMULS if facts.has(f"{out}.{m}_ratio")]
     if known:
         worst, dtype = min(known)
@@ -161,26 +157,18 @@ def slow_causes(facts: Facts, i: int) -> list[str]:
             causes.append(f"clocks held down: {SLOWING_REASONS[reason]}")
     gen, width = smoke("pcie_gen_under_load"), smoke("pcie_width_under_load")
     gen_max, width_max = smoke("pcie_gen_max"), smoke("pcie_width_max")
-    if all(isinstance(v, int) for v in (gen, width, gen_max, width_max)) and (
-        gen < gen_max or width < width_max
-    ):
+    if all(isinstance(v, int) for v in (gen, width, gen_max, width_max)) and (gen < gen_max or width < width_max):
         causes.append(
             f"PCIe link ran at gen {gen} x{width} during the copy (card and slot allow "
             f"gen {gen_max} x{width_max}): check the slot, riser and BIOS link settings"
         )
     limit, default = smoke("power_limit_w"), smoke("power_default_limit_w")
-    if (
-        isinstance(limit, (int, float))
-        and isinstance(default, (int, float))
-        and limit < 0.9 * default
-    ):
+    if isinstance(limit, (int, float)) and isinstance(default, (int, float)) and limit < 0.9 * default:
         causes.append(f"power limit set to {limit:g} W (default {default:g} W): `nvidia-smi -pl`")
     others = smoke("other_process_count")
     if isinstance(others, int) and others > 0:
         used = smoke("other_process_mib")
-        causes.append(
-            f"{others} other process(es) on the GPU" + (f" using {used} MiB" if used else "")
-        )
+        causes.append(f"{others} other process(es) on the GPU" + (f" using {used} MiB" if used else ""))
     temperature = smoke("temperature_c_under_load")
     if isinstance(temperature, int) and temperature >= 85:
         causes.append(f"the GPU reached {temperature} °C while busy")

@@ -165,18 +165,21 @@ class Gpu:
         self.nvml = nvml
         self.size = size
         self.device = torch.device("cuda", index)
-        self.out: dict[str, Any] = {"index": index, "errors": []}
+        self.out: dict[str, Any] = {"index": index, "errors": [], "step_seconds": {}}
         self.handle: Any = None
 
     def attempt(self, name: str, action: Callable[[], None]) -> bool:
         label = f"{name} on GPU {self.index}"
         step(label)
+        started = time.perf_counter()
         try:
             action()
             return True
         except Exception as exc:  # the error text *is* the finding
             self.out["errors"].append({"step": label, "error": describe(exc)})
             return False
+        finally:
+            self.out["step_seconds"][name] = round(time.perf_counter() - started, 3)
 
     def sync(self) -> None:
         self.torch.cuda.synchronize(self.device)
@@ -207,7 +210,7 @@ class Gpu:
         device = torch.empty(COPY_BYTES // 4, dtype=torch.float32, device=self.device)
         device.copy_(host, non_blocking=pinned)  # warm-up: first touch, pinning, DMA setup
         self.sync()
-        reps = 8 if pinned else 3
+        reps = 8 if pinned else 2
         start = time.perf_counter()
         for _ in range(reps):
             device.copy_(host, non_blocking=pinned)
@@ -217,12 +220,14 @@ class Gpu:
         seconds = time.perf_counter() - start
         kind = "pinned" if pinned else "pageable"
         self.out[f"h2d_{kind}_gbps"] = round(reps * COPY_BYTES / seconds / 1e9, 2)
+        if not pinned:
+            return  # pageable device-to-host mostly times page faults on first touch
         start = time.perf_counter()
         for _ in range(reps):
-            host.copy_(device, non_blocking=pinned)
+            host.copy_(device, non_blocking=True)
         self.sync()
         seconds = time.perf_counter() - start
-        self.out[f"d2h_{kind}_gbps"] = round(reps * COPY_BYTES / seconds / 1e9, 2)
+        self.out["d2h_pinned_gbps"] = round(reps * COPY_BYTES / seconds / 1e9, 2)
 
     def matmul(self, label: str, dtype: Any) -> None:
         torch = self.torch
@@ -278,9 +283,7 @@ class Gpu:
         dtype = torch.bfloat16 if bf16 else torch.float16
         self.out["amp_dtype"] = "bfloat16" if bf16 else "float16"
         torch.manual_seed(0)
-        model = torch.nn.Sequential(
-            torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)
-        ).to(self.device)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).to(self.device)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         amp = getattr(torch, "amp", None)
         if amp is not None and hasattr(amp, "GradScaler"):
@@ -363,10 +366,12 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     result["torch_version"] = str(torch.__version__)
     result["cuda_build"] = getattr(torch.version, "cuda", None)
     step("cuda init")
+    started = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         available = bool(torch.cuda.is_available())
         count = int(torch.cuda.device_count()) if available else 0
+    result["cuda_init_seconds"] = round(time.perf_counter() - started, 3)
     result["cuda_available"] = available
     result["device_count"] = count
     if not available:

@@ -11,7 +11,7 @@ Facts (``smoke[i]`` is CUDA ordinal i of the target interpreter's environment):
 - ``smoke[i].`` ``vector_add_ok``, ``name``, ``capability``, ``uuid``, ``alloc_ok``,
   ``fp32_tflops``/``fp16_tflops``/``bf16_tflops`` with ``…_ok``/``…_rel_err``/``…_tolerance``,
   ``matmul_ok``, ``bf16_native``, ``h2d_pinned_gbps``, ``h2d_pageable_gbps``,
-  ``d2h_pinned_gbps``, ``d2h_pageable_gbps``, ``launch_us``, ``amp_step_ok``, ``amp_dtype``,
+  ``d2h_pinned_gbps``, ``launch_us``, ``amp_step_ok``, ``amp_dtype``,
   ``conv_ok``, ``amp_speedup_bf16``, ``error``, ``error_step``, and, read through NVML while
   the GPU works, ``pcie_gen_under_load``, ``pcie_width_under_load``, ``pcie_gen_max``,
   ``pcie_width_max``, ``clock_event_reason_names_under_load``, ``power_w_under_load``,
@@ -30,7 +30,6 @@ from cuda_doctor.smoke.runner import ChildRun, ProgressCallback, SmokeRun, run_s
 MEASURED: dict[str, str] = {
     "alloc_ok": "allocate",
     "h2d_pageable_gbps": "h2d pageable",
-    "d2h_pageable_gbps": "h2d pageable",
     "h2d_pinned_gbps": "h2d pinned",
     "d2h_pinned_gbps": "h2d pinned",
     "fp32_tflops": "matmul fp32",
@@ -76,6 +75,8 @@ COPIED = (
     "cudnn_version",
     "clock_event_reasons_under_load",
     "temperature_c_under_load",
+    "cudnn_enabled",
+    "step_seconds",
 )
 
 
@@ -158,12 +159,11 @@ def _framework_facts(facts: Facts, run: SmokeRun) -> str:
     if raw == "no_torch":
         error = f"torch is not installed for {facts.get('smoke.python')} ({result.get('error')})"
     facts.set(f"{prefix}.error", error)
-    facts.set(
-        f"{prefix}.error_step", child.last_step if child.timed_out else result.get("error_step")
-    )
+    facts.set(f"{prefix}.error_step", child.last_step if child.timed_out else result.get("error_step"))
     facts.set(f"{prefix}.seconds", round(child.seconds, 2))
     facts.set(f"{prefix}.last_step", child.last_step)
-    for key in ("torch_version", "cuda_available", "device_count", "import_seconds", "nvml_error"):
+    known = ("torch_version", "cuda_available", "device_count", "import_seconds", "cuda_init_seconds")
+    for key in (*known, "nvml_error"):
         if key in result:
             facts.set(f"{prefix}.{key}", result[key])
     # Per-GPU records arrive as each GPU finishes, so a later hang keeps earlier figures.
@@ -193,9 +193,7 @@ def _device_facts(facts: Facts, device: dict[str, Any], nvml_error: str | None) 
             continue
         label = f"{step} on GPU {i}"
         if key.startswith("bf16") and device.get("bf16_native") is False:
-            reason = (
-                f"bf16 is not native on compute capability {device.get('capability')} (needs 8.0)"
-            )
+            reason = f"bf16 is not native on compute capability {device.get('capability')} (needs 8.0)"
         elif label in failed_steps:
             reason = f"{label} failed: {failed_steps[label]}"
         elif first is not None:

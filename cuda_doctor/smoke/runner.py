@@ -142,9 +142,7 @@ def run_child(
             start_new_session=True,  # so that a kill takes the whole group
         )
     except OSError as exc:
-        return ChildRun(
-            level, ParsedOutput(), 0.0, error=f"cannot start {argv[0]}: {exc.strerror or exc}"
-        )
+        return ChildRun(level, ParsedOutput(), 0.0, error=f"cannot start {argv[0]}: {exc.strerror or exc}")
     out_chunks: list[str] = []
     err_chunks: list[str] = []
 
@@ -197,9 +195,7 @@ def _with_error(run: ChildRun, limit: float) -> ChildRun:
         last = [line for line in run.stderr_tail.splitlines() if line.strip()]
         detail = f": {last[-1].strip()}" if last else ""
         where = f" while running: {step}" if step else ""
-        error = (
-            f"the {run.level}-level smoke child exited with status {run.returncode}{where}{detail}"
-        )
+        error = f"the {run.level}-level smoke child exited with status {run.returncode}{where}{detail}"
     return ChildRun(
         run.level,
         run.parsed,
@@ -233,34 +229,58 @@ def library_candidates(ctx: ProbeContext) -> tuple[list[str], bool]:
 
 
 def run_smoke(ctx: ProbeContext, progress: ProgressCallback | None = None) -> SmokeRun:
-    """Driver level, then framework level, within ``ctx.smoke_timeout`` seconds in total."""
+    """Both levels within ``ctx.smoke_timeout`` seconds in total.
+
+    The framework level starts as soon as the driver level has found libcuda (its "cuInit"
+    step), so the two run side by side; with no driver at all, torch is never imported.
+    """
     limit = float(ctx.smoke_timeout)
     start = time.monotonic()
     candidates, search_default = library_candidates(ctx)
     config = json.dumps({"candidates": candidates, "search_default": search_default})
     env = dict(ctx.env)
-    driver = run_child(
-        "driver",
-        [ctx.python, "-c", script_source("driver"), config],
-        env=env,
-        timeout=limit,
-        limit_for_message=limit,
-        on_step=progress,
-    )
-    status = (driver.result or {}).get("status")
-    if status == "no_driver":
-        skipped = "no NVIDIA driver to run on (libcuda.so.1 not found)"
-        return SmokeRun(limit, driver, None, skipped, time.monotonic() - start)
+    found_driver = threading.Event()
+    runs: dict[str, ChildRun] = {}
+
+    def on_driver_step(level: str, step: str) -> None:
+        if step == "cuInit":
+            found_driver.set()
+        if progress is not None:
+            progress(level, step)
+
+    def driver_level() -> None:
+        runs["driver"] = run_child(
+            "driver",
+            [ctx.python, "-c", script_source("driver"), config],
+            env=env,
+            timeout=limit,
+            limit_for_message=limit,
+            on_step=on_driver_step,
+        )
+        found_driver.set()
+
+    thread = threading.Thread(target=driver_level, name="smoke-driver", daemon=True)
+    thread.start()
+    found_driver.wait(timeout=limit + 10)
+    framework: ChildRun | None = None
+    skipped: str | None = None
+    finished = runs.get("driver")
     left = limit - (time.monotonic() - start)
-    if driver.timed_out or left < _MIN_FRAMEWORK_SECONDS:
+    if finished is not None and (finished.result or {}).get("status") == "no_driver":
+        skipped = "no NVIDIA driver to run on (libcuda.so.1 not found)"
+    elif (finished is not None and finished.timed_out) or left < _MIN_FRAMEWORK_SECONDS:
         skipped = f"no time left of the {limit:g} s smoke limit"
-        return SmokeRun(limit, driver, None, skipped, time.monotonic() - start)
-    framework = run_child(
-        "framework",
-        [ctx.python, "-c", script_source("framework"), json.dumps({"size": 4096})],
-        env=env,
-        timeout=left,
-        limit_for_message=limit,
-        on_step=progress,
+    else:
+        framework = run_child(
+            "framework",
+            [ctx.python, "-c", script_source("framework"), json.dumps({"size": 4096})],
+            env=env,
+            timeout=left,
+            limit_for_message=limit,
+            on_step=progress,
+        )
+    thread.join(timeout=max(limit - (time.monotonic() - start), 0.0) + 10)
+    driver = runs.get("driver") or ChildRun(
+        "driver", ParsedOutput(), time.monotonic() - start, error="the driver-level child did not finish"
     )
-    return SmokeRun(limit, driver, framework, None, time.monotonic() - start)
+    return SmokeRun(limit, driver, framework, skipped, time.monotonic() - start)

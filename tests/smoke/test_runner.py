@@ -42,17 +42,29 @@ def test_parse_output_of_nothing() -> None:
     assert parsed.steps == () and parsed.result is None and not parsed.truncated
 
 
-def test_hang_in_driver_level_is_killed_and_names_the_step(clean_env: dict[str, str], fake_root: Path) -> None:
+def test_hang_in_driver_level_is_killed_and_names_the_step(
+    clean_env: dict[str, str], fake_root: Path, python_without_torch: str
+) -> None:
     env = {**clean_env, HANG_VARIABLE: "vector add"}
     seen: list[tuple[str, str]] = []
-    ctx = ProbeContext(root=fake_root, env=env, smoke_timeout=2)
+    ctx = ProbeContext(root=fake_root, env=env, smoke_timeout=2, python=python_without_torch)
     run = run_smoke(ctx, progress=lambda level, step: seen.append((level, step)))
     assert run.driver.timed_out
     assert run.driver.returncode == -9  # the whole group got SIGKILL
     assert run.driver.error == "killed after 2 s while running: vector add on GPU 0"
-    assert run.framework is None
-    assert run.framework_skipped == "no time left of the 2 s smoke limit"
+    # libcuda was found, so the framework level ran beside it (and found no torch).
+    assert run.framework is not None and run.framework.result is not None
+    assert run.framework.result["status"] == "no_torch"
     assert ("driver", "vector add on GPU 0") in seen
+    assert ("framework", "import torch") in seen
+
+
+def test_hang_before_the_driver_is_found_leaves_no_time(clean_env: dict[str, str], fake_root: Path) -> None:
+    env = {**clean_env, HANG_VARIABLE: "load libcuda"}
+    run = run_smoke(ProbeContext(root=fake_root, env=env, smoke_timeout=1.5))
+    assert run.driver.error == "killed after 1.5 s while running: load libcuda"
+    assert run.framework is None
+    assert run.framework_skipped == "no time left of the 1.5 s smoke limit"
 
 
 def test_hang_in_framework_level_is_killed_by_the_probe(
