@@ -7,12 +7,9 @@ never a bare traceback.
 
 from __future__ import annotations
 
-import datetime as _dt
 import importlib
 import os
 import sys
-import tempfile
-import traceback
 from pathlib import Path
 
 import click
@@ -65,6 +62,10 @@ def _known_errors() -> tuple[type[Exception], ...]:
 
 
 def _write_crash_log() -> Path:
+    import datetime as _dt
+    import tempfile
+    import traceback
+
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     directory = Path(os.environ.get("XDG_STATE_HOME", Path(tempfile.gettempdir())))
     path = directory / f"cuda-doctor-crash-{stamp}-{os.getpid()}.log"

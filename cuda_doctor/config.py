@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cuda_doctor.tomlcompat import tomllib
-
 SEVERITY_CHOICES = ("error", "warning", "info", "off")
 FAIL_ON_CHOICES = ("error", "warning", "info")
 
@@ -46,6 +44,8 @@ def load_config(path: Path | None, cwd: Path) -> Config:
     target = path if path is not None else find_pyproject(cwd)
     if target is None:
         return Config()
+    from cuda_doctor.tomlcompat import tomllib
+
     try:
         with target.open("rb") as handle:
             data = tomllib.load(handle)

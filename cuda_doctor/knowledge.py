@@ -19,9 +19,9 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from cuda_doctor import tomlcache
 from cuda_doctor.facts import Facts, indexed
 from cuda_doctor.paths import rules_dir
-from cuda_doctor.tomlcompat import tomllib
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +31,9 @@ Deriver = Callable[[Facts], None]
 @functools.cache
 def load_table(name: str) -> dict[str, Any]:
     """Parse ``rules/data/<name>.toml`` (cached)."""
-    path = rules_dir() / "data" / f"{name}.toml"
-    with path.open("rb") as handle:
-        return tomllib.load(handle)
+    table = tomlcache.load(rules_dir() / "data" / f"{name}.toml")
+    tomlcache.flush()
+    return table
 
 
 def table_path(name: str) -> Path:
@@ -366,15 +366,16 @@ def derive_environment(facts: Facts) -> None:
 
 
 #: Every deriver, in order.  Feature modules add theirs to this one list.
-DERIVERS: list[str] = [
+#: A deriver listed with fact prefixes runs (and is imported) only when such facts exist.
+DERIVERS: list[str | tuple[str, tuple[str, ...]]] = [
     "cuda_doctor.knowledge:derive_driver_support",
     "cuda_doctor.knowledge:derive_wheel_suggestion",
     "cuda_doctor.knowledge:derive_arch",
     "cuda_doctor.knowledge:derive_visible_devices",
     "cuda_doctor.knowledge:derive_environment",
-    "cuda_doctor.container.derive:derive",
-    "cuda_doctor.smoke.expected:derive",
-    "cuda_doctor.nccl.derive:derive",
+    ("cuda_doctor.container.derive:derive", ("container.", "image[")),
+    ("cuda_doctor.smoke.expected:derive", ("smoke",)),
+    ("cuda_doctor.nccl.derive:derive", ("nccl.", "nvlink[")),
 ]
 
 
@@ -394,7 +395,11 @@ def _resolve(spec: str) -> Deriver | None:
 def derive_all(facts: Facts) -> list[str]:
     """Run every deriver; return one message per deriver that broke (they never stop the run)."""
     problems: list[str] = []
-    for spec in DERIVERS:
+    names = list(facts.values) + list(facts.unknown)
+    for entry in DERIVERS:
+        spec, prefixes = (entry, ()) if isinstance(entry, str) else entry
+        if prefixes and not any(name.startswith(prefixes) for name in names):
+            continue
         try:
             func = _resolve(spec)
             if func is None:

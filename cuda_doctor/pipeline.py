@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import concurrent.futures
-import datetime as _dt
 import importlib
 import json
-import socket
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +15,7 @@ from cuda_doctor import __version__
 from cuda_doctor.config import Config
 from cuda_doctor.facts import Facts
 from cuda_doctor.knowledge import derive_all
-from cuda_doctor.probes import PHASE_1, PHASE_2
+from cuda_doctor.probes import FAST, PHASE_1, PHASE_2
 from cuda_doctor.probes.base import Probe, ProbeContext
 from cuda_doctor.results import Result, Severity, Status, exit_code
 from cuda_doctor.rules import Judgement, Rule, judge, load_rules
@@ -38,8 +36,8 @@ class Report:
     facts: Facts
     results: list[Result]
     command: str = "check"
-    host: str = field(default_factory=socket.gethostname)
-    created: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    host: str = field(default_factory=lambda: _hostname())
+    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()))
     problems: list[str] = field(default_factory=list)  # internal trouble worth showing (never silent)
 
     def counts(self) -> dict[str, int]:
@@ -66,6 +64,12 @@ class Report:
         }
 
 
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
 # -- probing -----------------------------------------------------------------------------------
 
 
@@ -80,9 +84,11 @@ def load_probe(module_name: str) -> Probe | None:
     return probe
 
 
-def default_probes(phase: Mapping[str, str]) -> list[Probe]:
+def default_probes(phase: Mapping[str, str], fast: bool = False) -> list[Probe]:
     probes = []
-    for module_name in phase.values():
+    for name, module_name in phase.items():
+        if fast and name not in FAST:
+            continue
         probe = load_probe(module_name)
         if probe is not None:
             probes.append(probe)
@@ -96,6 +102,22 @@ def _deadline(probe: Probe, ctx: ProbeContext) -> float:
     if probe.name == "framework":
         return max(ctx.timeout, 60) + 30
     return ctx.timeout * 3 + 5
+
+
+class _ProbeRun:
+    """One probe on its own daemon thread; a probe must never take the doctor down."""
+
+    def __init__(self, probe: Probe, ctx: ProbeContext) -> None:
+        self.probe = probe
+        self.result: Facts | None = None
+        self.error: str | None = None
+        self.thread = threading.Thread(target=self._run, args=(ctx,), name=f"probe-{probe.name}", daemon=True)
+
+    def _run(self, ctx: ProbeContext) -> None:
+        try:
+            self.result = self.probe.collect(ctx)
+        except Exception as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
 
 
 def collect(ctx: ProbeContext, probes: Sequence[Probe], progress: Progress | None = None) -> Facts:
@@ -114,32 +136,27 @@ def collect(ctx: ProbeContext, probes: Sequence[Probe], progress: Progress | Non
             facts.set(f"probe.{probe.name}.status", "skipped")
     if not active:
         return facts
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(active), thread_name_prefix="probe")
     started = time.monotonic()
-    futures = {}
-    for probe in active:
+    runs = [_ProbeRun(probe, ctx) for probe in active]
+    for run in runs:
         if progress:
-            progress("start", probe.name)
-        futures[pool.submit(probe.collect, ctx)] = probe
-    try:
-        for future, probe in futures.items():
-            remaining = _deadline(probe, ctx) - (time.monotonic() - started)
-            try:
-                part = future.result(timeout=max(remaining, 0.1))
-            except concurrent.futures.TimeoutError:
-                facts.set(f"probe.{probe.name}.status", "timeout")
-                facts.mark_unknown(probe.name, f"the {probe.name} probe did not finish in time")
-            except Exception as exc:  # a probe must never take the doctor down
-                facts.set(f"probe.{probe.name}.status", "error")
-                facts.mark_unknown(probe.name, f"the {probe.name} probe failed: {type(exc).__name__}: {exc}")
-            else:
-                facts.merge(part)
-                facts.set(f"probe.{probe.name}.status", "ok")
-            facts.set(f"probe.{probe.name}.seconds", round(time.monotonic() - started, 3))
-            if progress:
-                progress("done", probe.name)
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+            progress("start", run.probe.name)
+        run.thread.start()
+    for run in runs:
+        name = run.probe.name
+        run.thread.join(max(_deadline(run.probe, ctx) - (time.monotonic() - started), 0.1))
+        if run.thread.is_alive():  # abandoned: daemon threads never keep the doctor alive
+            facts.set(f"probe.{name}.status", "timeout")
+            facts.mark_unknown(name, f"the {name} probe did not finish in time")
+        elif run.error is not None:
+            facts.set(f"probe.{name}.status", "error")
+            facts.mark_unknown(name, f"the {name} probe failed: {run.error}")
+        elif run.result is not None:
+            facts.merge(run.result)
+            facts.set(f"probe.{name}.status", "ok")
+        facts.set(f"probe.{name}.seconds", round(time.monotonic() - started, 3))
+        if progress:
+            progress("done", name)
     return facts
 
 
@@ -148,7 +165,10 @@ def gather(
     probes: Sequence[Probe] | None = None,
     progress: Progress | None = None,
 ) -> Facts:
-    phases = [list(probes)] if probes is not None else [default_probes(PHASE_1), default_probes(PHASE_2)]
+    if probes is not None:
+        phases = [list(probes)]
+    else:
+        phases = [default_probes(PHASE_1, ctx.fast), default_probes(PHASE_2, ctx.fast)]
     facts = Facts()
     for phase in phases:
         facts.merge(collect(ctx, phase, progress))
@@ -204,7 +224,7 @@ def rejudge(path: Path, config: Config, *, select: Iterable[str] = (), ignore: I
     results, problems = judge_facts(facts, config, select=select, ignore=ignore)
     host = data.get("host")
     if not isinstance(host, str):
-        host = socket.gethostname()
+        host = _hostname()
     return Report(facts=facts, results=results, host=host, problems=problems)
 
 

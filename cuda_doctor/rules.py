@@ -16,10 +16,10 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from cuda_doctor import tomlcache
 from cuda_doctor.facts import Facts
 from cuda_doctor.paths import rules_dir
 from cuda_doctor.results import Result, Severity, Status
-from cuda_doctor.tomlcompat import tomllib
 
 RULE_KINDS = ("env", "lint")
 CATEGORIES = (
@@ -311,9 +311,8 @@ def parse_rule(data: Mapping[str, Any], path: Path) -> Rule:
 
 def load_rule_file(path: Path) -> Rule:
     try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
+        data = tomlcache.load(path)
+    except ValueError as exc:  # tomllib.TOMLDecodeError
         raise RuleFileError(f"{path}: not valid TOML: {exc}") from None
     except OSError as exc:
         raise RuleFileError(f"{path}: cannot read: {exc.strerror}") from None
@@ -332,6 +331,7 @@ def load_rules(extra_dirs: Iterable[Path] = (), *, builtin: bool = True) -> list
             if rule.id in rules:
                 raise RuleFileError(f"{path}: id {rule.id} is already used by {rules[rule.id].path}")
             rules[rule.id] = rule
+    tomlcache.flush()
     return sorted(rules.values(), key=lambda r: r.id)
 
 

@@ -13,7 +13,6 @@ from cuda_doctor.config import load_config
 from cuda_doctor.pipeline import Report, rejudge, run_check
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.report import render
-from cuda_doctor.report.progress import probe_progress
 from cuda_doctor.results import Severity
 
 
@@ -112,6 +111,8 @@ def command(
             run_images=run_image,
             nccl=nccl,
         )
+        from cuda_doctor.report.progress import probe_progress
+
         with probe_progress(fmt == "text") as progress:
             report = run_check(ctx, config, select=select, ignore=ignore, progress=progress)
     emit(report, fmt, verbose, fail_on or config.fail_on or "error", save)

@@ -102,8 +102,8 @@ def parse_report(data: Any, path: str) -> Report:
         raise ReportError(
             path,
             f"report schema version {version} (written by {writer}) is newer than this "
-            f"cuda-doctor understands (version {SUPPORTED_SCHEMA}); upgrade: "
-            "pip install -U cuda-doctor",
+            f"cuda-doctor understands (version {SUPPORTED_SCHEMA}); upgrade cuda-doctor "
+            "(pip install --upgrade . from its repository)",
         )
     facts = data.get("facts")
     if not isinstance(facts, dict) or not isinstance(facts.get("values"), dict):

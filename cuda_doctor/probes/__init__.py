@@ -20,3 +20,7 @@ PHASE_2: dict[str, str] = {
     "nccl": "cuda_doctor.nccl.probe",
 }
 PROBES: dict[str, str] = {**PHASE_1, **PHASE_2}
+
+#: The probes `--fast` runs (NVML/nvidia-smi, environment and container only).  Listed here so
+#: that a fast check does not even import the others.
+FAST: frozenset[str] = frozenset({"gpu", "environment"})

@@ -33,6 +33,12 @@ class GpuProbe:
         return True
 
     def collect(self, ctx: ProbeContext) -> Facts:
+        if ctx.env.get("CUDA_DOCTOR_DISABLE_NVML", "") not in ("", "0"):
+            # nvidia-smi only: for a Python whose NVML binding is broken, and for tests that
+            # must not read the host's GPU
+            facts = collect_nvidia_smi(ctx)
+            facts.set("nvml.error", "NVML disabled by CUDA_DOCTOR_DISABLE_NVML")
+            return facts
         nvml_facts = collect_nvml(ctx, self.nvml)
         status = nvml_facts.get("driver.status")
         if status in _DEFINITIVE:

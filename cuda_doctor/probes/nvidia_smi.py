@@ -9,14 +9,17 @@ functions of the text so they can be tested on recordings.
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 from cuda_doctor.facts import Facts, indexed
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.probes.nvml import (
     SYSTEM_FACTS,
     VERSION_MISMATCH_MESSAGE,
+    brand_name,
     mark_failed,
     reason_names,
 )
@@ -99,6 +102,8 @@ def parse_query_xml(text: str) -> Facts:
     """Facts from ``nvidia-smi -q -x``; malformed output leaves them unknown with the reason."""
     facts = Facts()
     facts.set("driver.source", SOURCE)
+    import xml.etree.ElementTree as ET  # only when there is XML to read (fast start-up)
+
     try:
         root = ET.fromstring(text)
     except ET.ParseError as exc:
@@ -138,19 +143,17 @@ def _parse_gpu(facts: Facts, index: int, gpu: ET.Element) -> None:
     put("index", index)
     put("name", _value(gpu, "product_name"))
     put("uuid", _value(gpu, "uuid"))
+    brand = _value(gpu, "product_brand")
+    put("brand", brand_name(brand) if brand else None)
     put("pci_bus_id", _value(gpu, "pci/pci_bus_id") or gpu.get("id"))
-    facts.mark_unknown(
-        indexed("gpu", index, "compute_capability"), "not in nvidia-smi -q -x output"
-    )
+    facts.mark_unknown(indexed("gpu", index, "compute_capability"), "not in nvidia-smi -q -x output")
     put("memory_total_mib", _integer(_value(gpu, "fb_memory_usage/total")))
     put("memory_used_mib", _integer(_value(gpu, "fb_memory_usage/used")))
     put("ecc_enabled", _flag(_value(gpu, "ecc_mode/current_ecc")))
     put("ecc_uncorrected_volatile", _uncorrected_volatile(gpu.find("ecc_errors/volatile")))
     put(
         "retired_pages_pending",
-        _flag(
-            _first_value(gpu, "retired_pages/pending_retirement", "retired_pages/pending_blacklist")
-        ),
+        _flag(_first_value(gpu, "retired_pages/pending_retirement", "retired_pages/pending_blacklist")),
     )
     put("remapped_rows_pending", _flag(_value(gpu, "remapped_rows/remapped_row_pending")))
     put("remapped_rows_failure", _flag(_value(gpu, "remapped_rows/remapped_row_failure")))
@@ -185,9 +188,7 @@ def _uncorrected_volatile(volatile: ET.Element | None) -> int | None:
         return None
     if volatile.find("double_bit") is not None:  # pre-Ampere layout: single_bit / double_bit totals
         return _integer(_value(volatile, "double_bit/total"))
-    counts = [
-        _integer(_value(volatile, child.tag)) for child in volatile if "uncorrectable" in child.tag
-    ]
+    counts = [_integer(_value(volatile, child.tag)) for child in volatile if "uncorrectable" in child.tag]
     known = [count for count in counts if count is not None]
     return sum(known) if known else None
 
@@ -246,9 +247,7 @@ def _processes(section: ET.Element | None) -> list[dict[str, Any]]:
 
 
 # -- nvidia-smi --query-gpu=... --format=csv ---------------------------------------------
-def parse_query_gpu_csv(
-    text: str, fields: tuple[str, ...] = CSV_FIELDS
-) -> dict[int, dict[str, str | None]]:
+def parse_query_gpu_csv(text: str, fields: tuple[str, ...] = CSV_FIELDS) -> dict[int, dict[str, str | None]]:
     """Rows of ``--query-gpu`` CSV keyed by GPU index; "[N/A]" cells become None.
 
     Output printed with a header (``--format=csv``) names its own columns (units such as

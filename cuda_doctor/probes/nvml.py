@@ -50,6 +50,7 @@ GPU_FIELDS: tuple[str, ...] = (
     "index",
     "name",
     "uuid",
+    "brand",
     "pci_bus_id",
     "compute_capability",
     "memory_total_mib",
@@ -227,6 +228,28 @@ def _read_everything(ctx: ProbeContext, nvml: Any, facts: Facts) -> None:
         _read_gpu(ctx, nvml, reader, index)
 
 
+#: NVML's nvmlBrandType_t, named as the NVIDIA Container Toolkit names brands in
+#: NVIDIA_REQUIRE_CUDA ("brand=tesla,driver>=470,driver<471"): libnvidia-container's nvc_info.
+BRANDS = {
+    0: "unknown", 1: "quadro", 2: "tesla", 3: "nvs", 4: "grid", 5: "geforce", 6: "titan",
+    7: "vapps", 8: "vpc", 9: "vcs", 10: "vws", 11: "cloudgaming", 12: "quadrortx",
+    13: "nvidiartx", 14: "nvidia", 15: "geforcertx", 16: "titanrtx",
+}  # fmt: skip
+#: nvidia-smi's product_brand texts for the virtual-GPU brands.
+SMI_BRANDS = {
+    "nvidia virtual applications": "vapps", "nvidia virtual pc": "vpc",
+    "nvidia virtual compute server": "vcs", "nvidia rtx virtual workstation": "vws",
+    "nvidia cloud gaming": "cloudgaming",
+}  # fmt: skip
+
+
+def brand_name(value: object) -> str:
+    if isinstance(value, int):
+        return BRANDS.get(value, "unknown")
+    label = str(value).strip().lower()
+    return SMI_BRANDS.get(label, label.replace(" ", ""))
+
+
 def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None:
     facts = reader.facts
     facts.set(indexed("gpu", index, "index"), index)
@@ -241,6 +264,7 @@ def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None
 
     read("name", ("nvmlDeviceGetName",), convert=text)
     read("uuid", ("nvmlDeviceGetUUID",), convert=text)
+    read("brand", ("nvmlDeviceGetBrand",), convert=lambda value: brand_name(int(value)))
     read("pci_bus_id", ("nvmlDeviceGetPciInfo",), convert=lambda info: text(info.busId))
     read(
         "compute_capability",

@@ -23,7 +23,8 @@ class ToolkitProbe:
     name: str = "toolkit"
 
     def applies(self, ctx: ProbeContext) -> bool:
-        return True
+        # --fast is NVML, nvidia-smi, environment and container only
+        return not ctx.fast
 
     def collect(self, ctx: ProbeContext) -> Facts:
         facts = Facts()

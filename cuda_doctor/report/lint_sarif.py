@@ -10,7 +10,6 @@ from cuda_doctor.lint.engine import LintReport
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
-INFO_URI = "https://github.com/cuda-doctor/cuda-doctor"
 
 
 def render(report: LintReport) -> str:
@@ -19,7 +18,6 @@ def render(report: LintReport) -> str:
     driver: dict[str, Any] = {
         "name": "cuda-doctor",
         "version": __version__,
-        "informationUri": INFO_URI,
         "rules": [
             {
                 "id": rule.id,

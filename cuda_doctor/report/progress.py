@@ -6,8 +6,6 @@ import contextlib
 import sys
 from collections.abc import Iterator
 
-from rich.console import Console
-
 from cuda_doctor.pipeline import Progress
 
 
@@ -16,6 +14,8 @@ def probe_progress(enabled: bool) -> Iterator[Progress | None]:
     if not enabled or not sys.stderr.isatty():
         yield None
         return
+    from rich.console import Console  # only a terminal pays for it
+
     console = Console(stderr=True)
     running: list[str] = []
     with console.status("Checking…") as status:

@@ -1,13 +1,13 @@
-"""The terminal checklist (rich): grouped by category, ✓ ✗ ! ? marks, the fix under each finding."""
+"""The terminal checklist: grouped by category, ✓ ✗ ! ? marks, the fix under each finding.
+
+Lines are built as (text, style) segments once; a terminal gets them coloured through rich,
+anything else (pre-commit, CI logs, an entrypoint's stderr) gets the same text plain, without
+paying for rich's console at start-up.
+"""
 
 from __future__ import annotations
 
-import io
 from typing import TYPE_CHECKING
-
-from rich.console import Console
-from rich.markup import escape
-from rich.text import Text
 
 from cuda_doctor.report.common import (
     CATEGORY_TITLES,
@@ -24,32 +24,45 @@ from cuda_doctor.results import Result, Severity, Status
 if TYPE_CHECKING:
     from cuda_doctor.pipeline import Report
 
+Segment = tuple[str, str]  # (text, rich style)
+Line = list[Segment]
+
 
 def render_text(report: Report, *, verbose: bool, color: bool, fail_on: Severity, width: int = 100) -> str:
+    lines = checklist_lines(report, verbose=verbose, fail_on=fail_on)
+    if not color:
+        return "".join("".join(text for text, _ in line) + "\n" for line in lines)
+    import io
+
+    from rich.console import Console
+    from rich.text import Text
+
     buffer = io.StringIO()
-    console = Console(
-        file=buffer, force_terminal=color, no_color=not color, width=width, highlight=False, soft_wrap=not color
-    )
+    console = Console(file=buffer, force_terminal=True, width=width, highlight=False)
+    for line in lines:
+        console.print(Text.assemble(*line))
+    return buffer.getvalue()
+
+
+def checklist_lines(report: Report, *, verbose: bool, fail_on: Severity) -> list[Line]:
+    lines: list[Line] = []
     headline = _headline(report)
     if headline:
-        console.print(Text(headline, style="bold"))
-        console.print()
+        lines += [[(headline, "bold")], []]
     for category, results in grouped(report.results):
         mark = worst(results)
         shown = [r for r in results if visible(r, verbose)]
         title = CATEGORY_TITLES.get(category, category.capitalize())
         passed = sum(r.status is Status.PASS for r in results)
         tail = "" if shown else f"  ({passed} checks passed)" if passed else "  (not applicable)"
-        console.print(Text.assemble((f"[{MARKS[mark]}] ", STYLES[mark]), (title, "bold"), (tail, "dim")))
+        lines.append([(f"[{MARKS[mark]}] ", STYLES[mark]), (title, "bold"), (tail, "dim")])
         for result in shown:
-            _print_result(console, result, verbose)
+            lines.extend(_result_lines(result, verbose))
     for problem in report.problems:
-        console.print(Text(f"internal: {problem}", style="red"))
-    console.print()
-    counts = report.counts()
+        lines.append([(f"internal: {problem}", "red")])
     code = report.exit_code(fail_on)
-    console.print(Text(summary_line(counts, code, fail_on), style="bold red" if code else "bold green"))
-    return buffer.getvalue()
+    lines += [[], [(summary_line(report.counts(), code, fail_on), "bold red" if code else "bold green")]]
+    return lines
 
 
 def _headline(report: Report) -> str:
@@ -63,21 +76,24 @@ def _headline(report: Report) -> str:
     if facts.get("torch.installed"):
         build = facts.get("torch.cuda_build")
         bits.append(f"torch {facts.get('torch.version')} ({'CUDA ' + str(build) if build else 'CPU-only'})")
+    elif facts.get("torch.installed") is False:
+        bits.append(f"no torch in {facts.get('framework.python')}")
     return " · ".join(bits)
 
 
-def _print_result(console: Console, result: Result, verbose: bool) -> None:
-    mark = Text(f"    {MARKS[result.status]} ", style=STYLES[result.status])
-    line = Text.assemble(mark, (subject_prefix(result), "bold"), escape(result.message))
-    console.print(line)
+def _result_lines(result: Result, verbose: bool) -> list[Line]:
+    lines: list[Line] = [
+        [(f"    {MARKS[result.status]} ", STYLES[result.status]), (subject_prefix(result), "bold"), (result.message, "")]
+    ]
     if result.fix and result.status not in (Status.PASS, Status.SKIPPED):
-        console.print(Text(f"        fix: {result.fix}", style="italic"))
+        lines.append([(f"        fix: {result.fix}", "italic")])
     for command in result.commands:
-        console.print(Text(f"          $ {command}", style="bold"))
+        lines.append([(f"          $ {command}", "bold")])
     if result.status in (Status.FAIL, Status.WARN, Status.ERROR) or verbose:
         rule = f"        ({result.rule_id}: {result.title}"
         rule += f"; see {result.links[0]})" if result.links else ")"
-        console.print(Text(rule, style="dim"))
+        lines.append([(rule, "dim")])
     if verbose and result.evidence:
         for name, value in result.evidence.items():
-            console.print(Text(f"          {name} = {value}", style="dim"))
+            lines.append([(f"          {name} = {value}", "dim")])
+    return lines

@@ -91,7 +91,7 @@ def test_newer_schema_says_upgrade(tmp_path: Path) -> None:
     reason = _error(write(tmp_path / "new.json", data))
     assert f"schema version {SUPPORTED_SCHEMA + 1}" in reason
     assert "newer" in reason and "cuda-doctor 0.9.0" in reason
-    assert "pip install -U cuda-doctor" in reason
+    assert "upgrade cuda-doctor" in reason
 
 
 def test_bad_schema_version_and_missing_facts(tmp_path: Path) -> None:

@@ -120,6 +120,9 @@ class FakeNvml:
     def nvmlDeviceGetUUID(self, handle: int) -> str | bytes:
         return self._str(self.readings["uuid"])
 
+    def nvmlDeviceGetBrand(self, handle: int) -> int:
+        return 14  # NVML_BRAND_NVIDIA: nvidia-smi prints product_brand "NVIDIA" on the H200
+
     def nvmlDeviceGetPciInfo(self, handle: int) -> SimpleNamespace:
         return SimpleNamespace(busId=self._str(self.readings["pci_bus_id"]))
 

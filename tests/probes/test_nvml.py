@@ -46,6 +46,7 @@ def test_h200_readings(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
         "index": 0,
         "name": "NVIDIA H200",
         "uuid": "GPU-3d95cf99-d22a-5850-a342-8583fdfbb084",
+        "brand": "nvidia",
         "pci_bus_id": "00000000:00:06.0",
         "compute_capability": "9.0",
         "memory_total_mib": 143771,  # what nvidia-smi and query-gpu.csv print

@@ -28,7 +28,8 @@ def fake_nvcc(make_executable: MakeExe) -> Path:
 
 def test_probe_identity() -> None:
     assert PROBE.name == "toolkit"
-    assert PROBE.applies(ProbeContext(fast=True))
+    assert PROBE.applies(ProbeContext())
+    assert not PROBE.applies(ProbeContext(fast=True))  # --fast: NVML, environment and container only
 
 
 def test_nvcc_on_path(fake_nvcc: Path, tmp_path: Path) -> None:

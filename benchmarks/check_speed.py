@@ -1,0 +1,71 @@
+"""Wall time of `cuda-doctor check --fast` and `check --no-smoke` against their references.
+
+Targets (measured side by side, interleaved, median of N runs):
+  check --fast     ≤ 1.3 ×  python -c "import pynvml, click, rich"
+  check --no-smoke ≤ 1.15 × python -c "import torch; torch.cuda.init()"  (same interpreter as --python)
+
+Usage: python benchmarks/check_speed.py [--runs 10] [--torch-python PATH]
+Byte-code is compiled first (as `pip install` does), so imports are measured as users meet them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def timed(argv: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - start
+
+
+def pair(name: str, base: list[str], doctor: list[str], env: dict[str, str], runs: int, target: float) -> dict[str, float]:
+    timed(base, env), timed(doctor, env)  # warm the file cache
+    a, b = [], []
+    for _ in range(runs):
+        a.append(timed(base, env))
+        b.append(timed(doctor, env))
+    ma, mb = statistics.median(a), statistics.median(b)
+    verdict = "ok" if mb / ma <= target else "OVER TARGET"
+    print(f"{name:<18} reference {ma:7.3f} s   cuda-doctor {mb:7.3f} s   ratio {mb / ma:5.2f} (target ≤ {target}) {verdict}")
+    return {"reference_s": ma, "doctor_s": mb, "ratio": mb / ma}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--torch-python", default=None, help="interpreter with torch (default: .cache/torch-cpu-venv, else this one)")
+    args = parser.parse_args()
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    compileall.compile_dir(str(REPO / "cuda_doctor"), quiet=1)
+    py = sys.executable
+    doctor = [py, "-m", "cuda_doctor", "check", "--format", "json"]
+    print(f"python {sys.version.split()[0]} on {os.uname().nodename}, {args.runs} runs each, medians")
+    pair("check --fast", [py, "-c", "import pynvml, click, rich"], [*doctor, "--fast"], env, args.runs, 1.3)
+    torch_py = args.torch_python
+    if torch_py is None:
+        cached = REPO / ".cache" / "torch-cpu-venv" / "bin" / "python"
+        torch_py = str(cached) if cached.exists() else py
+    if subprocess.run([torch_py, "-c", "import torch"], capture_output=True).returncode != 0:
+        print(f"check --no-smoke   skipped: no torch in {torch_py}")
+        return
+    init = "import torch\ntry:\n    torch.cuda.init()\nexcept Exception:\n    pass"
+    pair("check --no-smoke", [torch_py, "-c", init], [*doctor, "--no-smoke", "--python", torch_py], env, args.runs, 1.15)
+    if shutil.which("nvidia-smi") is None:
+        print("(no nvidia-smi here: the GPU probe answers 'no driver' quickly; measure on a GPU machine too)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""Parsed TOML files, cached on disk between runs.
+
+``tomllib`` is pure Python: parsing every rule file and knowledge table on each start costs
+more than the rest of ``cuda-doctor check --fast`` together.  The cache maps each file's path
+to its size, modification time and parsed content; a file whose size or time changed is parsed
+again.  A cache that cannot be read or written only costs speed (the reason is logged).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from cuda_doctor import __version__
+
+log = logging.getLogger(__name__)
+
+_memory: dict[str, Any] | None = None
+_dirty = False
+
+
+def cache_file() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "cuda-doctor" / f"toml-{__version__}.json"
+
+
+def _entries() -> dict[str, Any]:
+    global _memory
+    if _memory is None:
+        try:
+            loaded = json.loads(cache_file().read_text(encoding="utf-8"))
+            _memory = loaded if isinstance(loaded, dict) else {}
+        except (OSError, ValueError) as exc:
+            log.debug("no TOML cache (%s)", exc)
+            _memory = {}
+    return _memory
+
+
+def load(path: Path) -> dict[str, Any]:
+    """``tomllib.load`` with the on-disk cache.  Raises what tomllib and open raise."""
+    global _dirty
+    stat = path.stat()
+    key = os.path.abspath(path)
+    stamp = [stat.st_size, stat.st_mtime_ns]
+    entry = _entries().get(key)
+    if isinstance(entry, dict) and entry.get("stamp") == stamp:
+        data: dict[str, Any] = entry["data"]
+        return data
+    from cuda_doctor.tomlcompat import tomllib  # parsing is the slow path: import it only then
+
+    with path.open("rb") as handle:
+        data = tomllib.load(handle)
+    try:
+        json.dumps(data)  # dates and times are not JSON: such files are simply not cached
+    except TypeError:
+        return data
+    _entries()[key] = {"stamp": stamp, "data": data}
+    _dirty = True
+    return data
+
+
+def flush() -> None:
+    """Write the cache if anything new was parsed."""
+    global _dirty
+    if not _dirty or _memory is None:
+        return
+    target = cache_file()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".toml-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(_memory, handle)
+        os.replace(tmp, target)
+        _dirty = False
+    except OSError as exc:
+        log.debug("could not write the TOML cache %s: %s", target, exc)
