@@ -156,6 +156,25 @@ class Nvml:
         out["other_process_mib"] = round(sum(u for u in used if isinstance(u, int)) / 2**20)
 
 
+class PlainSGD:
+    """Just enough of an optimizer for GradScaler.step().
+
+    Constructing a torch.optim optimizer imports torch._dynamo, which took 4-6 s on an H200
+    machine: more than all the GPU work of the smoke run together.
+    """
+
+    def __init__(self, torch: Any, params: Any, lr: float) -> None:
+        self.torch = torch
+        self.param_groups: list[dict[str, Any]] = [{"params": list(params), "lr": lr}]
+
+    def step(self) -> None:
+        with self.torch.no_grad():
+            for group in self.param_groups:
+                for param in group["params"]:
+                    if param.grad is not None:
+                        param.add_(param.grad, alpha=-group["lr"])
+
+
 class Gpu:
     """The steps for one CUDA ordinal; results and errors go into ``self.out``."""
 
@@ -284,7 +303,7 @@ class Gpu:
         self.out["amp_dtype"] = "bfloat16" if bf16 else "float16"
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).to(self.device)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        optimizer = PlainSGD(torch, model.parameters(), lr=0.1)
         amp = getattr(torch, "amp", None)
         if amp is not None and hasattr(amp, "GradScaler"):
             scaler = amp.GradScaler("cuda")
@@ -298,7 +317,6 @@ class Gpu:
         scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()
-        optimizer.zero_grad(set_to_none=True)
         self.sync()
         after = list(model.parameters())
         changed = any(not torch.equal(before[k], after[k]) for k in range(len(after)))
