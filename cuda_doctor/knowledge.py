@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import logging
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -22,8 +21,6 @@ from packaging.version import InvalidVersion, Version
 from cuda_doctor import tomlcache
 from cuda_doctor.facts import Facts, indexed
 from cuda_doctor.paths import rules_dir
-
-log = logging.getLogger(__name__)
 
 Deriver = Callable[[Facts], None]
 
@@ -373,9 +370,9 @@ DERIVERS: list[str | tuple[str, tuple[str, ...]]] = [
     "cuda_doctor.knowledge:derive_arch",
     "cuda_doctor.knowledge:derive_visible_devices",
     "cuda_doctor.knowledge:derive_environment",
-    ("cuda_doctor.container.derive:derive", ("container.", "image[")),
+    ("cuda_doctor.container.derive:derive", ("container.cuda_version", "container.nvidia_require", "image[")),
     ("cuda_doctor.smoke.expected:derive", ("smoke",)),
-    ("cuda_doctor.nccl.derive:derive", ("nccl.", "nvlink[")),
+    ("cuda_doctor.nccl.derive:derive", ("nccl.", "nvlink[", "env.nccl")),
 ]
 
 
@@ -386,7 +383,6 @@ def _resolve(spec: str) -> Deriver | None:
     except ModuleNotFoundError as exc:
         if exc.name != module_name:
             raise
-        log.debug("deriver %s is not part of this build", spec)
         return None
     func: Deriver = getattr(module, attr)
     return func
@@ -395,11 +391,11 @@ def _resolve(spec: str) -> Deriver | None:
 def derive_all(facts: Facts) -> list[str]:
     """Run every deriver; return one message per deriver that broke (they never stop the run)."""
     problems: list[str] = []
-    names = list(facts.values) + list(facts.unknown)
+    names = [name for name, value in facts.values.items() if value is not None] + list(facts.unknown)
     for entry in DERIVERS:
         spec, prefixes = (entry, ()) if isinstance(entry, str) else entry
         if prefixes and not any(name.startswith(prefixes) for name in names):
-            continue
+            continue  # nothing for it to derive from: skip even its import
         try:
             func = _resolve(spec)
             if func is None:
@@ -407,5 +403,4 @@ def derive_all(facts: Facts) -> list[str]:
             func(facts)
         except Exception as exc:  # a broken deriver must not hide the other checks
             problems.append(f"{spec}: {type(exc).__name__}: {exc}")
-            log.warning("deriver %s failed", spec, exc_info=True)
     return problems

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -65,9 +66,7 @@ class Report:
 
 
 def _hostname() -> str:
-    import socket
-
-    return socket.gethostname()
+    return os.uname().nodename  # the same as socket.gethostname(), without importing socket
 
 
 # -- probing -----------------------------------------------------------------------------------

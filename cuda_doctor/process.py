@@ -10,10 +10,13 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import subprocess
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ def run_command(
     exe = args[0] if os.sep in args[0] else which(args[0], search_path)
     if exe is None:
         return CommandResult(args, None, "", "", 0.0, f"{name} not found on PATH")
+    import subprocess  # imported here: a fast check that never runs a program does not pay for it
+
     try:
         proc = subprocess.Popen(
             [exe, *args[1:]],
@@ -96,6 +101,8 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
 
 
 def _drain(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    import subprocess
+
     try:
         out, err = proc.communicate(timeout=2)
     except subprocess.TimeoutExpired:

@@ -9,7 +9,6 @@ again.  A cache that cannot be read or written only costs speed (the reason is l
 from __future__ import annotations
 
 import json
-import logging
 import os
 import tempfile
 from pathlib import Path
@@ -17,7 +16,8 @@ from typing import Any
 
 from cuda_doctor import __version__
 
-log = logging.getLogger(__name__)
+#: Why the cache could not be used in this run (it only costs speed; kept for debugging).
+errors: list[str] = []
 
 _memory: dict[str, Any] | None = None
 _dirty = False
@@ -35,7 +35,8 @@ def _entries() -> dict[str, Any]:
             loaded = json.loads(cache_file().read_text(encoding="utf-8"))
             _memory = loaded if isinstance(loaded, dict) else {}
         except (OSError, ValueError) as exc:
-            log.debug("no TOML cache (%s)", exc)
+            if not isinstance(exc, FileNotFoundError):
+                errors.append(f"cannot read {cache_file()}: {exc}")
             _memory = {}
     return _memory
 
@@ -77,4 +78,4 @@ def flush() -> None:
         os.replace(tmp, target)
         _dirty = False
     except OSError as exc:
-        log.debug("could not write the TOML cache %s: %s", target, exc)
+        errors.append(f"cannot write {target}: {exc}")

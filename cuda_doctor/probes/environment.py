@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import platform
 import re
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -133,7 +132,7 @@ def collect_system(facts: Facts, ctx: ProbeContext) -> None:
             facts.mark_unknown("system.memlock_bytes", reason)
 
     facts.set("system.is_root", os.geteuid() == 0)
-    facts.set("system.hostname", socket.gethostname())
+    facts.set("system.hostname", os.uname().nodename)
     facts.set("system.os", os_name(ctx))
     facts.set("system.kernel", platform.release())
     facts.set("system.machine", platform.machine())

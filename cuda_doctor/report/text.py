@@ -83,7 +83,11 @@ def _headline(report: Report) -> str:
 
 def _result_lines(result: Result, verbose: bool) -> list[Line]:
     lines: list[Line] = [
-        [(f"    {MARKS[result.status]} ", STYLES[result.status]), (subject_prefix(result), "bold"), (result.message, "")]
+        [
+            (f"    {MARKS[result.status]} ", STYLES[result.status]),
+            (subject_prefix(result), "bold"),
+            (result.message, ""),
+        ]
     ]
     if result.fix and result.status not in (Status.PASS, Status.SKIPPED):
         lines.append([(f"        fix: {result.fix}", "italic")])
