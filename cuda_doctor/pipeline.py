@@ -8,7 +8,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from cuda_doctor import __version__
 from cuda_doctor.config import Config
 from cuda_doctor.facts import Facts
 from cuda_doctor.knowledge import derive_all
-from cuda_doctor.probes import FAST, PHASE_1, PHASE_2
+from cuda_doctor.probes import FAST, PHASE_1, PHASE_2, PROBES, PROVIDES
 from cuda_doctor.probes.base import Probe, ProbeContext
 from cuda_doctor.results import Result, Severity, Status, exit_code
 from cuda_doctor.rules import Judgement, Rule, judge, load_rules
@@ -103,6 +103,37 @@ def _deadline(probe: Probe, ctx: ProbeContext) -> float:
     return ctx.timeout * 3 + 5
 
 
+def _skip(facts: Facts, name: str, ctx: ProbeContext) -> None:
+    if ctx.fast:
+        why = "--fast"
+    elif name in ("smoke", "nccl") and not ctx.smoke:
+        why = "--no-smoke"
+    else:
+        why = "not applicable here"
+    facts.set(f"probe.{name}.status", "skipped")
+    facts.set(f"probe.{name}.reason", why)
+
+
+def skipped_by_probe(results: list[Result], facts: Facts) -> list[Result]:
+    """A rule left unknown only because its probe did not run is skipped, with the reason."""
+    skipped = {
+        name: facts.get(f"probe.{name}.reason") or "not run"
+        for name in PROVIDES
+        if facts.get(f"probe.{name}.status") == "skipped"
+    }
+    if not skipped:
+        return results
+    out = []
+    for result in results:
+        if result.status is Status.UNKNOWN and len(result.evidence) == 1:
+            missing = next(iter(result.evidence))
+            probe = next((p for p in skipped if missing.startswith(PROVIDES[p])), None)
+            if probe is not None:
+                result = replace(result, status=Status.SKIPPED, message=f"not checked: {skipped[probe]}")
+        out.append(result)
+    return out
+
+
 class _ProbeRun:
     """One probe on its own daemon thread; a probe must never take the doctor down."""
 
@@ -132,7 +163,7 @@ def collect(ctx: ProbeContext, probes: Sequence[Probe], progress: Progress | Non
         if applies:
             active.append(probe)
         else:
-            facts.set(f"probe.{probe.name}.status", "skipped")
+            _skip(facts, probe.name, ctx)
     if not active:
         return facts
     started = time.monotonic()
@@ -164,11 +195,15 @@ def gather(
     probes: Sequence[Probe] | None = None,
     progress: Progress | None = None,
 ) -> Facts:
+    facts = Facts()
     if probes is not None:
         phases = [list(probes)]
     else:
         phases = [default_probes(PHASE_1, ctx.fast), default_probes(PHASE_2, ctx.fast)]
-    facts = Facts()
+        if ctx.fast:
+            for name in PROBES:
+                if name not in FAST:
+                    _skip(facts, name, ctx)
     for phase in phases:
         facts.merge(collect(ctx, phase, progress))
     return facts
@@ -195,7 +230,7 @@ def judge_facts(
         ignore=[*config.ignore, *ignore],
         judgement=Judgement(config.severity),
     )
-    return results, facts_problems
+    return skipped_by_probe(results, facts), facts_problems
 
 
 def run_check(

@@ -37,6 +37,8 @@ CATEGORIES = (
     "code",
     "dependencies",
 )
+#: How a per-item result names its subject: smoke[1] and nvlink[1] are about "GPU 1".
+SUBJECT_LABELS = {"gpu": "GPU", "smoke": "GPU", "nvlink": "GPU", "image": "image"}
 _ID = re.compile(r"^[A-Z][A-Z0-9]*\d{3}$")
 
 
@@ -414,9 +416,9 @@ def judge_rule(rule: Rule, facts: Facts, judgement: Judgement | None = None) -> 
     judgement = judgement or Judgement()
     if rule.for_each:
         indices = facts.indices(rule.for_each)
+        label = SUBJECT_LABELS.get(rule.for_each, rule.for_each)
         if not indices:
-            return [_result(rule, Status.SKIPPED, f"not applicable: no {rule.for_each} found", facts)]
-        label = "GPU" if rule.for_each == "gpu" else rule.for_each
+            return [_result(rule, Status.SKIPPED, f"not applicable: no {label} found", facts)]
         return [_judge_one(rule, facts, judgement, _binder(rule.for_each, i), f"{label} {i}") for i in indices]
     return [_judge_one(rule, facts, judgement, _binder(None, None), None)]
 

@@ -21,6 +21,16 @@ PHASE_2: dict[str, str] = {
 }
 PROBES: dict[str, str] = {**PHASE_1, **PHASE_2}
 
+#: The facts each probe provides, so that a rule needing facts of a probe that did not run
+#: is reported as skipped ("not checked: --fast"), not as a fact that could not be gathered.
+PROVIDES: dict[str, tuple[str, ...]] = {
+    "framework": ("torch.", "tensorflow.", "framework."),
+    "toolkit": ("toolkit.",),
+    "docker": ("docker.", "image["),
+    "smoke": ("smoke",),
+    "nccl": ("nccl.", "nvlink["),
+}
+
 #: The probes `--fast` runs (NVML/nvidia-smi, environment and container only).  Listed here so
 #: that a fast check does not even import the others.
 FAST: frozenset[str] = frozenset({"gpu", "environment"})

@@ -38,6 +38,10 @@ class GpuProbe:
             # must not read the host's GPU
             facts = collect_nvidia_smi(ctx)
             facts.set("nvml.error", "NVML disabled by CUDA_DOCTOR_DISABLE_NVML")
+            if not facts.has("driver.status"):  # no nvidia-smi either: no driver to talk to
+                reason = facts.reason("driver.status") or "nvidia-smi gave no answer"
+                facts.set("driver.status", "library_not_found")
+                facts.set("driver.error", f"NVML disabled; {reason}")
             return facts
         nvml_facts = collect_nvml(ctx, self.nvml)
         status = nvml_facts.get("driver.status")

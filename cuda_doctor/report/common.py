@@ -86,7 +86,12 @@ def summary_line(counts: dict[str, int], exit_code: int, fail_on: Severity) -> s
         n = counts.get(status.value, 0)
         if n or status in (Status.FAIL, Status.PASS):
             parts.append(f"{n} {word}")
-    verdict = "ready to train" if exit_code == 0 else f"findings at or above '{fail_on.value}'"
+    if exit_code:
+        verdict = f"findings at or above '{fail_on.value}'"
+    elif counts.get(Status.UNKNOWN.value, 0):
+        verdict = "nothing failed, but some checks could not run"
+    else:
+        verdict = "ready to train"
     return f"{', '.join(parts)} — {verdict} (exit {exit_code})"
 
 

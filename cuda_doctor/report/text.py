@@ -54,7 +54,7 @@ def checklist_lines(report: Report, *, verbose: bool, fail_on: Severity) -> list
         shown = [r for r in results if visible(r, verbose)]
         title = CATEGORY_TITLES.get(category, category.capitalize())
         passed = sum(r.status is Status.PASS for r in results)
-        tail = "" if shown else f"  ({passed} checks passed)" if passed else "  (not applicable)"
+        tail = "" if shown else f"  ({passed} checks passed)" if passed else f"  ({_why_skipped(results)})"
         lines.append([(f"[{MARKS[mark]}] ", STYLES[mark]), (title, "bold"), (tail, "dim")])
         for result in shown:
             lines.extend(_result_lines(result, verbose))
@@ -63,6 +63,11 @@ def checklist_lines(report: Report, *, verbose: bool, fail_on: Severity) -> list
     code = report.exit_code(fail_on)
     lines += [[], [(summary_line(report.counts(), code, fail_on), "bold red" if code else "bold green")]]
     return lines
+
+
+def _why_skipped(results: list[Result]) -> str:
+    reasons = {r.message for r in results if r.status is Status.SKIPPED}
+    return reasons.pop() if len(reasons) == 1 else "not applicable"
 
 
 def _headline(report: Report) -> str:
