@@ -29,7 +29,9 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
-def pair(name: str, base: list[str], doctor: list[str], env: dict[str, str], runs: int, target: float) -> dict[str, float]:
+def pair(
+    name: str, base: list[str], doctor: list[str], env: dict[str, str], runs: int, target: float
+) -> dict[str, float]:
     timed(base, env), timed(doctor, env)  # warm the file cache
     a, b = [], []
     for _ in range(runs):
@@ -37,14 +39,19 @@ def pair(name: str, base: list[str], doctor: list[str], env: dict[str, str], run
         b.append(timed(doctor, env))
     ma, mb = statistics.median(a), statistics.median(b)
     verdict = "ok" if mb / ma <= target else "OVER TARGET"
-    print(f"{name:<18} reference {ma:7.3f} s   cuda-doctor {mb:7.3f} s   ratio {mb / ma:5.2f} (target ≤ {target}) {verdict}")
+    print(
+        f"{name:<18} reference {ma:7.3f} s   cuda-doctor {mb:7.3f} s   "
+        f"ratio {mb / ma:5.2f} (target ≤ {target}) {verdict}"
+    )
     return {"reference_s": ma, "doctor_s": mb, "ratio": mb / ma}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--torch-python", default=None, help="interpreter with torch (default: .cache/torch-cpu-venv, else this one)")
+    parser.add_argument(
+        "--torch-python", default=None, help="interpreter with torch (default: .cache/torch-cpu-venv, else this one)"
+    )
     args = parser.parse_args()
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -53,7 +60,10 @@ def main() -> None:
     py = sys.executable
     doctor = [py, "-m", "cuda_doctor", "check", "--format", "json"]
     print(f"python {sys.version.split()[0]} on {os.uname().nodename}, {args.runs} runs each, medians")
-    pair("check --fast", [py, "-c", "import pynvml, click, rich"], [*doctor, "--fast"], env, args.runs, 1.3)
+    reference = [py, "-c", "import pynvml, click, rich"]
+    pair("check --fast", reference, [*doctor, "--fast"], env, args.runs, 1.3)
+    text = [py, "-m", "cuda_doctor", "check", "--fast"]  # the default format, as a hook prints it
+    pair("check --fast text", reference, text, env, args.runs, 1.3)
     torch_py = args.torch_python
     if torch_py is None:
         cached = REPO / ".cache" / "torch-cpu-venv" / "bin" / "python"
@@ -62,7 +72,9 @@ def main() -> None:
         print(f"check --no-smoke   skipped: no torch in {torch_py}")
         return
     init = "import torch\ntry:\n    torch.cuda.init()\nexcept Exception:\n    pass"
-    pair("check --no-smoke", [torch_py, "-c", init], [*doctor, "--no-smoke", "--python", torch_py], env, args.runs, 1.15)
+    pair(
+        "check --no-smoke", [torch_py, "-c", init], [*doctor, "--no-smoke", "--python", torch_py], env, args.runs, 1.15
+    )
     if shutil.which("nvidia-smi") is None:
         print("(no nvidia-smi here: the GPU probe answers 'no driver' quickly; measure on a GPU machine too)")
 

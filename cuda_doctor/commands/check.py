@@ -10,7 +10,7 @@ import click
 
 from cuda_doctor.commands.options import config_option, fail_on_option, format_option, selection
 from cuda_doctor.config import load_config
-from cuda_doctor.pipeline import Report, rejudge, run_check
+from cuda_doctor.pipeline import Progress, Report, rejudge, run_check
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.report import render
 from cuda_doctor.results import Severity
@@ -114,8 +114,19 @@ def command(
         from cuda_doctor.report.progress import probe_progress
 
         with probe_progress(fmt == "text") as progress:
+            if progress is not None and ctx.smoke:
+                _show_smoke_steps(progress)
             report = run_check(ctx, config, select=select, ignore=ignore, progress=progress)
     emit(report, fmt, verbose, fail_on or config.fail_on or "error", save)
+
+
+def _show_smoke_steps(progress: Progress) -> None:
+    from cuda_doctor.smoke.probe import PROBE as SMOKE
+
+    def step(level: str, name: str) -> None:
+        progress("step", f"smoke ({level}): {name}")
+
+    SMOKE.progress = step
 
 
 def emit(report: Report, fmt: str, verbose: bool, fail_on: str, save: Path | None) -> None:

@@ -19,6 +19,7 @@ from cuda_doctor.smoke.runner import ProgressCallback
 
 #: The smoke rules, and the GPU probe whose facts (clock reasons, MIG, UUIDs) they read.
 SMOKE_RULES = ("CD7",)
+NCCL_RULES = ("CD8",)
 GPU_PROBE = "cuda_doctor.probes.gpu"
 
 
@@ -57,12 +58,17 @@ def step_progress(enabled: bool) -> Iterator[ProgressCallback | None]:
     "--save", type=click.Path(path_type=Path, dir_okay=False), default=None,
     help="Also write the full JSON report to this file.",
 )
+@click.option(
+    "--nccl", is_flag=True,
+    help="Also run the multi-GPU NCCL all-reduce (one process per GPU) and the interconnect checks.",
+)
 @fail_on_option
 @config_option
 @click.option("-v", "--verbose", is_flag=True, help="Show passing checks with their evidence.")
 def command(
     fmt: str,
     smoke_timeout: float,
+    nccl: bool,
     python: str | None,
     timeout: float,
     save: Path | None,
@@ -78,7 +84,7 @@ def command(
     """
     config = load_config(config_path, Path.cwd())
     ctx = ProbeContext(
-        python=python or sys.executable, timeout=timeout, smoke_timeout=smoke_timeout
+        python=python or sys.executable, timeout=timeout, smoke_timeout=smoke_timeout, nccl=nccl
     )
     with step_progress(fmt == "text") as progress:
         report = run_smoke_check(ctx, config, progress)
@@ -96,7 +102,13 @@ def run_smoke_check(
         facts = smoke_facts
     else:
         facts.merge(smoke_facts)
-    results, problems = judge_facts(facts, config, select=SMOKE_RULES)
+    rules: tuple[str, ...] = SMOKE_RULES
+    if ctx.nccl:
+        from cuda_doctor.nccl.probe import NcclProbe
+
+        facts.merge(collect(ctx, [NcclProbe()]))
+        rules = (*SMOKE_RULES, *NCCL_RULES)
+    results, problems = judge_facts(facts, config, select=rules)
     # Only the smoke rules: the others would all read "deselected".
-    results = [r for r in results if r.rule_id.startswith(SMOKE_RULES)]
+    results = [r for r in results if r.rule_id.startswith(rules)]
     return Report(facts=facts, results=results, command="smoke", problems=problems)

@@ -21,6 +21,9 @@ def probe_progress(enabled: bool) -> Iterator[Progress | None]:
     with console.status("Checking…") as status:
 
         def update(event: str, name: str) -> None:
+            if event == "step":  # a long probe says what it is doing now
+                status.update(f"Checking: {name}…")
+                return
             if event == "start":
                 running.append(name)
             elif name in running:

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# What was run on the GPU machine to verify cuda-doctor there (no package registry on it:
+# cuda-doctor runs from this working tree; its python3 has torch, nvidia-ml-py, click, rich).
+# Usage: OUT=/some/dir bash benchmarks/gpu_verify.sh [part…]   (parts: check fail bench watch nccl)
+set -u
+export PYTHONPATH="$PWD" NCCL_NVLS_ENABLE=0
+OUT="${OUT:-/tmp/cuda-doctor-verify}"; mkdir -p "$OUT"
+python3 -m compileall -q cuda_doctor
+doctor() { python3 -m cuda_doctor "$@"; }
+parts="${*:-check fail bench watch nccl}"
+run() { local name=$1; shift; echo "== $name: $*" | tee -a "$OUT/log.txt"; ( "$@" ) >"$OUT/$name.txt" 2>&1; echo "   rc=$?" | tee -a "$OUT/log.txt"; }
+for part in $parts; do case $part in
+check)
+  run check-v doctor check -v
+  run check-json doctor check --format json --save "$OUT/report.json"
+  CUDA_VISIBLE_DEVICES=0 run check-1gpu-v doctor check -v
+  run facts doctor facts --format json ;;
+fail)
+  CUDA_VISIBLE_DEVICES=7 run fail-cvd7 doctor check
+  CUDA_DOCTOR_SMOKE_TEST_HANG="matmul bf16" CUDA_VISIBLE_DEVICES=0 run fail-hang doctor smoke --smoke-timeout 15
+  python3 -m venv --without-pip /tmp/notorch && run smoke-notorch doctor smoke --python /tmp/notorch/bin/python -v
+  run check-fast doctor check --fast ;;
+bench)
+  run bench-check-speed python3 benchmarks/check_speed.py --runs 7 --torch-python python3
+  CUDA_VISIBLE_DEVICES=0 run bench-smoke-cost python3 benchmarks/smoke_cost.py --runs 2
+  run bench-exec python3 benchmarks/exec_startup.py --runs 15 ;;
+watch)
+  run watch-starved doctor watch -- python3 benchmarks/watch_scripts/starved.py
+  run watch-gpu-bound doctor watch -- python3 benchmarks/watch_scripts/gpu_bound.py
+  run bench-watch python3 benchmarks/watch_overhead.py --seconds 10 ;;
+nccl)
+  run smoke-nccl doctor smoke --nccl -v ;;
+esac; done
