@@ -21,7 +21,7 @@ fail)
   python3 -m venv --without-pip /tmp/notorch && run smoke-notorch doctor smoke --python /tmp/notorch/bin/python -v
   run check-fast doctor check --fast ;;
 bench)
-  run bench-check-speed python3 benchmarks/check_speed.py --runs 7 --torch-python python3
+  run bench-check-speed python3 benchmarks/check_speed.py --runs 5 --torch-python python3
   CUDA_VISIBLE_DEVICES=0 run bench-smoke-cost python3 benchmarks/smoke_cost.py --runs 2
   run bench-exec python3 benchmarks/exec_startup.py --runs 15 ;;
 watch)

@@ -141,13 +141,16 @@ class _ProbeRun:
         self.probe = probe
         self.result: Facts | None = None
         self.error: str | None = None
+        self.seconds: float | None = None
         self.thread = threading.Thread(target=self._run, args=(ctx,), name=f"probe-{probe.name}", daemon=True)
 
     def _run(self, ctx: ProbeContext) -> None:
+        start = time.monotonic()
         try:
             self.result = self.probe.collect(ctx)
         except Exception as exc:
             self.error = f"{type(exc).__name__}: {exc}"
+        self.seconds = round(time.monotonic() - start, 3)
 
 
 def collect(ctx: ProbeContext, probes: Sequence[Probe], progress: Progress | None = None) -> Facts:
@@ -184,7 +187,7 @@ def collect(ctx: ProbeContext, probes: Sequence[Probe], progress: Progress | Non
         elif run.result is not None:
             facts.merge(run.result)
             facts.set(f"probe.{name}.status", "ok")
-        facts.set(f"probe.{name}.seconds", round(time.monotonic() - started, 3))
+        facts.set(f"probe.{name}.seconds", run.seconds)  # None: still running when abandoned
         if progress:
             progress("done", name)
     return facts
@@ -199,7 +202,8 @@ def gather(
     if probes is not None:
         phases = [list(probes)]
     else:
-        phases = [default_probes(PHASE_1, ctx.fast), default_probes(PHASE_2, ctx.fast)]
+        # phase 2 probes load the GPU: one at a time, so that none measures another's work
+        phases = [default_probes(PHASE_1, ctx.fast), *([p] for p in default_probes(PHASE_2, ctx.fast))]
         if ctx.fast:
             for name in PROBES:
                 if name not in FAST:
