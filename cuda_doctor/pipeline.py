@@ -247,8 +247,24 @@ def run_check(
     progress: Progress | None = None,
     command: str = "check",
 ) -> Report:
+    # Rules load while the probes wait on the driver and on subprocesses (those waits release
+    # the GIL), so a fast check costs hardly more than its slowest probe.
+    loaded: list[Rule] = []
+    failure: list[Exception] = []
+
+    def load() -> None:
+        try:
+            loaded.extend(load_rules(config.rules_dirs))
+        except Exception as exc:  # re-raised below, in the caller's thread
+            failure.append(exc)
+
+    loader = threading.Thread(target=load, name="load-rules", daemon=True)
+    loader.start()
     facts = gather(ctx, probes, progress)
-    results, problems = judge_facts(facts, config, select=select, ignore=ignore)
+    loader.join()
+    if failure:
+        raise failure[0]
+    results, problems = judge_facts(facts, config, select=select, ignore=ignore, rules=loaded)
     return Report(facts=facts, results=results, command=command, problems=problems)
 
 

@@ -13,11 +13,9 @@
 from __future__ import annotations
 
 import re
-from statistics import median
 from typing import Any
 
 from cuda_doctor.facts import Facts, indexed
-from cuda_doctor.nccl.runner import outliers
 
 #: Transports NCCL lets users switch off (debugging variables, NCCL env docs).
 TRANSPORT_VARIABLES = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE")
@@ -41,8 +39,7 @@ def derive(facts: Facts, table: dict[str, Any] | None = None) -> None:
     try:
         data = table if table is not None else load_interconnect_table()
     except Exception as exc:  # a missing or broken table leaves the expectation unknown
-        facts.mark_unknown("derived.nccl.expected_busbw_gbps",
-                           f"interconnect table: {type(exc).__name__}: {exc}")
+        facts.mark_unknown("derived.nccl.expected_busbw_gbps", f"interconnect table: {type(exc).__name__}: {exc}")
     else:
         _expected(facts, data)
     _ratio(facts)
@@ -53,8 +50,7 @@ def _skip_reason(facts: Facts) -> None:
     status = facts.get("nccl.status")
     if not facts.has("nccl.status"):
         reason = facts.reason("nccl.status")
-        text = ("the NCCL all-reduce did not run (`cuda-doctor smoke --nccl`, or `check` with "
-                "two or more GPUs visible)")
+        text = "the NCCL all-reduce did not run (`cuda-doctor smoke --nccl`, or `check` with two or more GPUs visible)"
         facts.set("derived.nccl.skip_reason", f"{text}: {reason}" if reason else text)
     elif status == "not_applicable":
         facts.set("derived.nccl.skip_reason", f"not applicable: {facts.get('nccl.reason')}")
@@ -74,12 +70,12 @@ def _multi_gpu(facts: Facts) -> None:
 def _transport_disabled(facts: Facts) -> None:
     env = facts.get("env.nccl")
     if not isinstance(env, dict):
-        facts.mark_unknown("derived.nccl.transport_disabled",
-                           facts.reason("env.nccl") or "NCCL environment not gathered")
+        facts.mark_unknown(
+            "derived.nccl.transport_disabled", facts.reason("env.nccl") or "NCCL environment not gathered"
+        )
         return
     # NCCL reads these as integers: only 0 (or unset) leaves the transport on.
-    found = [f"{k}={env[k]}" for k in TRANSPORT_VARIABLES
-             if k in env and str(env[k]).strip() not in ("", "0")]
+    found = [f"{k}={env[k]}" for k in TRANSPORT_VARIABLES if k in env and str(env[k]).strip() not in ("", "0")]
     facts.set("derived.nccl.transport_disabled", found)
 
 
@@ -87,11 +83,13 @@ def _p2p_missing(facts: Facts) -> None:
     p2p, links = facts.get("nccl.p2p"), facts.get("nccl.link_types")
     if not isinstance(p2p, dict) or not isinstance(links, dict):
         missing = "nccl.p2p" if not isinstance(p2p, dict) else "nccl.link_types"
-        facts.mark_unknown("derived.nccl.p2p_missing",
-                           facts.reason(missing) or f"{missing} unknown")
+        facts.mark_unknown("derived.nccl.p2p_missing", facts.reason(missing) or f"{missing} unknown")
         return
-    found = [f"GPU {pair.replace('-', '–')} ({links[pair]})" for pair, ok in sorted(p2p.items())
-             if ok is False and _P2P_EXPECTED.match(str(links.get(pair, "")))]
+    found = [
+        f"GPU {pair.replace('-', '–')} ({links[pair]})"
+        for pair, ok in sorted(p2p.items())
+        if ok is False and _P2P_EXPECTED.match(str(links.get(pair, "")))
+    ]
     facts.set("derived.nccl.p2p_missing", found)
 
 
@@ -131,20 +129,19 @@ def _expected(facts: Facts, table: dict[str, Any]) -> None:
     if counts:
         row = _nvlink_row(facts, table)
         if row is None:
-            facts.mark_unknown(out, f"NVLink generation of compute capability {_capability(facts)} "
-                               "is not in the interconnect table")
+            facts.mark_unknown(
+                out, f"NVLink generation of compute capability {_capability(facts)} is not in the interconnect table"
+            )
             return
         n = min(counts)
         theoretical = n * float(row["per_link_gbps"])
         fraction = float(table["nvlink_fraction"]["achievable_fraction"])
-        basis = (f"NVLink {row['generation']} x{n} links: {theoretical:g} GB/s per direction "
-                 f"x {fraction:g} achievable")
+        basis = f"NVLink {row['generation']} x{n} links: {theoretical:g} GB/s per direction x {fraction:g} achievable"
     else:
         gens = [facts.get(indexed("gpu", i, "pcie_gen_max")) for i in facts.indices("gpu")]
         widths = [facts.get(indexed("gpu", i, "pcie_width_max")) for i in facts.indices("gpu")]
         if not gens or not all(isinstance(g, int) for g in gens + widths):
-            facts.mark_unknown(out, "no NVLink between the GPUs and their PCIe generation/width "
-                               "is unknown")
+            facts.mark_unknown(out, "no NVLink between the GPUs and their PCIe generation/width is unknown")
             return
         gen, width = min(gens), min(widths)
         rows = {int(r["generation"]): r for r in table.get("pcie", [])}
@@ -153,8 +150,7 @@ def _expected(facts: Facts, table: dict[str, Any]) -> None:
             return
         theoretical = float(rows[gen]["per_lane_gbps"]) * width
         fraction = float(table["pcie_fraction"]["achievable_fraction"])
-        basis = (f"PCIe Gen{gen} x{width}: {theoretical:.1f} GB/s per direction "
-                 f"x {fraction:g} achievable")
+        basis = f"PCIe Gen{gen} x{width}: {theoretical:.1f} GB/s per direction x {fraction:g} achievable"
     facts.set(out, round(theoretical * fraction, 1))
     facts.set("derived.nccl.expected_basis", basis)
 
@@ -164,10 +160,8 @@ def _ratio(facts: Facts) -> None:
     expected = facts.get("derived.nccl.expected_busbw_gbps")
     number = (int, float)
     if not isinstance(peak, number) or not isinstance(expected, number) or expected <= 0:
-        missing = "nccl.busbw_peak_gbps" if not isinstance(peak, (int, float)) \
-            else "derived.nccl.expected_busbw_gbps"
-        facts.mark_unknown("derived.nccl.busbw_ratio",
-                           facts.reason(missing) or f"{missing} unknown")
+        missing = "nccl.busbw_peak_gbps" if not isinstance(peak, (int, float)) else "derived.nccl.expected_busbw_gbps"
+        facts.mark_unknown("derived.nccl.busbw_ratio", facts.reason(missing) or f"{missing} unknown")
         return
     facts.set("derived.nccl.busbw_ratio", round(float(peak) / float(expected), 3))
 
@@ -175,16 +169,18 @@ def _ratio(facts: Facts) -> None:
 def _outliers(facts: Facts) -> None:
     times = facts.get("nccl.per_rank_seconds")
     if not isinstance(times, list):
-        facts.mark_unknown("derived.nccl.outlier_ranks",
-                           facts.reason("nccl.per_rank_seconds") or "no per-rank timings")
+        facts.mark_unknown("derived.nccl.outlier_ranks", facts.reason("nccl.per_rank_seconds") or "no per-rank timings")
         return
+    from statistics import median
+
+    from cuda_doctor.nccl.runner import outliers  # only when there is something to compare
+
     names = facts.get("nccl.device_names")
     groups = names if isinstance(names, list) and len(names) == len(times) else None
     values = [float(t) if isinstance(t, (int, float)) else None for t in times]
     found = []
     for i in outliers(values, groups, OUTLIER_FACTOR):
-        mid = median(v for j, v in enumerate(values)
-                     if v is not None and (groups is None or groups[j] == groups[i]))
+        mid = median(v for j, v in enumerate(values) if v is not None and (groups is None or groups[j] == groups[i]))
         label = f" ({groups[i]})" if groups else ""
         found.append(f"rank {i}{label}: {values[i]:.4f} s vs median {mid:.4f} s")
     facts.set("derived.nccl.outlier_ranks", found)

@@ -15,7 +15,6 @@ from typing import Any
 
 from cuda_doctor.facts import Facts
 from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.probes.nvidia_smi import collect_nvidia_smi
 from cuda_doctor.probes.nvml import collect_nvml
 
 # NVML statuses that nvidia-smi (built on the same NVML) could only repeat.
@@ -33,6 +32,9 @@ class GpuProbe:
         return True
 
     def collect(self, ctx: ProbeContext) -> Facts:
+        # nvidia-smi is the fallback: its parser is imported only when needed
+        from cuda_doctor.probes.nvidia_smi import collect_nvidia_smi
+
         if ctx.env.get("CUDA_DOCTOR_DISABLE_NVML", "") not in ("", "0"):
             # nvidia-smi only: for a Python whose NVML binding is broken, and for tests that
             # must not read the host's GPU
@@ -55,9 +57,7 @@ class GpuProbe:
             smi_facts.set("nvml.error", nvml_error)
             return smi_facts
         smi_reason = (
-            smi_facts.get("driver.error")
-            or smi_facts.unknown.get("driver.status")
-            or "nvidia-smi gave no answer"
+            smi_facts.get("driver.error") or smi_facts.unknown.get("driver.status") or "nvidia-smi gave no answer"
         )
         merged = nvml_facts.copy()
         merged.set("driver.error", f"{nvml_facts.get('driver.error')}; {smi_reason}")

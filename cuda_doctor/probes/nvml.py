@@ -224,8 +224,25 @@ def _read_everything(ctx: ProbeContext, nvml: Any, facts: Facts) -> None:
         return
     facts.set("driver.status", "ok")
     facts.set("driver.error", None)
-    for index in range(count):
-        _read_gpu(ctx, nvml, reader, index)
+    if count == 1:
+        _read_gpu(ctx, nvml, reader, 0)
+        return
+    # NVML is thread-safe and its calls release the GIL: read the GPUs side by side
+    errors: list[BaseException] = []
+
+    def read_one(index: int) -> None:
+        try:
+            _read_gpu(ctx, nvml, reader, index)
+        except BaseException as exc:  # re-raised below, in the probe's own thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read_one, args=(i,), daemon=True) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
 
 
 #: NVML's nvmlBrandType_t, named as the NVIDIA Container Toolkit names brands in
