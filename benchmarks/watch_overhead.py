@@ -123,8 +123,10 @@ def wall_overhead(repeats: int) -> None:
     env_path = os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = ROOT + (os.pathsep + env_path if env_path else "")
     for label, argv in (("sleep 2", ["sleep", "2"]), ("python loop", [sys.executable, "-c", LOOP])):
-        plain = [_timed(argv) for _ in range(repeats)]
-        watched = [_timed(watch + argv) for _ in range(repeats)]
+        plain, watched = [], []
+        for _ in range(repeats):  # interleaved, so that drift (clocks, caches) favours neither
+            plain.append(_timed(argv))
+            watched.append(_timed(watch + argv))
         p = statistics.median(t for t, _ in plain)
         w = statistics.median(t for t, _ in watched)
         line = f"wall {label}: plain {p:.3f} s, under watch {w:.3f} s, added {w - p:+.3f} s"
