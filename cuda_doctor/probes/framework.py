@@ -17,36 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from cuda_doctor.facts import Facts
+from cuda_doctor.probes._framework_child import TENSORFLOW_FACTS, TORCH_FACTS
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.process import CommandResult, run_command
 
 CHILD_SCRIPT = Path(__file__).with_name("_framework_child.py")
 
-#: Every fact this probe is responsible for; each ends up known or unknown.
+#: Every fact this probe is responsible for; each ends up known or unknown.  The child script
+#: (self-contained: it runs in the target interpreter) names the torch and TensorFlow ones.
 FRAMEWORK_FACTS: tuple[str, ...] = (
     "framework.python",
     "framework.python_version",
     "torch.installed",
-    "torch.version",
-    "torch.version_base",
-    "torch.cuda_build",
-    "torch.hip_build",
-    "torch.cuda_available",
-    "torch.cuda_error",
-    "torch.device_count",
-    "torch.arch_list",
-    "torch.device_capabilities",
-    "torch.device_names",
-    "torch.cudnn_version",
-    "torch.nccl_version",
-    "torch.bf16_native",
-    "torch.import_seconds",
+    *TORCH_FACTS,
     "tensorflow.installed",
-    "tensorflow.version",
-    "tensorflow.is_cuda_build",
-    "tensorflow.cuda_build",
-    "tensorflow.cudnn_build",
-    "tensorflow.gpus",
+    *TENSORFLOW_FACTS,
 )
 
 _PREFIXES = ("framework.", "torch.", "tensorflow.")

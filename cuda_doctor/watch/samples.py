@@ -8,18 +8,8 @@ from typing import Any
 SCHEMA = "cuda-doctor/watch-series"
 SCHEMA_VERSION = 1
 
-#: Clock-event reason bits (nvmlClocksEventReasons), named as the
-#: ``gpu[i].clock_event_reason_names`` fact names them.
-CLOCK_EVENT_REASONS: dict[int, str] = {
-    0x1: "gpu_idle",
-    0x2: "applications_clocks",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal",
-    0x40: "hw_thermal",
-    0x80: "hw_power_brake",
-}
+# the bits and their names are NVML's, defined once with the NVML probe
+from cuda_doctor.probes.nvml import CLOCK_EVENT_REASONS  # noqa: E402
 
 
 def reason_names(mask: int | None) -> tuple[str, ...]:
