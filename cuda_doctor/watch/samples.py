@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from cuda_doctor.probes.nvml import CLOCK_EVENT_REASONS  # NVML's bits, named once
+
 SCHEMA = "cuda-doctor/watch-series"
 SCHEMA_VERSION = 1
-
-# the bits and their names are NVML's, defined once with the NVML probe
-from cuda_doctor.probes.nvml import CLOCK_EVENT_REASONS  # noqa: E402
 
 
 def reason_names(mask: int | None) -> tuple[str, ...]:
