@@ -20,6 +20,10 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+#: The first line the child prints, before importing any framework: it proves the interpreter
+#: runs, so the parent can give up early on one that does not start.
+STARTED = '{"started": true}'
+
 
 def new_report() -> dict[str, dict[str, Any]]:
     return {"values": {}, "unknown": {}}
@@ -283,6 +287,7 @@ def collect() -> dict[str, dict[str, Any]]:
 
 
 def main() -> None:
+    os.write(1, (STARTED + "\n").encode("ascii"))
     # Keep fd 1 for the JSON alone: whatever the frameworks print (even from C) goes to stderr.
     json_fd = os.dup(1)
     os.dup2(2, 1)

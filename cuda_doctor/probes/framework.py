@@ -11,15 +11,20 @@ the reason.
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cuda_doctor.facts import Facts
-from cuda_doctor.probes._framework_child import TENSORFLOW_FACTS, TORCH_FACTS
+from cuda_doctor.probes._framework_child import STARTED, TENSORFLOW_FACTS, TORCH_FACTS
 from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.process import CommandResult, run_command
+from cuda_doctor.process import CommandResult
 
 CHILD_SCRIPT = Path(__file__).with_name("_framework_child.py")
 
@@ -39,12 +44,16 @@ _PREFIXES = ("framework.", "torch.", "tensorflow.")
 #: ``import torch`` alone takes 5-7 s cold on a GPU machine, TensorFlow longer; a general
 #: probe timeout of a few seconds would report a healthy install as hung.
 DEFAULT_MIN_TIMEOUT = 60.0
+#: The child prints its "started" line before importing anything heavy, so an interpreter
+#: that does not start at all is given up on after max(--timeout, this), not after a minute.
+DEFAULT_MIN_START_TIMEOUT = 5.0
 
 
 @dataclass
 class FrameworkProbe:
     name: str = "framework"
     min_timeout: float = DEFAULT_MIN_TIMEOUT
+    min_start_timeout: float = DEFAULT_MIN_START_TIMEOUT
 
     def applies(self, ctx: ProbeContext) -> bool:
         return not ctx.fast  # --fast promises no framework import
@@ -52,21 +61,102 @@ class FrameworkProbe:
     def timeout(self, ctx: ProbeContext) -> float:
         return max(ctx.timeout, self.min_timeout)
 
+    def start_timeout(self, ctx: ProbeContext) -> float:
+        return min(max(ctx.timeout, self.min_start_timeout), self.timeout(ctx))
+
     def collect(self, ctx: ProbeContext) -> Facts:
         try:
             source = CHILD_SCRIPT.read_text(encoding="utf-8")
         except OSError as exc:
             return all_unknown(f"cannot read {CHILD_SCRIPT}: {exc.strerror or exc}")
         timeout = self.timeout(ctx)
+        start_timeout = self.start_timeout(ctx)
         # ``-c`` rather than the script's path: running a file puts its folder first on
         # sys.path, and our sibling modules would shadow the user's packages.
-        result = run_command([ctx.python, "-c", source], timeout=timeout, env=ctx.env)
-        return interpret(result, ctx.python, timeout)
+        result = run_child([ctx.python, "-c", source], ctx.env, start_timeout, timeout)
+        return interpret(result, ctx.python, timeout, start_timeout)
 
 
-def interpret(result: CommandResult, python: str, timeout: float) -> Facts:
+def run_child(
+    argv: Sequence[str], env: Mapping[str, str], start_timeout: float, timeout: float
+) -> CommandResult:
+    """Run the child in two stages: its "started" line within ``start_timeout``, its answer
+    within ``timeout`` in all.  A timed-out result whose stdout lacks the "started" line is an
+    interpreter that never started.  The process group is killed on either limit; never raises.
+    """
+    args = tuple(argv)
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            list(args),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env),
+            text=True,
+            errors="replace",
+            start_new_session=True,  # so that a kill takes the whole group
+        )
+    except OSError as exc:
+        return CommandResult(args, None, "", "", 0.0, f"{args[0]}: {exc.strerror or exc}")
+    out: list[str] = []
+    err: list[str] = []
+    started = threading.Event()
+
+    def read_stdout() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            out.append(line)
+            if line.strip() == STARTED:
+                started.set()
+        started.set()  # end of output: nothing more to wait for before the process exits
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            err.append(line)
+
+    readers = [threading.Thread(target=f, daemon=True) for f in (read_stdout, read_stderr)]
+    for reader in readers:
+        reader.start()
+    started.wait(timeout=start_timeout)
+    if STARTED + "\n" in out:
+        left = timeout - (time.monotonic() - start)
+    else:
+        left = start_timeout - (time.monotonic() - start)
+    timed_out = False
+    try:
+        proc.wait(timeout=max(left, 0.0))
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            err.append("the child did not exit after SIGKILL\n")
+    for reader in readers:
+        reader.join(timeout=2)
+    seconds = time.monotonic() - start
+    return CommandResult(
+        args, None if timed_out else proc.returncode, "".join(out), "".join(err), seconds,
+        "timed out" if timed_out else None, timed_out=timed_out,
+    )
+
+
+def interpret(
+    result: CommandResult, python: str, timeout: float, start_timeout: float | None = None
+) -> Facts:
     """Turn the child's run into facts, or into one reason why there are none."""
     if result.timed_out:
+        began = any(line.strip() == STARTED for line in result.stdout.splitlines())
+        if start_timeout is not None and not began:
+            return all_unknown(
+                f"{python} did not start the framework probe within {start_timeout:g} s"
+                " (it printed nothing; is it a working Python?)"
+            )
         return all_unknown(f"{python} did not answer in {timeout:g} s")
     if result.returncode is None:
         return all_unknown(f"could not run {python}: {result.error}")
@@ -75,7 +165,7 @@ def interpret(result: CommandResult, python: str, timeout: float) -> Facts:
         if result.returncode != 0:
             status = _status(result.returncode)
             return all_unknown(f"{python} exited with {status}{_last_line(result)}")
-        shown = result.stdout.strip()[:200]
+        shown = _without_started(result.stdout).strip()[:200]
         return all_unknown(
             f"{python} printed no JSON report" + (f": {shown!r}" if shown else " (empty output)")
         )
@@ -92,7 +182,7 @@ def find_payload(stdout: str) -> dict[str, Any] | None:
             data = json.loads(line)
         except ValueError:
             continue
-        if isinstance(data, dict):
+        if isinstance(data, dict) and set(data) != {"started"}:
             return data
     return None
 
@@ -133,8 +223,12 @@ def _status(returncode: int) -> str:
 
 
 def _last_line(result: CommandResult) -> str:
-    lines = (result.stderr.strip() or result.stdout.strip()).splitlines()
+    lines = (result.stderr.strip() or _without_started(result.stdout).strip()).splitlines()
     return f": {lines[-1].strip()}" if lines else ""
+
+
+def _without_started(stdout: str) -> str:
+    return "\n".join(line for line in stdout.splitlines() if line.strip() != STARTED)
 
 
 PROBE = FrameworkProbe()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -131,12 +132,53 @@ def test_missing_interpreter(tmp_path: Path, base_env: dict[str, str]) -> None:
     assert "No such file" in facts.unknown["torch.installed"]
 
 
-def test_hanging_interpreter(make_executable: MakeExe, base_env: dict[str, str]) -> None:
+def test_interpreter_that_never_starts_is_not_given_the_import_floor(
+    make_executable: MakeExe, base_env: dict[str, str]
+) -> None:
+    # The 60 s floor is for a real `import torch`; one that prints nothing is dropped early.
     python = make_executable("python", "exec sleep 30")
-    probe = FrameworkProbe(min_timeout=0.5)
+    probe = FrameworkProbe(min_start_timeout=0.5)
     facts = probe.collect(ProbeContext(python=str(python), env=base_env, timeout=0.5))
     _all_unknown(facts)
-    assert facts.unknown["torch.version"] == f"{python} did not answer in 0.5 s"
+    assert facts.unknown["torch.version"] == (
+        f"{python} did not start the framework probe within 0.5 s"
+        " (it printed nothing; is it a working Python?)"
+    )
+
+
+def test_start_timeout_follows_the_timeout_option() -> None:
+    assert PROBE.start_timeout(ProbeContext(timeout=0.5)) == 5
+    assert PROBE.start_timeout(ProbeContext(timeout=20)) == 20
+    assert FrameworkProbe(min_timeout=2).start_timeout(ProbeContext(timeout=0.5)) == 2
+
+
+def test_started_child_gets_the_whole_floor_for_its_import(
+    make_executable: MakeExe, base_env: dict[str, str]
+) -> None:
+    report = json.dumps({"values": {"torch.installed": False}, "unknown": {}})
+    body = f"echo '{child.STARTED}'; sleep 1; echo '{report}'"
+    python = make_executable("python", body)
+    probe = FrameworkProbe(min_start_timeout=0.2, min_timeout=30)
+    facts = probe.collect(ProbeContext(python=str(python), env=base_env, timeout=0.2))
+    assert facts.values["torch.installed"] is False
+
+
+def test_started_child_that_hangs(make_executable: MakeExe, base_env: dict[str, str]) -> None:
+    python = make_executable("python", f"echo '{child.STARTED}'; exec sleep 30")
+    probe = FrameworkProbe(min_timeout=1, min_start_timeout=0.5)
+    facts = probe.collect(ProbeContext(python=str(python), env=base_env, timeout=0.5))
+    _all_unknown(facts)
+    assert facts.unknown["torch.version"] == f"{python} did not answer in 1 s"
+
+
+def test_real_child_prints_started_first(plain_python: Path, base_env: dict[str, str]) -> None:
+    source = Path(child.__file__).read_text(encoding="utf-8")
+    result = subprocess.run(
+        [str(plain_python), "-c", source], env=base_env, capture_output=True, text=True, timeout=60
+    )
+    lines = result.stdout.splitlines()
+    assert lines[0] == child.STARTED
+    assert find_payload(result.stdout) is not None and "values" in json.loads(lines[-1])
 
 
 def test_crashing_interpreter(make_executable: MakeExe, base_env: dict[str, str]) -> None:
