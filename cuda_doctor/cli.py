@@ -56,9 +56,9 @@ def cli() -> None:
 def _known_errors() -> tuple[type[Exception], ...]:
     from cuda_doctor.config import ConfigError
     from cuda_doctor.pipeline import ReportFileError
-    from cuda_doctor.rules import RuleFileError
+    from cuda_doctor.rules import RuleFileError, SelectionError
 
-    return (ConfigError, RuleFileError, ReportFileError)
+    return (ConfigError, RuleFileError, ReportFileError, SelectionError)
 
 
 def _write_crash_log() -> Path:

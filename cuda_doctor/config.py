@@ -53,6 +53,8 @@ def load_config(path: Path | None, cwd: Path) -> Config:
         raise ConfigError(f"{target}: no such file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{target}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{target}: not valid TOML: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise ConfigError(f"{target}: cannot read: {exc.strerror}") from None
     section = data.get("tool", {}).get("cuda-doctor")

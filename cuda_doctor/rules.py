@@ -46,6 +46,17 @@ class RuleFileError(Exception):
     """A rule file that cannot be used; the message names the file and the field."""
 
 
+class SelectionError(Exception):
+    """--select / --ignore / a config names rules that do not exist."""
+
+
+def unknown_patterns(rules: Iterable[Rule], patterns: Iterable[str]) -> list[str]:
+    """The patterns (ids, id prefixes, categories) that match no rule: almost always a typo."""
+    ids = [rule.id for rule in rules]
+    categories = {rule.category.upper() for rule in rules}
+    return [p for p in patterns if p.upper() not in categories and not any(i.startswith(p.upper()) for i in ids)]
+
+
 # -- three-valued logic -------------------------------------------------------------------------
 
 
@@ -419,8 +430,20 @@ def judge_rule(rule: Rule, facts: Facts, judgement: Judgement | None = None) -> 
         label = SUBJECT_LABELS.get(rule.for_each, rule.for_each)
         if not indices:
             return [_result(rule, Status.SKIPPED, f"not applicable: no {label} found", facts)]
-        return [_judge_one(rule, facts, judgement, _binder(rule.for_each, i), f"{label} {i}") for i in indices]
+        return [
+            _judge_one(rule, facts, judgement, _binder(rule.for_each, i), _subject(facts, rule.for_each, label, i))
+            for i in indices
+        ]
     return [_judge_one(rule, facts, judgement, _binder(None, None), None)]
+
+
+def _subject(facts: Facts, family: str, label: str, index: int) -> str:
+    """ "GPU 1"; images are named by their reference, which says more than an index."""
+    if family == "image":
+        ref = facts.get(f"image[{index}].ref") or facts.get(f"image[{index}].requested")
+        if isinstance(ref, str) and ref:
+            return ref
+    return f"{label} {index}"
 
 
 def _result(
@@ -514,11 +537,14 @@ def _judge_unsafe(
 
 
 def _unknown(rule: Rule, facts: Facts, name: str, subject: str | None) -> Result:
-    reason = facts.reason(name) or "not gathered"
+    reason = facts.reason(name)
+    # the reason says what went wrong; the fact's name is in the evidence (-v, JSON)
+    message = f"could not check: {reason}" if reason else f"could not check: {name} was not gathered"
+    reason = reason or "not gathered"
     return _result(
         rule,
         Status.UNKNOWN,
-        f"could not check: {name} is unknown ({reason})",
+        message,
         facts,
         subject,
         evidence={name: f"unknown: {reason}"},

@@ -8,12 +8,18 @@ from pathlib import Path
 
 import click
 
-from cuda_doctor.commands.options import config_option, fail_on_option, format_option, selection
+from cuda_doctor.commands.options import Seconds, config_option, fail_on_option, format_option, selection
 from cuda_doctor.config import load_config
-from cuda_doctor.pipeline import Progress, Report, rejudge, run_check
+from cuda_doctor.pipeline import Progress, Report, ReportFileError, rejudge, run_check
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.report import render
 from cuda_doctor.results import Severity
+
+
+def _non_empty(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    if any(not item.strip() for item in value):
+        raise click.BadParameter("an image reference cannot be empty (e.g. nvidia/cuda:12.4.1-base-ubuntu22.04)")
+    return value
 
 
 @click.command("check")
@@ -27,7 +33,7 @@ from cuda_doctor.results import Severity
 @click.option("--no-smoke", is_flag=True, help="Skip the GPU smoke run.")
 @click.option(
     "--smoke-timeout",
-    type=click.FloatRange(1, 3600),
+    type=Seconds(1, 3600),
     default=30.0,
     show_default=True,
     help="Seconds the smoke run may take before it is killed.",
@@ -47,7 +53,12 @@ from cuda_doctor.results import Severity
     help="Judge a saved report or facts file instead of this machine.",
 )
 @click.option(
-    "--image", "images", multiple=True, metavar="IMAGE", help="Also judge this Docker image for this host (repeatable)."
+    "--image",
+    "images",
+    multiple=True,
+    metavar="IMAGE",
+    callback=_non_empty,
+    help="Also judge this Docker image for this host (repeatable).",
 )
 @click.option(
     "--run-image",
@@ -59,7 +70,7 @@ from cuda_doctor.results import Severity
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(0.5, 600),
+    type=Seconds(0.5, 600),
     default=10.0,
     show_default=True,
     help="Seconds each probe's external call (NVML, nvidia-smi, Docker) may take.",
@@ -99,6 +110,7 @@ def command(
     """
     config = load_config(config_path, Path.cwd())
     if facts_file is not None:
+        _only_judging(python=python, fast=fast, images=images, run_image=run_image, nccl=nccl)
         report = rejudge(facts_file, config, select=select, ignore=ignore)
     else:
         ctx = ProbeContext(
@@ -120,6 +132,13 @@ def command(
     emit(report, fmt, verbose, fail_on or config.fail_on or "error", save)
 
 
+def _only_judging(**given: object) -> None:
+    """--facts judges saved facts: options that steer probing would be silently ignored."""
+    used = [f"--{name.replace('_', '-')}" for name, value in given.items() if value]
+    if used:
+        raise click.UsageError(f"{', '.join(used)} cannot be combined with --facts (nothing is probed)")
+
+
 def _show_smoke_steps(progress: Progress) -> None:
     from cuda_doctor.smoke.probe import PROBE as SMOKE
 
@@ -131,12 +150,20 @@ def _show_smoke_steps(progress: Progress) -> None:
 
 def emit(report: Report, fmt: str, verbose: bool, fail_on: str, save: Path | None) -> None:
     severity = Severity(fail_on)
-    if save is not None:
-        try:
-            save.parent.mkdir(parents=True, exist_ok=True)
-            save.write_text(json.dumps(report.to_dict(severity), indent=2, default=str) + "\n")
-        except OSError as exc:
-            raise click.ClickException(f"cannot write the report to {save}: {exc.strerror}") from None
     color = fmt == "text" and sys.stdout.isatty()
+    # the checklist first: a report that cannot be saved must not be lost as well
     click.echo(render(report, fmt, verbose=verbose, color=color, fail_on=fail_on), nl=False)
+    if save is not None:
+        save_report(report, severity, save)
     sys.exit(report.exit_code(severity))
+
+
+def save_report(report: Report, severity: Severity, path: Path) -> None:
+    text = json.dumps(report.to_dict(severity), indent=2, default=str) + "\n"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        blocked = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        reason = f"{blocked} is not a directory" if blocked else (exc.strerror or str(exc))
+        raise ReportFileError(f"cannot write the report to {path}: {reason}") from None

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from cuda_doctor.commands.options import config_option
+from cuda_doctor.commands.options import Seconds, config_option
 
 EXIT_REFUSED = 1
 EXIT_NOT_EXECUTABLE = 126
@@ -43,7 +43,7 @@ EXIT_NOT_FOUND = 127
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(0.5, 600),
+    type=Seconds(0.5, 600),
     default=10.0,
     show_default=True,
     help="Seconds each probe's external call (NVML, nvidia-smi) may take.",

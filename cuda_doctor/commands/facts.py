@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from cuda_doctor.commands.options import format_option
+from cuda_doctor.commands.options import Seconds, format_option
 from cuda_doctor.knowledge import derive_all
 from cuda_doctor.pipeline import Report, gather
 from cuda_doctor.probes.base import ProbeContext
@@ -23,7 +23,7 @@ from cuda_doctor.report.progress import probe_progress
 @click.option("--python", type=click.Path(dir_okay=False), default=None, help="Interpreter whose framework to inspect.")
 @click.option(
     "--timeout",
-    type=click.FloatRange(0.5, 600),
+    type=Seconds(0.5, 600),
     default=10.0,
     show_default=True,
     help="Seconds each probe's external call may take.",

@@ -11,6 +11,21 @@ import click
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class Seconds(click.FloatRange):
+    """A duration in seconds within [low, high]; unlike FloatRange, NaN is refused too."""
+
+    name = "seconds"
+
+    def __init__(self, low: float, high: float) -> None:
+        super().__init__(low, high)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if number != number:  # NaN compares unequal to itself and slips through range checks
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return number
+
+
 def _split(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
     """Accept ``--select CD1,CD2`` as well as repeated ``--select CD1 --select CD2``."""
     return tuple(part.strip().upper() for item in value for part in item.split(",") if part.strip())

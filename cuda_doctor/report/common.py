@@ -54,6 +54,10 @@ CATEGORY_TITLES = {
 }
 
 
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def worst(results: Iterable[Result]) -> Status:
     statuses = {r.status for r in results}
     return next((s for s in ORDER if s in statuses), Status.SKIPPED)
@@ -76,8 +80,8 @@ def summary_line(counts: dict[str, int], exit_code: int, fail_on: Severity) -> s
     parts = []
     for status, word in (
         (Status.FAIL, "failed"),
-        (Status.ERROR, "rule errors"),
-        (Status.WARN, "warnings"),
+        (Status.ERROR, "rule error"),
+        (Status.WARN, "warning"),
         (Status.UNKNOWN, "could not check"),
         (Status.INFO, "info"),
         (Status.PASS, "passed"),
@@ -85,7 +89,7 @@ def summary_line(counts: dict[str, int], exit_code: int, fail_on: Severity) -> s
     ):
         n = counts.get(status.value, 0)
         if n or status in (Status.FAIL, Status.PASS):
-            parts.append(f"{n} {word}")
+            parts.append(plural(n, word) if word in ("warning", "rule error") else f"{n} {word}")
     if exit_code:
         verdict = f"findings at or above '{fail_on.value}'"
     elif counts.get(Status.UNKNOWN.value, 0):

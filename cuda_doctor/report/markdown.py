@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from cuda_doctor import __version__
@@ -27,6 +28,14 @@ KEY_FACTS = (
 )
 
 
+#: Marks that stay unambiguous in Markdown ("-" would start a nested list).
+MD_MARKS = {**MARKS, Status.SKIPPED: "·", Status.WARN: "⚠", Status.INFO: "ℹ"}
+
+
+def _value(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -36,7 +45,7 @@ def render_markdown(report: Report, verbose: bool, fail_on: Severity) -> str:
     lines += ["| fact | value |", "| --- | --- |"]
     for name in KEY_FACTS:
         if report.facts.has(name):
-            lines.append(f"| `{name}` | {_cell(str(report.facts.get(name)))} |")
+            lines.append(f"| `{name}` | {_cell(_value(report.facts.get(name)))} |")
         elif name in report.facts.unknown:
             lines.append(f"| `{name}` | unknown: {_cell(report.facts.unknown[name])} |")
     lines.append("")
@@ -47,11 +56,11 @@ def render_markdown(report: Report, verbose: bool, fail_on: Severity) -> str:
         lines += [f"### {CATEGORY_TITLES.get(category, category)}", ""]
         for r in shown:
             subject = f" **{r.subject}**:" if r.subject else ""
-            lines.append(f"- {MARKS[r.status]} `{r.rule_id}`{subject} {r.message}")
+            lines.append(f"- {MD_MARKS[r.status]} `{r.rule_id}`{subject} {r.message}")
             if r.fix and r.status not in (Status.PASS, Status.SKIPPED):
                 lines.append(f"  - fix: {r.fix}")
-            for command in r.commands:
-                lines.append(f"    ```\n    {command}\n    ```")
+            if r.commands and r.status not in (Status.PASS, Status.SKIPPED):
+                lines += ["", "    ```sh", *(f"    {command}" for command in r.commands), "    ```", ""]
         lines.append("")
     lines.append(f"**{summary_line(report.counts(), report.exit_code(fail_on), fail_on)}**")
     return "\n".join(lines) + "\n"

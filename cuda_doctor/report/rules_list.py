@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Mapping, Sequence
 
 from rich.console import Console
@@ -47,9 +48,10 @@ def render_rule_markdown(rule: Rule, level: int = 2) -> str:
     lines.append(f"*{rule.kind} rule · category `{rule.category}` · default severity `{rule.severity.value}`*")
     lines += ["", rule.rationale.strip(), ""]
     if rule.kind == "lint":
-        lines.append(f"Reports: {rule.message.strip()}")
+        # {name} placeholders are filled from the code the finding is about
+        lines.append(f"Reports: {_placeholders(rule.message.strip())}")
         if rule.fix:
-            lines.append(f"Fix: {rule.fix.strip()}")
+            lines.append(f"Fix: {_placeholders(rule.fix.strip())}")
         lines.append("")
     else:
         if rule.for_each:
@@ -67,6 +69,10 @@ def render_rule_markdown(rule: Rule, level: int = 2) -> str:
         lines.append("Sources: " + ", ".join(f"<{link}>" for link in rule.links))
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def _placeholders(template: str) -> str:
+    return re.sub(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", r"<\1>", template)
 
 
 def _condition_text(cond: Mapping[str, object]) -> str:

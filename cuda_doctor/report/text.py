@@ -7,6 +7,7 @@ paying for rich's console at start-up.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from cuda_doctor.report.common import (
@@ -14,6 +15,7 @@ from cuda_doctor.report.common import (
     MARKS,
     STYLES,
     grouped,
+    plural,
     subject_prefix,
     summary_line,
     visible,
@@ -54,7 +56,7 @@ def checklist_lines(report: Report, *, verbose: bool, fail_on: Severity) -> list
         shown = [r for r in results if visible(r, verbose)]
         title = CATEGORY_TITLES.get(category, category.capitalize())
         passed = sum(r.status is Status.PASS for r in results)
-        tail = "" if shown else f"  ({passed} checks passed)" if passed else f"  ({_why_skipped(results)})"
+        tail = "" if shown else f"  ({plural(passed, 'check')} passed)" if passed else f"  ({_why_skipped(results)})"
         lines.append([(f"[{MARKS[mark]}] ", STYLES[mark]), (title, "bold"), (tail, "dim")])
         for result in shown:
             lines.extend(_result_lines(result, verbose))
@@ -104,5 +106,5 @@ def _result_lines(result: Result, verbose: bool) -> list[Line]:
         lines.append([(rule, "dim")])
     if verbose and result.evidence:
         for name, value in result.evidence.items():
-            lines.append([(f"          {name} = {value}", "dim")])
+            lines.append([(f"          {name} = {json.dumps(value, default=str, ensure_ascii=False)}", "dim")])
     return lines
