@@ -120,10 +120,8 @@ def run_child(
     for reader in readers:
         reader.start()
     started.wait(timeout=start_timeout)
-    if STARTED + "\n" in out:
-        left = timeout - (time.monotonic() - start)
-    else:
-        left = start_timeout - (time.monotonic() - start)
+    limit = timeout if STARTED + "\n" in out else start_timeout
+    left = limit - (time.monotonic() - start)
     timed_out = False
     try:
         proc.wait(timeout=max(left, 0.0))
