@@ -80,7 +80,7 @@ def test_markdown(tmp_path: Path) -> None:
 
 def test_verbose_shows_passing_checks_with_evidence(tmp_path: Path) -> None:
     result = run("check", "--facts", str(facts_file(tmp_path)), "-v", cwd=tmp_path)
-    assert "CD102" in result.output and "derived.driver_cuda_support = full" in result.output
+    assert "CD102" in result.output and "derived.driver_cuda_support = \"full\"" in result.output
 
 
 def test_save_writes_the_full_report(tmp_path: Path) -> None:
@@ -179,3 +179,39 @@ def test_json_valid_when_nothing_can_be_probed(tmp_path: Path) -> None:
     assert proc.returncode == 1
     cd101 = next(r for r in report["results"] if r["rule"] == "CD101")
     assert cd101["status"] == "fail"
+
+
+def test_unknown_rule_names_are_refused(tmp_path: Path) -> None:
+    proc = doctor(["check", "--facts", str(facts_file(tmp_path)), "--select", "CD999"], cwd=tmp_path)
+    assert proc.returncode == 2 and "--select: no rule matches CD999" in proc.stderr
+
+
+def test_config_naming_no_rule_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.cuda-doctor]\nignore = ["CD9999"]\n')
+    proc = doctor(["check", "--facts", str(facts_file(tmp_path))], cwd=tmp_path)
+    assert proc.returncode == 2 and "field 'ignore': no rule matches CD9999" in proc.stderr
+
+
+@pytest.mark.parametrize("option", [["--timeout", "nan"], ["--smoke-timeout", "nan"], ["--image", ""]])
+def test_bad_option_values_are_usage_errors(tmp_path: Path, option: list[str]) -> None:
+    proc = doctor(["check", "--fast", *option], cwd=tmp_path)
+    assert proc.returncode == 2 and "Invalid value" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_probing_options_with_facts_are_refused(tmp_path: Path) -> None:
+    proc = doctor(["check", "--facts", str(facts_file(tmp_path)), "--python", sys.executable], cwd=tmp_path)
+    assert proc.returncode == 2 and "--python cannot be combined with --facts" in proc.stderr
+
+
+def test_non_utf8_pyproject_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_bytes(b"\xe5\xff\x00[tool]")
+    proc = doctor(["check", "--facts", str(facts_file(tmp_path))], cwd=tmp_path)
+    assert proc.returncode == 2 and "not UTF-8" in proc.stderr and "internal error" not in proc.stderr
+
+
+def test_save_path_blocked_by_a_file_keeps_the_checklist(tmp_path: Path) -> None:
+    (tmp_path / "t.py").write_text("")
+    proc = doctor(["check", "--facts", str(facts_file(tmp_path)), "--save", "t.py/x.json"], cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "ready to train" in proc.stdout  # the checklist was printed before the save failed
+    assert "t.py is not a directory" in proc.stderr
