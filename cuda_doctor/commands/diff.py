@@ -19,18 +19,21 @@ from cuda_doctor.report import compare_json, compare_markdown, compare_text
 @click.option(
     "--noise",
     type=NOISE,
-    default=DEFAULT_NOISE,
-    show_default="5%",
+    default=f"{DEFAULT_NOISE:.0%}",  # a string so the help shows "5%", not "0.05"
+    show_default=True,
     help="Smoke figures within this band are 'the same': a fraction (0.05) or a percentage (5%).",
 )
 def command(before: str, after: str, output_format: str, noise: float) -> None:
-    """Compare two reports of one machine (cuda-doctor check --save FILE).
+    """Show what changed between two reports of one machine.
 
-    Shows the configuration that changed (driver, CUDA, framework build, cuDNN, NCCL,
-    container), rule outcomes that flipped (newly failing first) and smoke figures as
-    after/before ratios.  Exit status: 1 when something got worse (a rule newly failing,
-    a smoke check broken, a figure slower than the noise band), 0 otherwise, 2 when a
-    report cannot be read.
+    BEFORE and AFTER are saved reports (cuda-doctor check --save FILE).  Shows the
+    configuration that changed (driver, CUDA, framework build, cuDNN, NCCL, container),
+    rule outcomes that flipped (newly failing first) and smoke figures as after/before
+    ratios.  A report without rule results (cuda-doctor facts) is compared on facts only.
+
+    Exit status: 1 when something got worse (a rule newly failing, a key fact lost such
+    as a framework no longer installed, a smoke check broken, a figure slower than the
+    noise band), 0 otherwise, 2 when a report cannot be read.
     """
     try:
         old = load_report(before)

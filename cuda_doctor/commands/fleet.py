@@ -9,7 +9,7 @@ import click
 from cuda_doctor.commands.compare_options import FORMAT_OPTION, NOISE, fail_input
 from cuda_doctor.compare.diff import DEFAULT_NOISE
 from cuda_doctor.compare.fleet import compare_fleet
-from cuda_doctor.compare.load import load_many
+from cuda_doctor.compare.load import load_unique
 from cuda_doctor.report import compare_json, compare_markdown, compare_text
 
 
@@ -19,15 +19,16 @@ from cuda_doctor.report import compare_json, compare_markdown, compare_text
 @click.option(
     "--noise",
     type=NOISE,
-    default=DEFAULT_NOISE,
-    show_default="5%",
+    default=f"{DEFAULT_NOISE:.0%}",  # a string so the help shows "5%", not "0.05"
+    show_default=True,
     help="Smaller deviations from a GPU model's median are never called outliers.",
 )
 @click.option(
     "--fail-on-difference",
     is_flag=True,
     help="Exit 1 when a report is unreadable, a node differs from the majority, "
-    "has failing rules or is a performance outlier.",
+    "has failing rules or is a performance outlier.  Without it the exit status is 0 "
+    "even when nodes have failing rules.",
 )
 @click.option("--all-nodes", is_flag=True, help="Text output: list every node, however many.")
 def command(
@@ -37,19 +38,24 @@ def command(
     fail_on_difference: bool,
     all_nodes: bool,
 ) -> None:
-    """Compare reports gathered from many nodes (files, or directories of *.json).
+    """Compare saved reports of many nodes side by side.
 
-    Shows a table of nodes, the majority configuration (driver, CUDA, torch and its CUDA
-    build, NCCL, GPU model and count), every node that differs from it, failing rules per
-    node, and performance outliers among GPUs of the same model (median and MAD).
-    Unreadable reports are named and the rest are still compared.  Exit status: 0, or 1
-    with --fail-on-difference when anything stands out; 2 when no report could be read.
+    PATHS are report files or directories of *.json reports; a file given twice is read
+    once.  Shows a table of nodes, the majority configuration (driver, CUDA, torch and its
+    CUDA build, NCCL, GPU model and count), every node that differs from it, failing rules
+    per node, and performance outliers among GPUs of the same model (median and MAD).
+    Unreadable reports are named and the rest are still compared.
+
+    Exit status: 0 by default, even when nodes have failing rules, differ or are
+    outliers (the output is the finding); with --fail-on-difference, 1 when any report is
+    unreadable, any node differs, has failing rules or is an outlier.  2 when no report
+    could be read.
     """
-    reports, errors = load_many(paths)
+    reports, errors, repeated = load_unique(paths)
     if not reports:
         reasons = "; ".join(str(e) for e in errors) or "no reports given"
         fail_input(f"no readable report: {reasons}")
-    result = compare_fleet(reports, errors, noise=noise)
+    result = compare_fleet(reports, errors, noise=noise, repeated=repeated)
     if output_format == "json":
         compare_json.print_fleet(result)
     elif output_format == "markdown":

@@ -9,6 +9,7 @@ from cuda_doctor.compare.keys import (
     KEY_FACTS,
     METRICS,
     MISSING,
+    NOT_INSTALLED,
     SMOKE_CHECKS,
     key_fact,
     number,
@@ -31,6 +32,9 @@ class FactChange:
     after: Any
     before_known: bool
     after_known: bool
+    before_state: str  # "known" | "unknown" | "not installed"
+    after_state: str
+    lost: bool  # known before, unknown or not installed after: worse
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,17 @@ class Diff:
     rules: tuple[RuleFlip, ...]
     figures: tuple[FigureChange, ...]  # every figure measured in either report, changed or not
     checks: tuple[CheckChange, ...]
+    #: Reports without rule results (facts only); rule outcomes are compared only when
+    #: both reports have them, so a rule absent from a facts-only report is never "fixed".
+    without_results: tuple[Report, ...] = ()
+
+    @property
+    def rules_compared(self) -> bool:
+        return not self.without_results
+
+    @property
+    def lost_facts(self) -> tuple[FactChange, ...]:
+        return tuple(f for f in self.facts if f.lost)
 
     @property
     def newly_failing(self) -> tuple[RuleFlip, ...]:
@@ -97,8 +112,9 @@ class Diff:
 
     @property
     def worse(self) -> bool:
-        """Something got worse: a rule newly failing, a figure slower, a smoke check broken."""
-        return bool(self.newly_failing or self.slower or self.broken_checks)
+        """Something got worse: a rule newly failing, a key fact lost, a figure slower, a
+        smoke check broken."""
+        return bool(self.newly_failing or self.lost_facts or self.slower or self.broken_checks)
 
     @property
     def changed(self) -> bool:
@@ -112,33 +128,48 @@ class Diff:
 def diff_reports(before: Report, after: Report, noise: float = DEFAULT_NOISE) -> Diff:
     if not 0 <= noise < 1:
         raise ValueError(f"noise band must be a fraction in [0, 1), got {noise}")
+    without = tuple(r for r in (before, after) if not r.has_results)
     return Diff(
         before=before,
         after=after,
         noise=noise,
         facts=diff_facts(before, after),
-        rules=diff_rules(before.results, after.results),
+        rules=() if without else diff_rules(before.results, after.results),
         figures=diff_figures(before, after, noise),
         checks=diff_checks(before, after),
+        without_results=without,
     )
+
+
+def _state(value: Any) -> str:
+    if value is MISSING:
+        return "unknown"
+    if value is NOT_INSTALLED:
+        return "not installed"
+    return "known"
 
 
 def diff_facts(before: Report, after: Report) -> tuple[FactChange, ...]:
     changes: list[FactChange] = []
     for name, label in KEY_FACTS:
         old, new = key_fact(before, name), key_fact(after, name)
-        if old is MISSING and new is MISSING:
-            continue
-        if old is not MISSING and new is not MISSING and old == new:
+        old_state, new_state = _state(old), _state(new)
+        if old_state != "known" or new_state != "known":
+            if old_state == new_state:
+                continue
+        elif old == new:
             continue
         changes.append(
             FactChange(
                 name=name,
                 label=label,
-                before=None if old is MISSING else old,
-                after=None if new is MISSING else new,
-                before_known=old is not MISSING,
-                after_known=new is not MISSING,
+                before=old if old_state == "known" else None,
+                after=new if new_state == "known" else None,
+                before_known=old_state == "known",
+                after_known=new_state == "known",
+                before_state=old_state,
+                after_state=new_state,
+                lost=old_state == "known" and new_state != "known",
             )
         )
     return tuple(changes)

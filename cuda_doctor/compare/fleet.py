@@ -117,6 +117,9 @@ class Fleet:
     stats: tuple[GroupStats, ...]
     duplicates: tuple[str, ...]  # hosts with more than one report
     noise: float
+    repeated: tuple[str, ...] = ()  # paths given more than once, counted once
+    #: Configurations as common as the majority (the majority itself not included).
+    tied_with: tuple[Config, ...] = ()
 
     @property
     def failing(self) -> tuple[Node, ...]:
@@ -124,7 +127,8 @@ class Fleet:
 
     @property
     def uniform(self) -> bool:
-        """Every report read, every node like the majority, nothing failing, no outliers."""
+        """Every report read, every node like the majority, no node with failing rules, no
+        outliers.  ``--fail-on-difference`` exits 1 when this is False."""
         return not (self.errors or self.differing or self.failing or self.outliers)
 
 
@@ -193,10 +197,11 @@ def compare_fleet(
     reports: list[Report],
     errors: list[ReportError] | tuple[ReportError, ...] = (),
     noise: float = DEFAULT_NOISE,
+    repeated: list[str] | tuple[str, ...] = (),
 ) -> Fleet:
     with gc_paused():
         nodes = [_node(r) for r in reports]
-        majority, majority_count, tied = _majority([n.config for n in nodes])
+        majority, majority_count, tied_with = _majority([n.config for n in nodes])
         differing = tuple(
             NodeDifference(n.host, n.path, _differences(n.config, majority))
             for n in nodes
@@ -209,7 +214,9 @@ def compare_fleet(
         errors=tuple(errors),
         majority=majority,
         majority_count=majority_count,
-        majority_tied=tied,
+        majority_tied=bool(tied_with),
+        tied_with=tied_with,
+        repeated=tuple(repeated),
         differing=differing,
         outliers=outliers,
         stats=stats,
@@ -218,13 +225,27 @@ def compare_fleet(
     )
 
 
-def _majority(configs: list[Config]) -> tuple[Config | None, int, bool]:
-    if not configs:
-        return None, 0, False
-    ranked = Counter(configs).most_common(2)
-    top, count = ranked[0]
-    tied = len(ranked) > 1 and ranked[1][1] == count
-    return top, count, tied
+def _known_fields(config: Config) -> int:
+    return sum(getattr(config, f.name) is not None for f in fields(Config))
+
+
+def _majority(configs: list[Config]) -> tuple[Config | None, int, tuple[Config, ...]]:
+    """The most common configuration, its count, and the others just as common.
+
+    A configuration with every field unknown (a report that learned nothing) is never the
+    majority while a known one exists.  On a tie the pick does not depend on input order:
+    the most fields known, then the smallest by its shown values.
+    """
+    counts = Counter(configs)
+    candidates = {c: n for c, n in counts.items() if _known_fields(c)} or counts
+    if not candidates:
+        return None, 0, ()
+    best = max(candidates.values())
+    tied = sorted(
+        (c for c, n in candidates.items() if n == best),
+        key=lambda c: (-_known_fields(c), [str(getattr(c, f.name)) for f in fields(Config)]),
+    )
+    return tied[0], best, tuple(tied[1:])
 
 
 def _differences(config: Config, majority: Config | None) -> tuple[FieldDifference, ...]:

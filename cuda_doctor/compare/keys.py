@@ -56,6 +56,8 @@ _GPU_NAME = re.compile(r"^gpu\[(\d+)\]\.name$")
 
 #: Marker for "this report does not know the fact" (distinct from a known ``None``).
 MISSING: Any = object()
+#: Marker for a framework fact of a framework the report says is not installed.
+NOT_INSTALLED: Any = object()
 
 
 def gpu_models(report: Report) -> str | None:
@@ -82,6 +84,10 @@ def key_fact(report: Report, name: str) -> Any:
         return MISSING if models is None else models
     if name in report.values:
         return report.values[name]
+    # torch.version unknown because torch.installed is False: say "not installed".
+    framework = name.split(".", 1)[0]
+    if "." in name and report.values.get(f"{framework}.installed") is False:
+        return NOT_INSTALLED
     return MISSING
 
 
@@ -105,6 +111,8 @@ def show(value: Any) -> str:
     """A fact value as people read it."""
     if value is MISSING:
         return "unknown"
+    if value is NOT_INSTALLED:
+        return "not installed"
     if value is None:
         return "none"
     if isinstance(value, bool):

@@ -44,6 +44,12 @@ class Report:
     unknown: Mapping[str, str]
     results: tuple[Result, ...] = ()
     notes: tuple[str, ...] = field(default=())  # what was read leniently, e.g. an older schema
+    command: str | None = None  # "check", or "facts" for a facts-only report
+
+    @property
+    def has_results(self) -> bool:
+        """Whether rules were judged: a ``facts`` report (or a bare dump) has no verdicts."""
+        return bool(self.results)
 
     def known(self, name: str) -> bool:
         return name in self.values
@@ -114,6 +120,9 @@ def parse_report(data: Any, path: str) -> Report:
     results, notes = _parse_results(data.get("results", []), path)
     host = data.get("host") or values.get("system.hostname") or Path(path).stem
     created = data.get("created")
+    command = data.get("command")
+    if not results:
+        notes = (*notes, _FACTS_ONLY if command == "facts" else "no rule results in this report (facts only)")
     return Report(
         path=path,
         host=str(host),
@@ -124,7 +133,11 @@ def parse_report(data: Any, path: str) -> Report:
         unknown=unknown,
         results=results,
         notes=notes,
+        command=str(command) if command is not None else None,
     )
+
+
+_FACTS_ONLY = "facts only (no rule results): written by `cuda-doctor facts`"
 
 
 def _from_facts_dump(data: dict[str, Any], path: str) -> Report:
@@ -143,7 +156,8 @@ def _from_facts_dump(data: dict[str, Any], path: str) -> Report:
         values=values,
         unknown={str(k): str(v) for k, v in unknown.items()},
         results=(),
-        notes=("facts only (no rule results): read from a `cuda-doctor facts` dump",),
+        notes=("facts only (no rule results): read from a bare `cuda-doctor facts` dump",),
+        command="facts",
     )
 
 
@@ -195,9 +209,35 @@ def expand_paths(paths: Iterable[str | Path]) -> tuple[list[Path], list[ReportEr
     return files, errors
 
 
+def unique_files(files: Iterable[Path]) -> tuple[list[Path], list[str]]:
+    """The files in order, each resolved path once; and the ones given again (as given)."""
+    seen: set[Path] = set()
+    unique: list[Path] = []
+    repeated: list[str] = []
+    for f in files:
+        try:
+            key = f.resolve()
+        except (OSError, RuntimeError):
+            key = f.absolute()  # a symlink loop: it will fail to load and be named then
+        if key in seen:
+            repeated.append(str(f))
+            continue
+        seen.add(key)
+        unique.append(f)
+    return unique, repeated
+
+
 def load_many(paths: Iterable[str | Path]) -> tuple[list[Report], list[ReportError]]:
     """Load every report it can; the ones it cannot are returned as errors, in input order."""
-    files, errors = expand_paths(paths)
+    reports, errors, _ = load_unique(paths)
+    return reports, errors
+
+
+def load_unique(paths: Iterable[str | Path]) -> tuple[list[Report], list[ReportError], list[str]]:
+    """``load_many``, reading a file given more than once (same resolved path) only once;
+    the third item names the repeats so the caller can say they were counted once."""
+    expanded, errors = expand_paths(paths)
+    files, repeated = unique_files(expanded)
     reports: list[Report] = []
     with gc_paused():
         for f in files:
@@ -205,7 +245,7 @@ def load_many(paths: Iterable[str | Path]) -> tuple[list[Report], list[ReportErr
                 reports.append(load_report(f))
             except ReportError as exc:
                 errors.append(exc)
-    return reports, errors
+    return reports, errors, repeated
 
 
 @contextlib.contextmanager

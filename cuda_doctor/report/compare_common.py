@@ -6,12 +6,24 @@ from typing import Any
 
 from cuda_doctor.compare.diff import Diff, FactChange, FigureChange
 from cuda_doctor.compare.fleet import Fleet, Outlier
-from cuda_doctor.compare.keys import MISSING, show
+from cuda_doctor.compare.keys import show
 
 
 def fact_side(change: FactChange, after: bool) -> str:
-    known = change.after_known if after else change.before_known
-    return show((change.after if after else change.before) if known else MISSING)
+    state = change.after_state if after else change.before_state
+    if state != "known":
+        return state  # "unknown" or "not installed"
+    return show(change.after if after else change.before)
+
+
+def no_results_note(diff: Diff) -> str | None:
+    """Why rule outcomes were not compared, or None when they were."""
+    if diff.rules_compared:
+        return None
+    sides = ["the first report" if r is diff.before else "the second report" for r in diff.without_results]
+    who = " and ".join(sides)
+    verb = "have" if len(sides) > 1 else "has"
+    return f"{who} {verb} no rule results (facts only): comparing facts only, rule outcomes not compared"
 
 
 def figure_value(value: float | None) -> str:
@@ -35,10 +47,18 @@ def diff_verdict(diff: Diff) -> str:
     parts = []
     if diff.newly_failing:
         parts.append(_count(len(diff.newly_failing), "rule newly failing", "rules newly failing"))
+    if diff.lost_facts:
+        lost = ", ".join(f"{f.label} {f.after_state}" for f in diff.lost_facts)
+        parts.append(_count(len(diff.lost_facts), "key fact lost", "key facts lost") + f" ({lost})")
     if diff.broken_checks:
         parts.append(_count(len(diff.broken_checks), "smoke check broken", "smoke checks broken"))
     if diff.slower:
         parts.append(_count(len(diff.slower), "figure slower", "figures slower"))
+    suffix = "" if diff.rules_compared else " (facts only: rule outcomes not compared)"
+    return _diff_verdict(diff, parts) + suffix
+
+
+def _diff_verdict(diff: Diff, parts: list[str]) -> str:
     if diff.worse:
         return "worse: " + ", ".join(parts)
     if diff.changed:
@@ -63,6 +83,24 @@ def fleet_verdict(fleet: Fleet) -> str:
     outliers = _count(len(fleet.outliers), "performance outlier", "performance outliers")
     parts.append(f"{outliers} on {_count(len(hosts), 'node', 'nodes')}")
     return ", ".join(parts)
+
+
+def tie_note(fleet: Fleet) -> str:
+    """Empty, or how a tie for the majority was broken."""
+    if not fleet.tied_with:
+        return ""
+    others = _count(len(fleet.tied_with), "other configuration", "other configurations")
+    return (
+        f"tie: {others} with {fleet.majority_count} nodes each; "
+        "showing the one with the most known facts (then the first by value)"
+    )
+
+
+def repeated_note(fleet: Fleet) -> str:
+    """Empty, or which paths were given more than once (each read once)."""
+    if not fleet.repeated:
+        return ""
+    return f"given more than once, counted once: {', '.join(fleet.repeated)}"
 
 
 def config_value(value: Any) -> str:

@@ -38,6 +38,8 @@ def diff_to_dict(diff: Diff) -> dict[str, Any]:
         "same_host": diff.same_host,
         "noise": diff.noise,
         "worse": diff.worse,
+        "rules_compared": diff.rules_compared,
+        "without_results": [r.path for r in diff.without_results],
         "facts": [asdict(f) for f in diff.facts],
         "rules": [
             {
@@ -55,6 +57,7 @@ def diff_to_dict(diff: Diff) -> dict[str, Any]:
         "checks": [asdict(c) for c in diff.checks],
         "summary": {
             "facts_changed": len(diff.facts),
+            "facts_lost": len(diff.lost_facts),
             "rules_newly_failing": len(diff.newly_failing),
             "rules_fixed": len(diff.fixed),
             "figures_slower": len(diff.slower),
@@ -74,6 +77,8 @@ def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
         "majority": asdict(fleet.majority) if fleet.majority else None,
         "majority_count": fleet.majority_count,
         "majority_tied": fleet.majority_tied,
+        "tied_with": [asdict(c) for c in fleet.tied_with],
+        "repeated": list(fleet.repeated),
         "nodes": [
             {
                 "host": n.host,

@@ -14,8 +14,11 @@ from cuda_doctor.report.compare_common import (
     figure_value,
     fleet_verdict,
     gpus_text,
+    no_results_note,
     outlier_text,
     ratio,
+    repeated_note,
+    tie_note,
 )
 
 
@@ -32,7 +35,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 def render_diff(diff: Diff) -> str:
     b, a = diff.before, diff.after
     title = b.host if diff.same_host else f"{b.host} → {a.host}"
-    out = [f"## cuda-doctor diff: {title}", ""]
+    out = [f"## cuda-doctor diff: {title}" if title else "## cuda-doctor diff", ""]
     out.append(f"**{diff_verdict(diff)}** (noise band ±{diff.noise:.0%})")
     out.append("")
     out += _table(
@@ -45,6 +48,9 @@ def render_diff(diff: Diff) -> str:
     )
     if not diff.same_host:
         out += ["> The two reports come from different hosts.", ""]
+    skipped = no_results_note(diff)
+    if skipped:
+        out += [f"> {skipped[0].upper()}{skipped[1:]}.", ""]
     if diff.facts:
         out += ["### Configuration", ""]
         out += _table(
@@ -103,7 +109,7 @@ def render_diff(diff: Diff) -> str:
 def render_fleet(fleet: Fleet) -> str:
     out = ["## cuda-doctor fleet", "", f"**{fleet_verdict(fleet)}**", ""]
     if fleet.majority is not None:
-        tie = " (tied with another configuration)" if fleet.majority_tied else ""
+        tie = f" ({tie_note(fleet)})" if fleet.majority_tied else ""
         out += [
             f"### Majority configuration: {fleet.majority_count} of {len(fleet.nodes)} nodes{tie}",
             "",
@@ -134,6 +140,9 @@ def render_fleet(fleet: Fleet) -> str:
     if fleet.errors:
         out += ["### Unreadable reports", ""]
         out += _table(["file", "problem"], [[e.path, e.reason] for e in fleet.errors])
+    if fleet.repeated:
+        note = repeated_note(fleet)
+        out += [f"> {note[0].upper()}{note[1:]}", ""]
     if fleet.duplicates:
         out += [f"> More than one report for: {', '.join(fleet.duplicates)}", ""]
     out += ["### Nodes", ""]

@@ -18,8 +18,11 @@ from cuda_doctor.report.compare_common import (
     figure_value,
     fleet_verdict,
     gpus_text,
+    no_results_note,
     outlier_text,
     ratio,
+    repeated_note,
+    tie_note,
 )
 
 #: Above this many nodes, the node table lists only the ones with something to say.
@@ -55,7 +58,7 @@ def print_diff(
     con = _console(color, width, buffer)
     b, a = diff.before, diff.after
     title = b.host if diff.same_host else f"{b.host} → {a.host}"
-    con.print(Text.assemble(("cuda-doctor diff  ", "bold"), title))
+    con.print(Text.assemble(("cuda-doctor diff", "bold"), f" {title}" if title else ""))
     con.print(Text(f"  before: {b.path} ({b.created or 'no date'})", style="dim"))
     con.print(Text(f"  after:  {a.path} ({a.created or 'no date'})", style="dim"))
     if not diff.same_host:
@@ -63,6 +66,9 @@ def print_diff(
     for report in (b, a):
         for note in report.notes:
             con.print(Text(f"  note ({report.path}): {note}", style="dim"))
+    skipped = no_results_note(diff)
+    if skipped:
+        con.print(Text(f"  ! {skipped}", style="yellow"))
     if diff.facts:
         con.print(Text("\nConfiguration", style="bold"))
         t = _table("", "before", "", "after")
@@ -149,7 +155,7 @@ def print_fleet(
             t.add_row(*_node_row(n, flagged))
         con.print(t)
     if fleet.majority is not None:
-        tie = ", tied with another configuration" if fleet.majority_tied else ""
+        tie = f"; {tie_note(fleet)}" if fleet.majority_tied else ""
         con.print(
             Text(
                 f"\nMajority configuration ({fleet.majority_count} of {len(fleet.nodes)} nodes{tie})",
@@ -183,6 +189,8 @@ def print_fleet(
         con.print(Text("\nUnreadable reports (left out of the comparison)", style="bold"))
         for e in fleet.errors:
             con.print(Text(f"  ✗ {e}", style="red"))
+    if fleet.repeated:
+        con.print(Text(f"\n! {repeated_note(fleet)}", style="yellow"))
     if fleet.duplicates:
         con.print(Text(f"\n! more than one report for: {', '.join(fleet.duplicates)}", style="yellow"))
     con.print()

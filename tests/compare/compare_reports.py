@@ -229,3 +229,24 @@ def failing_rule(report: dict[str, Any], rule: str = "CD310", status: str = "fai
 def write(path: Path, report: dict[str, Any]) -> Path:
     path.write_text(json.dumps(report, indent=2))
     return path
+
+
+def facts_report(report: dict[str, Any]) -> dict[str, Any]:
+    """What `cuda-doctor facts --format json` writes: the same facts, no rule results."""
+    out = copy.deepcopy(report)
+    out["command"] = "facts"
+    out["results"] = []
+    out["summary"] = {k: 0 for k in out["summary"]}
+    return out
+
+
+def torch_missing(report: dict[str, Any]) -> dict[str, Any]:
+    """The framework probe found no torch: ``torch.installed`` False, the rest unknown."""
+    out = copy.deepcopy(report)
+    values, unknown = out["facts"]["values"], out["facts"]["unknown"]
+    for k in [k for k in values if k.startswith("torch.")]:
+        del values[k]
+        unknown[k] = "torch is not installed"
+    values["torch.installed"] = False
+    del unknown["torch.installed"]
+    return out
