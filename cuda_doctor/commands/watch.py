@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import sys
@@ -32,13 +33,42 @@ def _render(fmt: str, series: Series, color: bool) -> str:
     return watch_text.render(series, analysis, color=color)
 
 
+SEPARATOR = "----- cuda-doctor watch report ({fmt}) -----\n"
+
+
+def _interval(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    # click.FloatRange lets NaN through (every comparison with NaN is false).
+    if not math.isfinite(value) or value < 0.05:
+        raise click.BadParameter(f"{value!r} is not a number of seconds of at least 0.05")
+    return value
+
+
+def _writable(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """Fail before the command runs, not after an hour of it: create the folder, try the file."""
+    if value is None:
+        return None
+    existed = value.exists()
+    try:
+        if value.is_dir():
+            raise click.BadParameter(f"{value} is a directory")
+        value.parent.mkdir(parents=True, exist_ok=True)
+        with value.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise click.BadParameter(f"cannot write {value}: {exc.strerror or exc}") from None
+    if not existed:
+        value.unlink()  # the report is written at the end; leave nothing behind if it never runs
+    return value
+
+
 @click.command(
     "watch",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0.05),
+    type=float,
+    callback=_interval,
     default=DEFAULT_INTERVAL_S,
     show_default=True,
     help="Seconds between NVML samples.",
@@ -49,15 +79,26 @@ def _render(fmt: str, series: Series, color: bool) -> str:
     type=click.Choice(["text", "json", "markdown"]),
     default="text",
     show_default=True,
-    help="Report format (the report goes to stderr; the command's stdout stays its own).",
+    help="Report format. The command's stdout stays its own: the report goes to --output FILE, "
+    "else (json with --save) to the --save file, else to stderr; json and markdown on stderr come "
+    "after a '----- cuda-doctor watch report (FORMAT) -----' line.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    callback=_writable,
+    help="Write the report, in the chosen --format, to FILE instead of stderr.",
 )
 @click.option(
     "--save",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write the full JSON report (every sample) to FILE.",
+    callback=_writable,
+    help="Also write the full JSON report (every sample) to FILE (missing folders are created).",
 )
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED, required=True)
-def command(interval: float, fmt: str, save: Path | None, cmd: tuple[str, ...]) -> None:
+def command(interval: float, fmt: str, output: Path | None, save: Path | None,
+            cmd: tuple[str, ...]) -> None:
     """Run CMD and report whether its GPUs were busy, and what held them back.
 
     The command's output passes through untouched, Ctrl-C and SIGTERM reach it, and its exit
@@ -75,11 +116,25 @@ def command(interval: float, fmt: str, save: Path | None, cmd: tuple[str, ...]) 
         code = child.wait(proc)
         series = replace(sampler.stop(), exit_code=code)
     try:
-        report = _render(fmt, series, color=sys.stderr.isatty() and "NO_COLOR" not in os.environ)
-        sys.stderr.write(report)
-        sys.stderr.flush()
-        if save is not None:
-            save.write_text(_render("json", series, color=False), encoding="utf-8")
+        _deliver(fmt, series, output, save)
     except Exception as exc:  # the report failing must not change the command's exit code
         click.echo(f"cuda-doctor watch: could not write the report: {exc}", err=True)
     sys.exit(code)
+
+
+def _deliver(fmt: str, series: Series, output: Path | None, save: Path | None) -> None:
+    """The report to --output, else to the --save file when that is the same JSON, else stderr."""
+    if save is not None:
+        save.write_text(_render("json", series, color=False), encoding="utf-8")
+    if output is not None:
+        output.write_text(_render(fmt, series, color=False), encoding="utf-8")
+        return
+    if fmt == "json" and save is not None:
+        click.echo(f"cuda-doctor watch: report written to {save}", err=True)
+        return
+    color = fmt == "text" and sys.stderr.isatty() and "NO_COLOR" not in os.environ
+    report = _render(fmt, series, color=color)
+    if fmt != "text":
+        report = SEPARATOR.format(fmt=fmt) + report
+    sys.stderr.write(report)
+    sys.stderr.flush()

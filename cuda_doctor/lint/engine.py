@@ -6,6 +6,7 @@ symlink loop, or a bug in a detector) becomes a CDL000 finding; the other files 
 
 from __future__ import annotations
 
+import fnmatch
 import multiprocessing
 import os
 import re
@@ -36,6 +37,7 @@ PROJECT_SCAN_LIMIT = 5000
 class LintOptions:
     select: tuple[str, ...] = ()  # rule ids or prefixes; empty = all
     ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()  # fnmatch globs: relative path or any one path component
     severity: Mapping[str, str] = field(default_factory=dict)  # id → error|warning|info|off
     max_bytes: int = MAX_BYTES
     jobs: int = 0  # 0 = as many as CPUs, 1 = no worker processes
@@ -81,21 +83,33 @@ class Target:
     problem: str | None = None  # a reason it cannot be read, found while walking
 
 
-def discover(paths: Sequence[Path]) -> Iterator[Target]:
+def excluded(relative: Path, globs: Sequence[str]) -> bool:
+    """``--exclude``: the glob matches the relative path as a whole, or one of its components."""
+    if not globs:
+        return False
+    whole = relative.as_posix()
+    return any(fnmatch.fnmatch(whole, glob) or any(fnmatch.fnmatch(part, glob) for part in relative.parts)
+               for glob in globs)
+
+
+def discover(paths: Sequence[Path], exclude: Sequence[str] = ()) -> Iterator[Target]:
     seen_dirs: set[tuple[int, int]] = set()
     for path in paths:
+        if excluded(path, exclude):
+            continue
         try:
             info = path.stat()
         except OSError as exc:
             yield Target(path, kind_of(path, True), _os_reason(exc))
             continue
         if stat.S_ISDIR(info.st_mode):
-            yield from _walk(path, seen_dirs)
+            yield from _walk(path, seen_dirs, path, exclude)
         else:
             yield Target(path, kind_of(path, True))
 
 
-def _walk(root: Path, seen: set[tuple[int, int]]) -> Iterator[Target]:
+def _walk(root: Path, seen: set[tuple[int, int]], top: Path,
+          exclude: Sequence[str]) -> Iterator[Target]:
     try:
         info = root.stat()
     except OSError as exc:
@@ -112,6 +126,8 @@ def _walk(root: Path, seen: set[tuple[int, int]]) -> Iterator[Target]:
         return
     for entry in entries:
         path = Path(entry.path)
+        if excluded(path.relative_to(top), exclude):
+            continue
         try:
             is_dir = entry.is_dir()
         except OSError as exc:
@@ -122,7 +138,7 @@ def _walk(root: Path, seen: set[tuple[int, int]]) -> Iterator[Target]:
                 continue
             if (path / "pyvenv.cfg").exists():
                 continue  # a virtual environment
-            yield from _walk(path, seen)
+            yield from _walk(path, seen, top, exclude)
             continue
         kind = kind_of(path, False)
         if kind is None:
@@ -257,8 +273,9 @@ def lint_one(kind: str, path: Path, text: str, project: ProjectFlags) -> list[Hi
         try:
             return lint_source(text, str(path), project)
         except SyntaxError as exc:
-            return [Hit.make("CDL000", exc.lineno or 1, exc.offset or 1,
-                             reason=f"syntax error: {exc.msg}; the file was not checked")]
+            line, column = exc.lineno or 1, exc.offset or 1
+            return [Hit.make("CDL000", line, column,
+                             reason=f"syntax error at line {line}, column {column} ({exc.msg})")]
         except (RecursionError, MemoryError, ValueError) as exc:
             return [Hit.make("CDL000", 1, 1, reason=f"cannot parse: {type(exc).__name__}")]
     if kind == "notebook":
@@ -303,7 +320,7 @@ def lint_paths(paths: Sequence[Path], options: LintOptions | None = None) -> Lin
     raw: list[tuple[Path, Hit]] = []
     sources: list[Source] = []
     files = 0
-    for target in discover(paths):
+    for target in discover(paths, options.exclude):
         files += 1
         got = read_source(target, options.max_bytes)
         if isinstance(got, Hit):
@@ -388,20 +405,28 @@ def _suppressed(text: str | None, hit: Hit) -> bool:
     return False
 
 
-def selected(rule_id: str, options: LintOptions) -> bool:
-    # [tool.cuda-doctor] select may list environment rules too: only CDL entries select here.
-    lint_select = [s for s in options.select if s.startswith("CDL") or "CDL".startswith(s)]
-    if lint_select and not any(rule_id.startswith(s) for s in lint_select):
+def _matches(rule: LintRule, pattern: str) -> bool:
+    pattern = pattern.upper()
+    return rule.id.startswith(pattern) or rule.category.upper() == pattern
+
+
+def selected(rule: LintRule, options: LintOptions, rules: Iterable[LintRule] = ()) -> bool:
+    # [tool.cuda-doctor] select may list environment rules too: only entries that name a lint
+    # rule (an id, a prefix such as CDL1, or a lint category) select here.
+    known = list(rules) or [rule]
+    lint_select = [s for s in options.select if s.upper().startswith("CDL") or "CDL".startswith(s.upper())
+                   or any(_matches(r, s) for r in known)]
+    if lint_select and not any(_matches(rule, s) for s in lint_select):
         return False
-    if any(rule_id.startswith(s) for s in options.ignore):
+    if any(_matches(rule, s) for s in options.ignore):
         return False
-    return options.severity.get(rule_id) != "off"
+    return options.severity.get(rule.id) != "off"
 
 
 def _render(path: Path, hit: Hit, rules: Mapping[str, LintRule],
             options: LintOptions) -> list[Finding]:
     rule = rules.get(hit.rule_id)
-    if rule is None or not selected(rule.id, options):
+    if rule is None or not selected(rule, options, rules.values()):
         return []
     captures = hit.capture_dict()
     severity = options.severity.get(rule.id) or hit.severity or rule.severity
