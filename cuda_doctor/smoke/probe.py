@@ -5,7 +5,9 @@ Facts (``smoke[i]`` is CUDA ordinal i of the target interpreter's environment):
 - ``smoke.status`` ("ok" | "failed" | "timeout" | "skipped"), ``smoke.error``,
   ``smoke.seconds``, ``smoke.limit_s``, ``smoke.device_count``, ``smoke.cuda_visible_devices``;
 - ``smoke.driver_level.{status,error,error_name,library,device_count,driver_cuda_version}``
-  (status "ok" | "failed" | "timeout" | "no_driver");
+  (status "ok" | "failed" | "timeout" | "no_driver" | "interpreter_failed");
+- ``smoke.interpreter_error``, ``smoke.interpreter_stderr``: set when the target interpreter
+  could not run the smoke script at all (then the driver was not tested);
 - ``smoke.framework_level.{status,error,error_step,torch_version,device_count,import_seconds}``
   (status "ok" | "failed" | "timeout" | "skipped");
 - ``smoke[i].`` ``vector_add_ok``, ``name``, ``capability``, ``uuid``, ``alloc_ok``,
@@ -80,6 +82,9 @@ COPIED = (
 )
 
 
+NO_DRIVER_ERROR = "no NVIDIA driver: libcuda.so.1 not found — the GPU smoke run could not run"
+
+
 class SmokeProbe:
     """Runs the GPU smoke test in child processes; never prints, never raises."""
 
@@ -123,6 +128,8 @@ def _driver_facts(facts: Facts, child: ChildRun) -> str:
     prefix = "smoke.driver_level"
     result = child.result or {}
     status = "timeout" if child.timed_out else str(result.get("status") or "failed")
+    if child.interpreter_failed:
+        status = "interpreter_failed"
     facts.set(f"{prefix}.status", status)
     facts.set(f"{prefix}.error", child.error or result.get("error"))
     facts.set(f"{prefix}.error_name", result.get("error_name"))
@@ -222,6 +229,13 @@ def _why_missing(child: ChildRun, what: str) -> str:
 
 def _overall(facts: Facts, run: SmokeRun, driver: str, framework: str) -> None:
     framework_child = run.framework
+    broken = [c for c in (run.driver, framework_child) if c is not None and c.interpreter_failed]
+    if broken:
+        facts.set("smoke.status", "failed")
+        facts.set("smoke.error", broken[0].error)
+        facts.set("smoke.interpreter_error", broken[0].error)
+        facts.set("smoke.interpreter_stderr", broken[0].stderr_tail[-1000:] or None)
+        return
     timed_out = [c for c in (run.driver, framework_child) if c is not None and c.timed_out]
     if timed_out:
         facts.set("smoke.status", "timeout")
@@ -229,8 +243,9 @@ def _overall(facts: Facts, run: SmokeRun, driver: str, framework: str) -> None:
         facts.set("smoke.stopped_at", timed_out[0].last_step)
         return
     if driver == "no_driver":
-        facts.set("smoke.status", "skipped")
-        facts.set("smoke.error", facts.get("smoke.driver_level.error"))
+        # A run that could not happen is not a pass: nothing proved that the GPU computes.
+        facts.set("smoke.status", "failed")
+        facts.set("smoke.error", NO_DRIVER_ERROR)
         return
     if driver != "ok":
         facts.set("smoke.status", "failed")

@@ -19,7 +19,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,11 @@ class ChildRun:
     timed_out: bool = False
     stderr_tail: str = ""
     error: str | None = None  # why no result came back (could not start, crashed, killed)
+    #: The interpreter never ran the script: it printed no progress line and no result
+    #: (not a Python, a wrapper that exits, a hang before the first line).  Nothing was
+    #: learnt about the driver or the GPU then.
+    interpreter_failed: bool = False
+    stdout_head: str = ""
 
     @property
     def last_step(self) -> str | None:
@@ -142,7 +147,8 @@ def run_child(
             start_new_session=True,  # so that a kill takes the whole group
         )
     except OSError as exc:
-        return ChildRun(level, ParsedOutput(), 0.0, error=f"cannot start {argv[0]}: {exc.strerror or exc}")
+        error = f"the interpreter {argv[0]} could not run the smoke script: {exc.strerror or exc}"
+        return ChildRun(level, ParsedOutput(), 0.0, error=error, interpreter_failed=True)
     out_chunks: list[str] = []
     err_chunks: list[str] = []
 
@@ -180,31 +186,43 @@ def run_child(
     seconds = time.monotonic() - start
     parsed = parse_output("".join(out_chunks))
     stderr_tail = "".join(err_chunks)[-2000:]
-    run = ChildRun(level, parsed, seconds, proc.returncode, timed_out, stderr_tail)
-    return _with_error(run, limit_for_message)
+    head = "".join(out_chunks)[:200]
+    run = ChildRun(level, parsed, seconds, proc.returncode, timed_out, stderr_tail, stdout_head=head)
+    return _with_error(run, limit_for_message, argv[0])
 
 
-def _with_error(run: ChildRun, limit: float) -> ChildRun:
+def _stderr_detail(stderr_tail: str, lines: int = 1) -> str:
+    last = [line.strip() for line in stderr_tail.splitlines() if line.strip()]
+    return " | ".join(last[-lines:])
+
+
+def _interpreter_error(run: ChildRun, limit: float, python: str) -> str:
+    what = f"the interpreter {python} could not run the smoke script"
+    if run.timed_out:
+        return f"{what}: it printed nothing in {limit:g} s and was killed"
+    shown = run.stdout_head.strip()
+    said = f", printing {shown[:80]!r}" if shown else ""
+    detail = _stderr_detail(run.stderr_tail, 3)
+    stderr = f"; stderr: {detail}" if detail else ""
+    return f"{what}: it exited with status {run.returncode} before any progress line{said}{stderr}"
+
+
+def _with_error(run: ChildRun, limit: float, python: str = "python") -> ChildRun:
     step = run.last_step
+    if not run.parsed.steps and run.result is None:
+        # Not one line of our protocol: the script never ran, so the driver is not in question.
+        return replace(run, error=_interpreter_error(run, limit, python), interpreter_failed=True)
     if run.timed_out:
         where = f"while running: {step}" if step else "before it reported a step"
         error = f"killed after {limit:g} s {where}"
     elif run.result is not None:
         return run
     else:
-        last = [line for line in run.stderr_tail.splitlines() if line.strip()]
-        detail = f": {last[-1].strip()}" if last else ""
+        last = _stderr_detail(run.stderr_tail)
+        detail = f": {last}" if last else ""
         where = f" while running: {step}" if step else ""
         error = f"the {run.level}-level smoke child exited with status {run.returncode}{where}{detail}"
-    return ChildRun(
-        run.level,
-        run.parsed,
-        run.seconds,
-        run.returncode,
-        run.timed_out,
-        run.stderr_tail,
-        error,
-    )
+    return replace(run, error=error)
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> None:
@@ -268,6 +286,8 @@ def run_smoke(ctx: ProbeContext, progress: ProgressCallback | None = None) -> Sm
     left = limit - (time.monotonic() - start)
     if finished is not None and (finished.result or {}).get("status") == "no_driver":
         skipped = "no NVIDIA driver to run on (libcuda.so.1 not found)"
+    elif finished is not None and finished.interpreter_failed:
+        skipped = f"the interpreter {ctx.python} could not run the smoke script"
     elif (finished is not None and finished.timed_out) or left < _MIN_FRAMEWORK_SECONDS:
         skipped = f"no time left of the {limit:g} s smoke limit"
     else:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+
+import pytest
 
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.smoke.probe import SmokeProbe
@@ -85,7 +88,10 @@ def test_child_that_cannot_start(clean_env: dict[str, str], tmp_path: Path) -> N
     ctx = ProbeContext(root=tmp_path, env=clean_env, python=str(tmp_path / "no-such-python"))
     facts = SmokeProbe().collect(ctx)
     assert facts.get("smoke.status") == "failed"
-    assert "cannot start" in facts.get("smoke.driver_level.error")
+    assert facts.get("smoke.driver_level.status") == "interpreter_failed"
+    assert facts.get("smoke.driver_level.error") == (
+        f"the interpreter {tmp_path / 'no-such-python'} could not run the smoke script: No such file or directory"
+    )
 
 
 def test_child_that_crashes_without_a_result(clean_env: dict[str, str], tmp_path: Path) -> None:
@@ -98,3 +104,52 @@ def test_child_that_crashes_without_a_result(clean_env: dict[str, str], tmp_path
     assert facts.get("smoke.driver_level.error") == (
         "the driver-level smoke child exited with status 139 while running: load libcuda: Segmentation fault"
     )
+
+
+def _script(tmp_path: Path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ("echo 'not a python' >&2; exit 1", "exited with status 1 before any progress line; stderr: not a python"),
+        ("echo hi", "exited with status 0 before any progress line, printing 'hi'"),
+    ],
+)
+def test_interpreter_that_cannot_run_the_script_is_not_blamed_on_the_driver(
+    clean_env: dict[str, str], fake_root: Path, tmp_path: Path, body: str, said: str
+) -> None:
+    python = _script(tmp_path, "fakepy", body)
+    facts = SmokeProbe().collect(ProbeContext(root=fake_root, env=clean_env, python=python))
+    assert facts.get("smoke.status") == "failed"
+    assert facts.get("smoke.driver_level.status") == "interpreter_failed"
+    assert facts.get("smoke.interpreter_error") == f"the interpreter {python} could not run the smoke script: it {said}"
+    # The framework level is not tried with an interpreter that cannot run a script.
+    assert facts.get("smoke.framework_level.status") == "skipped"
+
+
+def test_interpreter_that_hangs_before_any_line_is_not_a_driver_hang(
+    clean_env: dict[str, str], fake_root: Path, tmp_path: Path
+) -> None:
+    python = _script(tmp_path, "slowpy", "exec sleep 30")
+    ctx = ProbeContext(root=fake_root, env=clean_env, python=python, smoke_timeout=1)
+    facts = SmokeProbe().collect(ctx)
+    assert facts.get("smoke.driver_level.status") == "interpreter_failed"
+    assert facts.get("smoke.status") == "failed"
+    assert facts.get("smoke.interpreter_error") == (
+        f"the interpreter {python} could not run the smoke script: it printed nothing in 1 s and was killed"
+    )
+
+
+def test_no_driver_fails_the_smoke_run(clean_env: dict[str, str], tmp_path: Path) -> None:
+    # An empty root holds no libcuda.so.1: the run could not happen, which is not a pass.
+    root = tmp_path / "root"
+    root.mkdir()
+    facts = SmokeProbe().collect(ProbeContext(root=root, env=clean_env, python=sys.executable))
+    assert facts.get("smoke.driver_level.status") == "no_driver"
+    assert facts.get("smoke.status") == "failed"
+    assert facts.get("smoke.error") == "no NVIDIA driver: libcuda.so.1 not found — the GPU smoke run could not run"
