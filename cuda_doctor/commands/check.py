@@ -73,7 +73,8 @@ def _non_empty(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
     type=Seconds(0.5, 600),
     default=10.0,
     show_default=True,
-    help="Seconds each probe's external call (NVML, nvidia-smi, Docker) may take.",
+    help="Seconds each probe's external call (NVML, nvidia-smi, Docker) may take. The --python "
+    "interpreter gets max(TIMEOUT, 5) s to start, then up to max(TIMEOUT, 60) s for `import torch`.",
 )
 @click.option(
     "--save",
