@@ -49,6 +49,7 @@ def pair(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--fast-only", action="store_true", help="measure only the --fast pairs")
     parser.add_argument(
         "--torch-python", default=None, help="interpreter with torch (default: .cache/torch-cpu-venv, else this one)"
     )
@@ -64,6 +65,8 @@ def main() -> None:
     pair("check --fast", reference, [*doctor, "--fast"], env, args.runs, 1.3)
     text = [py, "-m", "cuda_doctor", "check", "--fast"]  # the default format, as a hook prints it
     pair("check --fast text", reference, text, env, args.runs, 1.3)
+    if args.fast_only:
+        return
     torch_py = args.torch_python
     if torch_py is None:
         cached = REPO / ".cache" / "torch-cpu-venv" / "bin" / "python"

@@ -14,13 +14,14 @@ import importlib
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-from packaging.version import InvalidVersion, Version
+from typing import TYPE_CHECKING, Any
 
 from cuda_doctor import tomlcache
 from cuda_doctor.facts import Facts, indexed
 from cuda_doctor.paths import rules_dir
+
+if TYPE_CHECKING:
+    from packaging.version import Version
 
 Deriver = Callable[[Facts], None]
 
@@ -41,6 +42,8 @@ def table_path(name: str) -> Path:
 
 
 def parse_version(text: object) -> Version | None:
+    from packaging.version import InvalidVersion, Version
+
     if text is None:
         return None
     try:
@@ -68,6 +71,8 @@ def _need(facts: Facts, out: str, *names: str) -> bool:
 
 def min_driver_for_cuda(cuda: str) -> str | None:
     """Lowest Linux driver for the GA release of CUDA ``major.minor`` (e.g. "13.0" → 580.65.06)."""
+    from packaging.version import Version
+
     wanted = major_minor(cuda)
     if wanted is None:
         return None
@@ -82,6 +87,8 @@ def min_driver_for_cuda(cuda: str) -> str | None:
 
 def cuda_supported_by_driver(driver: str) -> str | None:
     """Newest CUDA ``major.minor`` whose GA floor this Linux driver meets (table-based)."""
+    from packaging.version import Version
+
     version = parse_version(driver)
     if version is None:
         return None
@@ -121,6 +128,8 @@ def derive_driver_support(facts: Facts) -> None:
         return
     floor = mvc_floor(framework[0])
     facts.set("derived.framework_cuda_mvc_floor", floor)
+    from packaging.version import Version
+
     driver = parse_version(facts.get("driver.version"))
     if supported >= framework:
         facts.set(out, "full")
@@ -147,6 +156,8 @@ def best_variant(
     Full support first; failing that, a variant of the driver's CUDA major that runs through
     minor-version compatibility (driver at or above the family's floor).
     """
+    from packaging.version import Version
+
     releases = load_table("torch_wheels")["release"]
     ordered = sorted(releases, key=lambda row: Version(row["torch"]), reverse=True)
     if torch_release is not None:
@@ -174,6 +185,9 @@ def best_variant(
 
 def derive_wheel_suggestion(facts: Facts) -> None:
     out = "derived.torch_suggested_variant"
+    if not facts.has("torch.installed"):  # framework not probed (--fast): no rule needs a wheel
+        facts.mark_unknown(out, facts.reason("torch.installed") or "the framework was not probed")
+        return
     driver_cuda = facts.get("driver.cuda_version") or (
         cuda_supported_by_driver(facts.get("driver.version")) if facts.has("driver.version") else None
     )

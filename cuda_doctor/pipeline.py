@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import threading
 import time
@@ -303,6 +302,8 @@ def read_json(path: Path) -> dict[str, Any]:
         raise ReportFileError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ReportFileError(f"{path}: cannot read: {exc}") from None
+    import json  # only re-judging reads JSON; a plain check never imports it
+
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

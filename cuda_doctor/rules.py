@@ -12,14 +12,15 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from packaging.version import InvalidVersion, Version
+from typing import TYPE_CHECKING, Any
 
 from cuda_doctor import tomlcache
 from cuda_doctor.facts import Facts
 from cuda_doctor.paths import rules_dir
 from cuda_doctor.results import Result, Severity, Status
+
+if TYPE_CHECKING:
+    from packaging.version import Version
 
 RULE_KINDS = ("env", "lint")
 CATEGORIES = (
@@ -76,6 +77,8 @@ Truth = "bool | _Unknown"
 
 
 def _ver(value: Any) -> Version:
+    from packaging.version import Version  # only rules that compare versions pay for it
+
     return Version(str(value).strip())
 
 
@@ -173,7 +176,7 @@ def evaluate(cond: Mapping[str, Any], facts: Facts, bind: Callable[[str], str]) 
         operand = facts.get(other)
     try:
         return bool(OPERATORS[op](facts.get(name), operand))
-    except (TypeError, ValueError, InvalidVersion, re.error):
+    except (TypeError, ValueError, re.error):  # packaging's InvalidVersion is a ValueError
         return False  # a value of the wrong shape does not satisfy the comparison
 
 

@@ -8,9 +8,9 @@ again.  A cache that cannot be read or written only costs speed (the reason is l
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
-import tempfile
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +25,19 @@ _dirty = False
 
 def cache_file() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "cuda-doctor" / f"toml-{__version__}.json"
+    # marshal (the format of .pyc files: no import, fastest to load) is specific to the
+    # Python version, hence the version in the name
+    python = f"py{sys.version_info[0]}{sys.version_info[1]}"
+    return Path(base) / "cuda-doctor" / f"toml-{__version__}-{python}.marshal"
 
 
 def _entries() -> dict[str, Any]:
     global _memory
     if _memory is None:
         try:
-            loaded = json.loads(cache_file().read_text(encoding="utf-8"))
+            loaded = marshal.loads(cache_file().read_bytes())
             _memory = loaded if isinstance(loaded, dict) else {}
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, EOFError, TypeError) as exc:
             if not isinstance(exc, FileNotFoundError):
                 errors.append(f"cannot read {cache_file()}: {exc}")
             _memory = {}
@@ -56,8 +59,8 @@ def load(path: Path) -> dict[str, Any]:
     with path.open("rb") as handle:
         data = tomllib.load(handle)
     try:
-        json.dumps(data)  # dates and times are not JSON: such files are simply not cached
-    except TypeError:
+        marshal.dumps(data)  # TOML dates and times cannot be marshalled: such files are not cached
+    except ValueError:
         return data
     _entries()[key] = {"stamp": stamp, "data": data}
     _dirty = True
@@ -70,11 +73,13 @@ def flush() -> None:
     if not _dirty or _memory is None:
         return
     target = cache_file()
+    import tempfile
+
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".toml-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(_memory, handle)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".toml-", suffix=".marshal")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(marshal.dumps(_memory))
         os.replace(tmp, target)
         _dirty = False
     except OSError as exc:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -160,6 +159,8 @@ def emit(report: Report, fmt: str, verbose: bool, fail_on: str, save: Path | Non
 
 
 def save_report(report: Report, severity: Severity, path: Path) -> None:
+    import json
+
     text = json.dumps(report.to_dict(severity), indent=2, default=str) + "\n"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

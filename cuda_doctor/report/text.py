@@ -7,7 +7,6 @@ paying for rich's console at start-up.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from cuda_doctor.report.common import (
@@ -105,6 +104,8 @@ def _result_lines(result: Result, verbose: bool) -> list[Line]:
         rule += f"; see {result.links[0]})" if result.links else ")"
         lines.append([(rule, "dim")])
     if verbose and result.evidence:
+        import json  # evidence values are shown as JSON (null, true), as in the JSON report
+
         for name, value in result.evidence.items():
             lines.append([(f"          {name} = {json.dumps(value, default=str, ensure_ascii=False)}", "dim")])
     return lines
