@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cuda_doctor import tomlcache
+
 SEVERITY_CHOICES = ("error", "warning", "info", "off")
 FAIL_ON_CHOICES = ("error", "warning", "info")
 
@@ -44,17 +46,14 @@ def load_config(path: Path | None, cwd: Path) -> Config:
     target = path if path is not None else find_pyproject(cwd)
     if target is None:
         return Config()
-    from cuda_doctor.tomlcompat import tomllib
-
     try:
-        with target.open("rb") as handle:
-            data = tomllib.load(handle)
+        data = tomlcache.load(target)  # a project's pyproject.toml rarely changes between runs
     except FileNotFoundError:
         raise ConfigError(f"{target}: no such file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{target}: not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{target}: not valid TOML: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except ValueError as exc:  # tomllib.TOMLDecodeError
+        raise ConfigError(f"{target}: not valid TOML: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"{target}: cannot read: {exc.strerror}") from None
     section = data.get("tool", {}).get("cuda-doctor")

@@ -11,7 +11,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from cuda_doctor.container.reference import InvalidReference, is_nvidia_cuda, parse_reference
 from cuda_doctor.container.require import Host, HostGPU, RequireResult, check_env
 from cuda_doctor.facts import Facts, indexed
 
@@ -83,11 +82,7 @@ def _write_requirement(facts: Facts, out: str, result: RequireResult) -> None:
             (facts.reason(n) for n in ("driver.version", "driver.cuda_version") if facts.reason(n)),
             None,
         )
-        detail = (
-            f"{result.detail} ({why})"
-            if why and "version is unknown" in result.detail
-            else result.detail
-        )
+        detail = f"{result.detail} ({why})" if why and "version is unknown" in result.detail else result.detail
         facts.mark_unknown(f"{out}.require_satisfied", detail)
     else:
         facts.set(f"{out}.require_satisfied", result.satisfied)
@@ -127,11 +122,7 @@ def _derive_image(facts: Facts, i: int, host: Host) -> None:
     if facts.has(f"{prefix}.ref"):
         _derive_tag_status(facts, i)  # needs only the reference: a deleted tag is never local
     if facts.get(f"{prefix}.found") is not True:
-        reason = (
-            facts.get(f"{prefix}.error")
-            or facts.reason(f"{prefix}.found")
-            or "the image was not inspected"
-        )
+        reason = facts.get(f"{prefix}.error") or facts.reason(f"{prefix}.found") or "the image was not inspected"
         for n in (*_OUTPUTS, "torch_cuda_mismatch", "suggested_image"):
             facts.mark_unknown(f"{out}.{n}", str(reason))
         return
@@ -191,6 +182,8 @@ def tag_status(tag: str, rows: list[dict[str, Any]]) -> tuple[str, str | None, s
 
 
 def _derive_tag_status(facts: Facts, i: int) -> None:
+    from cuda_doctor.container.reference import InvalidReference, is_nvidia_cuda, parse_reference
+
     out = f"derived.image[{i}]"
     ref_text = facts.get(f"image[{i}].ref")
     try:
@@ -216,6 +209,8 @@ def _derive_tag_status(facts: Facts, i: int) -> None:
 
 def _derive_suggested_tag(facts: Facts, i: int, host: Host) -> None:
     """For an nvidia/cuda image this driver is too old for: the newest tag it can run."""
+    from cuda_doctor.container.reference import InvalidReference, is_nvidia_cuda, parse_reference
+
     out = f"derived.image[{i}].suggested_image"
     try:
         ref = parse_reference(str(facts.get(f"image[{i}].ref")))
@@ -223,12 +218,7 @@ def _derive_suggested_tag(facts: Facts, i: int, host: Host) -> None:
         facts.mark_unknown(out, str(exc))
         return
     match = _CUDA_TAG.match(ref.tag or "")
-    if (
-        ref.is_id
-        or not is_nvidia_cuda(ref.repository)
-        or match is None
-        or host.cuda_version is None
-    ):
+    if ref.is_id or not is_nvidia_cuda(ref.repository) or match is None or host.cuda_version is None:
         facts.set(out, None)
         return
     rows = load_tags()
@@ -239,9 +229,7 @@ def _derive_suggested_tag(facts: Facts, i: int, host: Host) -> None:
     usable = [
         r
         for r in rows
-        if r.get("status") != "deleted"
-        and r.get("latest_patch")
-        and _version_tuple(str(r["version"])) <= ceiling
+        if r.get("status") != "deleted" and r.get("latest_patch") and _version_tuple(str(r["version"])) <= ceiling
     ]
     if not usable:
         facts.set(out, None)
