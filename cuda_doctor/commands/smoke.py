@@ -26,7 +26,7 @@ GPU_PROBE = "cuda_doctor.probes.gpu"
 @contextlib.contextmanager
 def step_progress(enabled: bool) -> Iterator[ProgressCallback | None]:
     """The step the smoke child is running, on stderr, only on a terminal."""
-    if not enabled or not sys.stderr.isatty():
+    if not enabled or not (sys.stderr.isatty() and sys.stdout.isatty()):
         yield None
         return
     from rich.console import Console

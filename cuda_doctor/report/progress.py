@@ -11,7 +11,8 @@ from cuda_doctor.pipeline import Progress
 
 @contextlib.contextmanager
 def probe_progress(enabled: bool) -> Iterator[Progress | None]:
-    if not enabled or not sys.stderr.isatty():
+    # only for a person at a terminal: never in pipes, CI logs or hooks
+    if not enabled or not (sys.stderr.isatty() and sys.stdout.isatty()):
         yield None
         return
     from rich.console import Console  # only a terminal pays for it
