@@ -173,7 +173,9 @@ def classify_error(exc: BaseException | None, ctx: ProbeContext) -> tuple[str, s
         or "Connection refused" in text
         or "No such file" in text
     ):
-        return "unreachable", f"no Docker daemon answers at {host}: {_short(exc)}"
+        root = next((e for e in reversed(chain) if isinstance(e, OSError) and e.strerror), None)
+        why = root.strerror if root is not None else _short(exc)  # "No such file or directory"
+        return "unreachable", f"no Docker daemon answers at {host} ({why})"
     if "NotASocket" in names or "Not a socket" in text or "not a socket" in text:
         return "unreachable", f"{host} is not a Docker socket: {_short(exc)}"
     return "error", f"Docker daemon at {host}: {_short(exc)}"
