@@ -76,7 +76,12 @@ def visible(result: Result, verbose: bool) -> bool:
     return verbose or result.status not in (Status.PASS, Status.SKIPPED)
 
 
-def summary_line(counts: dict[str, int], exit_code: int, fail_on: Severity) -> str:
+def is_partial(results: Iterable[Result]) -> bool:
+    """Some rules were deselected: the run cannot vouch for the whole machine."""
+    return any(r.status is Status.SKIPPED and r.message == "deselected" for r in results)
+
+
+def summary_line(counts: dict[str, int], exit_code: int, fail_on: Severity, partial: bool = False) -> str:
     parts = []
     for status, word in (
         (Status.FAIL, "failed"),
@@ -94,6 +99,8 @@ def summary_line(counts: dict[str, int], exit_code: int, fail_on: Severity) -> s
         verdict = f"findings at or above '{fail_on.value}'"
     elif counts.get(Status.UNKNOWN.value, 0):
         verdict = "nothing failed, but some checks could not run"
+    elif partial:
+        verdict = "nothing failed in the selected checks"
     else:
         verdict = "ready to train"
     return f"{', '.join(parts)} — {verdict} (exit {exit_code})"

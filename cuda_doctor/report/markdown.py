@@ -6,7 +6,7 @@ import json
 from typing import TYPE_CHECKING
 
 from cuda_doctor import __version__
-from cuda_doctor.report.common import CATEGORY_TITLES, MARKS, grouped, summary_line, visible
+from cuda_doctor.report.common import CATEGORY_TITLES, MARKS, grouped, is_partial, summary_line, visible
 from cuda_doctor.results import Severity, Status
 
 if TYPE_CHECKING:
@@ -62,5 +62,5 @@ def render_markdown(report: Report, verbose: bool, fail_on: Severity) -> str:
             if r.commands and r.status not in (Status.PASS, Status.SKIPPED):
                 lines += ["", "    ```sh", *(f"    {command}" for command in r.commands), "    ```", ""]
         lines.append("")
-    lines.append(f"**{summary_line(report.counts(), report.exit_code(fail_on), fail_on)}**")
+    lines.append(f"**{summary_line(report.counts(), report.exit_code(fail_on), fail_on, is_partial(report.results))}**")
     return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ from cuda_doctor.report.common import (
     MARKS,
     STYLES,
     grouped,
+    is_partial,
     plural,
     subject_prefix,
     summary_line,
@@ -62,7 +63,7 @@ def checklist_lines(report: Report, *, verbose: bool, fail_on: Severity) -> list
     for problem in report.problems:
         lines.append([(f"internal: {problem}", "red")])
     code = report.exit_code(fail_on)
-    lines += [[], [(summary_line(report.counts(), code, fail_on), "bold red" if code else "bold green")]]
+    lines += [[], [(summary_line(report.counts(), code, fail_on, is_partial(report.results)), "bold red" if code else "bold green")]]
     return lines
 
 
