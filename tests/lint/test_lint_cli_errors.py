@@ -17,9 +17,12 @@ DEPRECATED = "import torch\nwith torch.cuda.amp.autocast():\n    pass\n"
 
 def lint(tmp_path: Path, *args: str) -> tuple[int, str, str]:
     runner = CliRunner()
-    with runner.isolated_filesystem(temp_dir=tmp_path):
-        Path("t.py").write_text(DEPRECATED)
-        Path("pyproject.toml").write_text("[project]\nname = 'x'\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "t.py").write_text(DEPRECATED)
+    (work / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(work)  # the command resolves relative paths and finds pyproject.toml from here
         result = runner.invoke(command, list(args))
     assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit)
     return result.exit_code, result.stdout, result.stderr
