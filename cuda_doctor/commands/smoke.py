@@ -18,7 +18,7 @@ from cuda_doctor.smoke.probe import SmokeProbe
 from cuda_doctor.smoke.runner import ProgressCallback
 
 #: The smoke rules, and the GPU probe whose facts (clock reasons, MIG, UUIDs) they read.
-SMOKE_RULES = ("CD7",)
+SMOKE_RULES = ("CD7", "CD101")  # the driver check says why a smoke run could not start
 NCCL_RULES = ("CD8",)
 GPU_PROBE = "cuda_doctor.probes.gpu"
 
