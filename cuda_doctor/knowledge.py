@@ -13,6 +13,7 @@ import functools
 import importlib
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -147,17 +148,46 @@ def _variant_cuda(variant: str) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def best_variant(
-    torch_release: str | None, driver_cuda: tuple[int, int], driver: str | None = None
-) -> tuple[str, str] | None:
-    """(torch release, newest wheel variant this driver can run).
+def variant_runs_on(variant: str, capabilities: list[tuple[int, int]]) -> bool:
+    """Whether a wheel variant carries native code for every one of these GPUs."""
+    for row in load_table("torch_wheels").get("arch", []):
+        if variant in row["variants"]:
+            low = major_minor(row["min"]) or (0, 0)
+            return all(low <= cc and cc[0] <= int(row["max_major"]) for cc in capabilities)
+    return not capabilities  # a variant the table does not describe: only when nothing is asked
 
-    Prefers the installed release; falls back to the newest release that has such a variant.
-    Full support first; failing that, a variant of the driver's CUDA major that runs through
-    minor-version compatibility (driver at or above the family's floor).
+
+def gpu_min_cuda(cc: tuple[int, int]) -> tuple[int, int]:
+    """The first CUDA version that runs this architecture (the driver must support it fully)."""
+    needed = (0, 0)
+    for row in load_table("torch_wheels").get("gpu_min_cuda", []):
+        if cc >= (major_minor(row["capability"]) or (99, 0)):
+            needed = max(needed, major_minor(row["cuda"]) or (0, 0))
+    return needed
+
+
+@dataclass(frozen=True)
+class WheelChoice:
+    release: str
+    variant: str
+    mode: str  # "full": the driver supports its CUDA; "mvc": through minor-version compatibility
+
+
+def best_variant(
+    torch_release: str | None,
+    driver_cuda: tuple[int, int],
+    driver: str | None = None,
+    capabilities: list[tuple[int, int]] | None = None,
+) -> WheelChoice | None:
+    """The wheel to suggest: one this driver runs and that has native code for these GPUs.
+
+    The installed release comes first (with a variant the driver fully supports, else one that
+    runs through minor-version compatibility, as PyTorch's own CUDA 12 wheels rely on for
+    drivers ≥ 525.60.13); then the newest release that has such a variant.
     """
     from packaging.version import Version
 
+    caps = capabilities or []
     releases = load_table("torch_wheels")["release"]
     ordered = sorted(releases, key=lambda row: Version(row["torch"]), reverse=True)
     if torch_release is not None:
@@ -165,22 +195,41 @@ def best_variant(
         ordered = [r for r in ordered if major_minor(r["torch"]) == mine] + [
             r for r in ordered if major_minor(r["torch"]) != mine
         ]
+    floor = mvc_floor(driver_cuda[0])
+    version = parse_version(driver)
+    mvc_ok = bool(floor and version and version >= Version(floor))
+    if any(driver_cuda < gpu_min_cuda(cc) for cc in caps):
+        return None  # the driver predates the GPU's architecture: no wheel helps
 
-    def fully(variant: str) -> bool:
-        return (_variant_cuda(variant) or (99, 0)) <= driver_cuda
-
-    def minor_compatible(variant: str) -> bool:
+    def mode(variant: str) -> str | None:
         cuda = _variant_cuda(variant)
-        floor = mvc_floor(driver_cuda[0])
-        version = parse_version(driver)
-        return bool(cuda and cuda[0] == driver_cuda[0] and floor and version and version >= Version(floor))
+        if cuda is None or not variant_runs_on(variant, caps):
+            return None
+        if cuda <= driver_cuda:
+            return "full"
+        if cuda[0] == driver_cuda[0] and mvc_ok:
+            return "mvc"
+        return None
 
-    for accept in (fully, minor_compatible):
-        for row in ordered:
-            fitting = [v for v in row["variants"] if accept(v)]
+    for row in ordered:
+        for wanted in ("full", "mvc"):
+            fitting = [v for v in row["variants"] if mode(v) == wanted]
             if fitting:
-                return str(row["torch"]), max(fitting, key=lambda v: _variant_cuda(v) or (0, 0))
+                # fully supported: the newest; through compatibility: the closest to the driver
+                pick = max if wanted == "full" else min
+                best = pick(fitting, key=lambda v: _variant_cuda(v) or (0, 0))
+                return WheelChoice(str(row["torch"]), best, wanted)
     return None
+
+
+def _installed_variant(facts: Facts) -> str | None:
+    build = major_minor(facts.get("torch.cuda_build"))
+    return f"cu{build[0]}{build[1]}" if build else None
+
+
+def _capabilities(facts: Facts) -> list[tuple[int, int]]:
+    caps = [major_minor(facts.get(indexed("gpu", i, "compute_capability"))) for i in facts.indices("gpu")]
+    return [cc for cc in caps if cc is not None]
 
 
 def derive_wheel_suggestion(facts: Facts) -> None:
@@ -196,16 +245,29 @@ def derive_wheel_suggestion(facts: Facts) -> None:
         facts.mark_unknown(out, facts.reason("driver.cuda_version") or "the driver's CUDA version is unknown")
         return
     base = facts.get("torch.version_base")
-    choice = best_variant(str(base) if base else None, parsed, facts.get("driver.version"))
+    caps = _capabilities(facts)
+    choice = best_variant(str(base) if base else None, parsed, facts.get("driver.version"), caps)
+    gpus = ", ".join(f"{cc[0]}.{cc[1]}" for cc in caps)
     if choice is None:
-        facts.mark_unknown(out, f"no PyTorch wheel in the table supports CUDA {driver_cuda}")
+        why = f"no PyTorch wheel runs on driver {facts.get('driver.version')} (CUDA {driver_cuda})"
+        reason = why + (f" with native code for compute capability {gpus}" if gpus else "")
+        facts.mark_unknown(out, reason + ": only a driver upgrade helps")
+        facts.mark_unknown("derived.torch_install_command", reason + ": only a driver upgrade helps")
         return
-    release, variant = choice
-    url = load_table("torch_wheels")["index_url"].format(variant=variant)
-    mine = major_minor(base) if base else None
-    pin = str(base) if base and mine == major_minor(release) else f"{release}.*"
-    facts.set(out, variant)
-    facts.set("derived.torch_suggested_release", release)
+    same_release = bool(base) and major_minor(base) == major_minor(choice.release)
+    if same_release and choice.variant == _installed_variant(facts):
+        reason = (
+            f"the installed {choice.variant} wheel is already the best this driver runs; "
+            "only a driver upgrade helps"
+        )
+        facts.mark_unknown(out, reason)
+        facts.mark_unknown("derived.torch_install_command", reason)
+        return
+    url = load_table("torch_wheels")["index_url"].format(variant=choice.variant)
+    pin = str(base) if same_release else f"{choice.release}.*"
+    facts.set(out, choice.variant)
+    facts.set("derived.torch_suggested_release", choice.release)
+    facts.set("derived.torch_suggested_mode", choice.mode)
     facts.set("derived.torch_index_url", url)
     facts.set("derived.torch_install_command", f"pip install 'torch=={pin}' --index-url {url}")
 
@@ -255,7 +317,32 @@ def derive_arch(facts: Facts) -> None:
         if not arch_list:
             facts.mark_unknown(out, "the framework reported no compiled architectures")
             continue
-        facts.set(out, arch_support(str(cap), list(arch_list)))
+        support = arch_support(str(cap), list(arch_list))
+        facts.set(out, support)
+        if support != "sass":
+            _arch_command(facts, i, major_minor(cap))
+
+
+def _arch_command(facts: Facts, index: int, cc: tuple[int, int] | None) -> None:
+    """The install command for a wheel with native code for this GPU that this driver runs."""
+    out = f"derived.gpu[{index}].arch_install_command"
+    driver_cuda = major_minor(facts.get("driver.cuda_version"))
+    if cc is None or driver_cuda is None:
+        facts.mark_unknown(out, facts.reason("driver.cuda_version") or "the driver's CUDA version is unknown")
+        return
+    base = facts.get("torch.version_base")
+    choice = best_variant(str(base) if base else None, driver_cuda, facts.get("driver.version"), [cc])
+    if choice is None:
+        facts.mark_unknown(
+            out,
+            f"no PyTorch wheel with native code for compute capability {cc[0]}.{cc[1]} runs on driver "
+            f"{facts.get('driver.version')} (CUDA {facts.get('driver.cuda_version')}): upgrade the driver first",
+        )
+        return
+    url = load_table("torch_wheels")["index_url"].format(variant=choice.variant)
+    same = bool(base) and major_minor(base) == major_minor(choice.release)
+    pin = str(base) if same else f"{choice.release}.*"
+    facts.set(out, f"pip install 'torch=={pin}' --index-url {url}")
 
 
 def amp_dtype(cc: tuple[int, int]) -> str:

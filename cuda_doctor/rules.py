@@ -518,14 +518,18 @@ def _judge_unsafe(
         if outcome.status is Status.PASS:
             return _result(rule, Status.PASS, message, facts, subject, evidence=evidence)
         severity = Severity(override) if override else (outcome.severity or rule.severity)
+        fix = render_template(outcome.fix, facts, bind) if outcome.fix else None
+        commands, missing = _commands(outcome.commands, facts, bind)
+        if missing and fix is not None:  # say why a command is missing rather than print "?"
+            fix = f"{fix} (no command: {missing})"
         return _result(
             rule,
             severity.status,
             message,
             facts,
             subject,
-            fix=render_template(outcome.fix, facts, bind) if outcome.fix else None,
-            commands=tuple(render_template(c, facts, bind) for c in outcome.commands),
+            fix=fix,
+            commands=commands,
             evidence=evidence,
         )
     names = [bind(n) for n in rule.requires] + template_facts([rule.pass_message], bind)
@@ -537,6 +541,21 @@ def _judge_unsafe(
         subject,
         evidence=_evidence(names, facts),
     )
+
+
+def _commands(
+    templates: tuple[str, ...], facts: Facts, bind: Callable[[str], str]
+) -> tuple[tuple[str, ...], str | None]:
+    """Rendered commands, leaving out any that need a fact we do not have (and saying why)."""
+    rendered: list[str] = []
+    missing: str | None = None
+    for template in templates:
+        unknown = [name for name in template_facts([template], bind) if not facts.has(name)]
+        if unknown:
+            missing = missing or facts.reason(unknown[0]) or f"{unknown[0]} is unknown"
+            continue
+        rendered.append(render_template(template, facts, bind))
+    return tuple(rendered), missing
 
 
 def _unknown(rule: Rule, facts: Facts, name: str, subject: str | None) -> Result:

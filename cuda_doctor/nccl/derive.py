@@ -50,7 +50,10 @@ def _skip_reason(facts: Facts) -> None:
     status = facts.get("nccl.status")
     if not facts.has("nccl.status"):
         reason = facts.reason("nccl.status")
-        text = "the NCCL all-reduce did not run (`cuda-doctor smoke --nccl`, or `check` with two or more GPUs visible)"
+        text = (
+            "the NCCL all-reduce did not run: it runs in `check` with two or more GPUs visible, "
+            "or with `cuda-doctor smoke --nccl`"
+        )
         facts.set("derived.nccl.skip_reason", f"{text}: {reason}" if reason else text)
     elif status == "not_applicable":
         facts.set("derived.nccl.skip_reason", f"not applicable: {facts.get('nccl.reason')}")

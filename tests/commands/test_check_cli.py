@@ -46,11 +46,18 @@ def test_healthy_h200_facts_pass(tmp_path: Path) -> None:
 
 
 def test_old_driver_fails_with_fix(tmp_path: Path) -> None:
-    path = facts_file(tmp_path, **{"driver.version": "470.82.01", "driver.cuda_version": "11.4"})
+    path = facts_file(tmp_path, **{"driver.version": "535.104.05", "driver.cuda_version": "12.2"})
     result = run("check", "--facts", str(path), cwd=tmp_path)
     assert result.exit_code == 1
     assert "✗" in result.output and "580.65.06" in result.output
-    assert "pip install" in result.output
+    assert "$ pip install 'torch==2.11.0' --index-url https://download.pytorch.org/whl/cu126" in result.output
+
+
+def test_no_command_is_printed_as_a_question_mark(tmp_path: Path) -> None:
+    path = facts_file(tmp_path, **{"driver.version": "418.67", "driver.cuda_version": "10.1"})
+    result = run("check", "--facts", str(path), cwd=tmp_path)
+    assert result.exit_code == 1
+    assert "$ ?" not in result.output and "no command: no PyTorch wheel runs on driver 418.67" in result.output
 
 
 def test_json_is_complete_and_versioned(tmp_path: Path) -> None:
