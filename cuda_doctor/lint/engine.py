@@ -22,7 +22,7 @@ from cuda_doctor.lint.dockerfile import lint_dockerfile
 from cuda_doctor.lint.findings import Finding, Hit
 from cuda_doctor.lint.notebook import NotebookError, lint_notebook
 from cuda_doctor.lint.python_ast import ProjectFlags, has_loop_tokens, lint_source, needs_ast
-from cuda_doctor.lint.requirements import lint_pyproject, lint_requirements
+from cuda_doctor.lint.requirements import lint_pyproject, lint_requirements, project_torch
 from cuda_doctor.lint.rules_meta import LintRule, load_rules
 from cuda_doctor.lint.shell import lint_shell
 
@@ -285,11 +285,12 @@ def lint_one(kind: str, path: Path, text: str, project: ProjectFlags) -> list[Hi
             return [Hit.make("CDL000", 1, 1, reason=str(exc))]
     if kind == "dockerfile":
         return lint_dockerfile(text, path, _read_text)
+    pin = (project.torch_release, project.torch_release_from) if project.torch_release else None
     if kind == "requirements":
-        return lint_requirements(text)
+        return lint_requirements(text, pin)
     if kind == "pyproject":
         try:
-            return lint_pyproject(text)
+            return lint_pyproject(text, pin)
         except ValueError as exc:  # tomllib.TOMLDecodeError
             return [Hit.make("CDL000", 1, 1, reason=f"not valid TOML: {exc}")]
     if kind == "shell":
@@ -332,7 +333,7 @@ def lint_paths(paths: Sequence[Path], options: LintOptions | None = None) -> Lin
     for source in sources:
         if source.kind in ("python", "notebook"):
             project = project | ProjectFlags.of(source.data)
-    project = _widen(project, sources)
+    project = _widen(project, sources) | _torch_pins(sources)
 
     tasks: list[tuple[str, str, str, ProjectFlags]] = []
     parsed = 0
@@ -367,6 +368,52 @@ def _widen(project: ProjectFlags, sources: list[Source]) -> ProjectFlags:
     for root in sorted(roots):
         project = project | scan_project(root, already)
     return project
+
+
+DEPENDENCY_KINDS = ("requirements", "pyproject")
+
+
+def _torch_pins(sources: list[Source]) -> ProjectFlags:
+    """The torch release the project pins: in the dependency files linted, else in those next to
+    the linted files and at their project root (requirements*.txt, requirements/*.txt,
+    pyproject.toml), read the way CDL201 reads them."""
+    files: list[tuple[str, str, str]] = [(s.path.name, s.kind, s.text) for s in sources
+                                         if s.kind in DEPENDENCY_KINDS]
+    seen = {_real(s.path) for s in sources}
+    folders: list[Path] = []
+    by_parent = {s.path.parent: s.path for s in sources}  # one root look-up per folder
+    for path in by_parent.values():
+        for folder in (path.parent, project_root(path)):
+            if folder is not None and folder not in folders:
+                folders.append(folder)
+    for folder in folders:
+        for path in _dependency_files(folder):
+            resolved = _real(path)
+            if resolved in seen:
+                continue
+            seen.add(resolved)
+            text = _read_text(path) if _small(path) else None
+            if text is not None:
+                files.append((path.name, kind_of(path, False) or "", text))
+    found = project_torch(files)
+    return ProjectFlags(torch_release=found.release or "",
+                        torch_release_from=found.release_from or "",
+                        torch_below_2_4_from=found.below_2_4_from or "")
+
+
+def _dependency_files(folder: Path) -> list[Path]:
+    try:
+        candidates = sorted([*folder.iterdir(), *(folder / "requirements").glob("*.txt")])
+    except OSError:
+        return []  # an unreadable folder holds no pin we can use
+    return [p for p in candidates if kind_of(p, False) in DEPENDENCY_KINDS and p.is_file()]
+
+
+def _small(path: Path) -> bool:
+    try:
+        return path.stat().st_size <= MAX_BYTES
+    except OSError:
+        return False
 
 
 def _run(tasks: list[tuple[str, str, str, ProjectFlags]], jobs: int) -> Iterable[list[Hit]]:

@@ -95,6 +95,7 @@ class _State:
     dataloaders: list[ast.Call] = field(default_factory=list)
     convs: list[tuple[ast.AST, str]] = field(default_factory=list)
     sets_benchmark: bool = False
+    project_pin: str = ""  # a torch requirement of the project that allows no torch >= 2.4
 
     def resolve(self, name: str) -> str:
         head, _, rest = name.partition(".")
@@ -256,8 +257,7 @@ def _visit_reference(node: ast.Attribute | ast.Name, state: _State, consumed: se
         return
     qual = state.resolve(name)
     if qual in DEPRECATED_TORCH_AMP:
-        state.hits.append(Hit.make("CDL001", node.lineno, node.col_offset + 1,
-                                   name=name, replacement=DEPRECATED_TORCH_AMP[qual]))
+        state.hits.append(_deprecated_amp_hit(node, name, DEPRECATED_TORCH_AMP[qual], state))
         _consume(node, consumed)
     elif qual.startswith(TF_EXPERIMENTAL_PREFIXES) or name.startswith(TF_EXPERIMENTAL_PREFIXES):
         leaf = qual.rsplit(".", 1)[-1]
@@ -270,6 +270,22 @@ def _visit_reference(node: ast.Attribute | ast.Name, state: _State, consumed: se
         state.uses_amp = True
     elif qual.startswith("torch.cuda"):
         state.uses_cuda = True
+
+
+def _deprecated_amp_hit(node: ast.AST, name: str, replacement: str, state: _State) -> Hit:
+    """Under a pin below torch 2.4 the old API is the right one: torch.amp.GradScaler("cuda")
+    exists only from 2.3 and torch.amp.custom_fwd from 2.4, so the fix is to upgrade first."""
+    line, column = getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
+    pin = state.project_pin
+    if not pin:
+        return Hit.make("CDL001", line, column, name=name,
+                        detail="is deprecated (FutureWarning since torch 2.4)",
+                        fix=f"Use `{replacement}`.")
+    return Hit.make("CDL001", line, column, severity="info", name=name,
+                    detail=f"is deprecated from torch 2.4; the project pins `{pin}`, "
+                           "where it is still the API to use",
+                    fix=f"Upgrade torch (≥ 2.4), then use `{replacement}`; under the current "
+                        f"pin keep `{name}`.")
 
 
 def _consume(node: ast.AST, consumed: set[int]) -> None:
@@ -288,7 +304,7 @@ def _visit_assign_targets(targets: list[ast.expr], state: _State) -> None:
 
 def analyse(tree: ast.Module, project: ProjectFlags) -> list[Hit]:
     """One walk sorts the nodes by type; imports are applied first so that names resolve."""
-    state = _State()
+    state = _State(project_pin=project.torch_below_2_4_from)
     imports: list[ast.stmt] = []
     calls: list[ast.Call] = []
     references: list[ast.Attribute | ast.Name] = []
@@ -407,6 +423,10 @@ class ProjectFlags:
     amp: bool = False
     grad_scaler: bool = False
     cudnn_benchmark: bool = False
+    # From the project's requirements files / pyproject.toml (empty: no such pin).
+    torch_release: str = ""  # an exact pin, "2.1.0"
+    torch_release_from: str = ""  # "torch==2.1.0 (requirements.txt)"
+    torch_below_2_4_from: str = ""  # a requirement that allows no torch >= 2.4, as written
 
     @classmethod
     def of(cls, data: bytes) -> ProjectFlags:
@@ -418,7 +438,10 @@ class ProjectFlags:
 
     def __or__(self, other: ProjectFlags) -> ProjectFlags:
         return ProjectFlags(self.amp or other.amp, self.grad_scaler or other.grad_scaler,
-                            self.cudnn_benchmark or other.cudnn_benchmark)
+                            self.cudnn_benchmark or other.cudnn_benchmark,
+                            self.torch_release or other.torch_release,
+                            self.torch_release_from or other.torch_release_from,
+                            self.torch_below_2_4_from or other.torch_below_2_4_from)
 
 
 def has_loop_tokens(data: bytes) -> bool:

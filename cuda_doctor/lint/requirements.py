@@ -11,10 +11,11 @@ import functools
 import re
 import shlex
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
 
 from cuda_doctor.lint.findings import Hit
 from cuda_doctor.paths import rules_dir
@@ -40,6 +41,10 @@ class TorchPin:
     version: str | None  # "2.3.0" (the release asked for, if pinned to one)
     variant: str | None  # "cu121", "cpu" …
     via: str  # "local version" | "index URL" | "wheel URL"
+    # An index URL says only the variant; the release comes from a torch pin elsewhere in the
+    # same file (or the project), so that a suggested variant is one that release ships.
+    release_hint: str | None = None
+    hint_from: str | None = None  # the pin that gave release_hint, as written
 
 
 @functools.lru_cache(maxsize=1)
@@ -83,7 +88,7 @@ def check_pin(pin: TorchPin) -> Hit | None:
     table = torch_table()
     every = sorted({v for row in table.values() for v in row.get("variants", [])},
                    key=lambda v: variant_cuda(v) or (0, 0))
-    release = release_of(pin.version)
+    release = release_of(pin.version or pin.release_hint)
     row = table.get(release or "")
     if row is not None:
         shipped = list(row.get("variants", []))
@@ -91,8 +96,14 @@ def check_pin(pin: TorchPin) -> Hit | None:
             return None
         problem = f"torch {release} has no {pin.variant} wheels (it ships {', '.join(shipped)})"
         suggestion = _nearest(pin.variant, shipped)
-        fix = (f"use `torch=={pin.version}+{suggestion}` from "
-               f"https://download.pytorch.org/whl/{suggestion}")
+        if pin.version:
+            fix = (f"use `torch=={pin.version}+{suggestion}` from "
+                   f"https://download.pytorch.org/whl/{suggestion}")
+        else:
+            problem = f"{problem}; torch is pinned by `{pin.hint_from}`"
+            ordered = sorted(shipped, key=lambda v: v != suggestion)
+            fix = (f"use an index of a variant torch {release} ships: "
+                   + " or ".join(f"https://download.pytorch.org/whl/{v}" for v in ordered))
     else:
         if pin.variant in every or cuda < TABLE_FLOOR or pin.via == "index":
             return None
@@ -102,6 +113,17 @@ def check_pin(pin: TorchPin) -> Hit | None:
                f"(https://download.pytorch.org/whl/{suggestion}); variants: {', '.join(every)}")
     return Hit.make("CDL201", pin.line, pin.column, spec=pin.text, problem=problem, fix=fix,
                     via=pin.via)
+
+
+def attach_release(pins: list[TorchPin], fallback: tuple[str, str] | None = None) -> list[TorchPin]:
+    """Give index-URL pins the release a torch pin of the same file (else ``fallback``:
+    (version, as written), the project's pin) asks for."""
+    pinned = next((p for p in pins if p.version), None)
+    hint = (pinned.version, pinned.text) if pinned and pinned.version else fallback
+    if hint is None:
+        return pins
+    return [replace(p, release_hint=hint[0], hint_from=hint[1])
+            if p.via == "index URL" and not p.version else p for p in pins]
 
 
 def _nearest(variant: str, choices: list[str]) -> str:
@@ -219,11 +241,13 @@ def requirements_pins(text: str) -> list[TorchPin]:
         pin = pin_from_requirement(line, number, 1, index_variants)
         if pin is not None:
             pins.append(pin)
-    return pins
+    return attach_release(pins)
 
 
-def lint_requirements(text: str) -> list[Hit]:
-    return _dedupe(check_pin(pin) for pin in requirements_pins(text))
+def lint_requirements(text: str, project_pin: tuple[str, str] | None = None) -> list[Hit]:
+    """``project_pin``: (version, as written) of a torch release pinned elsewhere in the project."""
+    pins = attach_release(requirements_pins(text), project_pin)
+    return _dedupe(check_pin(pin) for pin in pins)
 
 
 def _dedupe(hits: Iterable[Hit | None]) -> list[Hit]:
@@ -250,7 +274,6 @@ def _line_of(text: str, needle: str) -> int:
 def pyproject_pins(text: str) -> list[TorchPin]:
     """Raises tomllib.TOMLDecodeError for the engine to report."""
     data = tomllib.loads(text)
-    project = data.get("project", {}) if isinstance(data.get("project"), dict) else {}
     tool = data.get("tool", {}) if isinstance(data.get("tool"), dict) else {}
     urls: list[str] = []
     for table in (tool.get("uv", {}).get("index", []), tool.get("poetry", {}).get("source", []),
@@ -264,6 +287,17 @@ def pyproject_pins(text: str) -> list[TorchPin]:
         if variant:
             variants.append(variant)
             pins.append(TorchPin(_line_of(text, url), 1, url, None, variant, "index URL"))
+    for requirement in _pyproject_requirements(data):
+        needle = requirement.split(";")[0].strip()
+        pin = pin_from_requirement(requirement, _line_of(text, needle), 1, variants)
+        if pin is not None:
+            pins.append(pin)
+    return attach_release(pins)
+
+
+def _pyproject_requirements(data: dict[str, Any]) -> list[str]:
+    project = data.get("project", {}) if isinstance(data.get("project"), dict) else {}
+    tool = data.get("tool", {}) if isinstance(data.get("tool"), dict) else {}
     requirements: list[str] = []
     deps = project.get("dependencies", [])
     if isinstance(deps, list):
@@ -278,12 +312,7 @@ def pyproject_pins(text: str) -> list[TorchPin]:
         poetry_torch = poetry_torch.get("version")
     if isinstance(poetry_torch, str):
         requirements.append(f"torch{_poetry_spec(poetry_torch)}")
-    for requirement in requirements:
-        needle = requirement.split(";")[0].strip()
-        pin = pin_from_requirement(requirement, _line_of(text, needle), 1, variants)
-        if pin is not None:
-            pins.append(pin)
-    return pins
+    return requirements
 
 
 def _poetry_spec(spec: str) -> str:
@@ -291,8 +320,9 @@ def _poetry_spec(spec: str) -> str:
     return f"=={spec}" if spec and spec[0].isdigit() else spec
 
 
-def lint_pyproject(text: str) -> list[Hit]:
-    return _dedupe(check_pin(pin) for pin in pyproject_pins(text))
+def lint_pyproject(text: str, project_pin: tuple[str, str] | None = None) -> list[Hit]:
+    pins = attach_release(pyproject_pins(text), project_pin)
+    return _dedupe(check_pin(pin) for pin in pins)
 
 
 # -- pip install command lines (Dockerfile RUN, shell scripts, notebook "!pip") -------------
@@ -355,8 +385,83 @@ def _parse_pip_words(words: list[str], line: int) -> PipInstall:
         pin = pin_from_requirement(word, line, 1, variants)
         if pin is not None:
             pins.append(pin)
-    return PipInstall(tuple(pins), tuple(requirement_files))
+    return PipInstall(tuple(attach_release(pins)), tuple(requirement_files))
 
 
 def lint_command(command: str, line: int) -> list[Hit]:
     return _dedupe(check_pin(pin) for inst in pip_installs(command, line) for pin in inst.pins)
+
+
+# -- the torch release a project pins (requirements files, pyproject.toml) ----------------
+
+
+@dataclass(frozen=True)
+class ProjectTorch:
+    """What the project's dependency files say about torch, each with the line that says it."""
+
+    release: str | None = None  # "2.1.0": an exact pin
+    release_from: str | None = None  # "torch==2.1.0 (requirements.txt)"
+    below_2_4_from: str | None = None  # a requirement that allows no torch ≥ 2.4, as written
+
+
+AMP_DEVICE_API = Version("2.4")  # torch.amp.custom_fwd/GradScaler("cuda") everywhere; FutureWarning
+
+
+def torch_requirements(text: str, kind: str) -> list[Requirement]:
+    """The torch requirements of a requirements file or pyproject.toml (``kind``); never raises."""
+    if kind == "pyproject":
+        try:
+            lines = _pyproject_requirements(tomllib.loads(text))
+        except tomllib.TOMLDecodeError:
+            return []  # reported as CDL000 when the file itself is linted
+    else:
+        lines = [line for _, line in logical_lines(text) if line and not line.startswith("-")]
+    out: list[Requirement] = []
+    for line in lines:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.name.lower() == "torch":
+            out.append(req)
+    return out
+
+
+def caps_below(req: Requirement, bound: Version = AMP_DEVICE_API) -> bool:
+    """True when the requirement allows no torch release at or above ``bound``."""
+    return any(_spec_caps(spec.operator, spec.version, bound) for spec in req.specifier)
+
+
+def _spec_caps(operator: str, version: str, bound: Version) -> bool:
+    try:
+        if operator in ("==", "===") and version.endswith(".*"):
+            parts = [int(x) for x in version[:-2].split(".")]
+            parts[-1] += 1  # ==2.3.* allows everything below 2.4
+            return Version(".".join(map(str, parts))) <= bound
+        if operator in ("==", "==="):
+            return Version(version.partition("+")[0]) < bound
+        if operator == "<":
+            return Version(version) <= bound
+        if operator == "<=":
+            return Version(version) < bound
+        if operator == "~=":
+            parts = [int(x) for x in Version(version).release[:-1]]
+            parts[-1] += 1  # ~=2.3.1 means >=2.3.1, ==2.3.*
+            return Version(".".join(map(str, parts))) <= bound
+    except (InvalidVersion, ValueError, IndexError):
+        return False
+    return False
+
+
+def project_torch(files: Iterable[tuple[str, str, str]]) -> ProjectTorch:
+    """``files``: (name for messages, kind, text); the first exact pin and first cap win."""
+    release = release_from = below = None
+    for name, kind, text in files:
+        for req in torch_requirements(text, kind):
+            written = f"{req} ({name})"
+            exact = [s for s in req.specifier if s.operator in ("==", "===") and "*" not in s.version]
+            if release is None and exact:
+                release, release_from = exact[0].version.partition("+")[0], written
+            if below is None and caps_below(req):
+                below = written
+    return ProjectTorch(release, release_from, below)

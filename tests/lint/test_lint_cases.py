@@ -2,7 +2,8 @@
 
 ``expect-next: ID`` (Dockerfiles, where comments take a whole line) marks the next line and
 ``expect-prev: ID`` the previous one.  Each case is linted alone in a temporary directory so
-that the rest of this repository does not count as "the project".
+that the rest of this repository does not count as "the project"; a case in a folder of its own
+is copied with the other files of that folder (its project: e.g. the requirements that pin torch).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from cuda_doctor.lint.engine import lint_paths
+from cuda_doctor.lint.requirements import caps_below
 from cuda_doctor.lint.rules_meta import load_rules
 
 CASES = Path(__file__).parent / "cases"
@@ -33,11 +36,19 @@ def expected(path: Path) -> set[tuple[int, str]]:
     return out
 
 
-@pytest.mark.parametrize("case", case_files(), ids=lambda p: str(p.relative_to(CASES)))
-def test_case(case: Path, tmp_path: Path) -> None:
+def copy_case(case: Path, tmp_path: Path) -> Path:
+    """The case, with its sibling files when it sits in a folder of its own."""
     target = tmp_path / case.relative_to(CASES)
     target.parent.mkdir(parents=True, exist_ok=True)
+    if case.parent != CASES:
+        shutil.copytree(case.parent, target.parent, dirs_exist_ok=True)
     shutil.copy(case, target)
+    return target
+
+
+@pytest.mark.parametrize("case", case_files(), ids=lambda p: str(p.relative_to(CASES)))
+def test_case(case: Path, tmp_path: Path) -> None:
+    target = copy_case(case, tmp_path)
     report = lint_paths([target])
     found = {(f.line, f.rule_id) for f in report.findings}
     assert found == expected(case), "\n".join(
@@ -104,3 +115,66 @@ def test_requirements_referenced_by_the_dockerfile(tmp_path: Path) -> None:
     findings = lint_paths([dockerfile]).findings
     assert [(f.line, f.rule_id) for f in findings] == [(3, "CDL105")]
     assert "CUDA 12.4" in findings[0].message and "13.0.2" in findings[0].message
+
+
+def _lint_case(name: str, tmp_path: Path) -> list[tuple[int, str, str, str, str]]:
+    target = copy_case(CASES / name, tmp_path)
+    return [(f.line, f.rule_id, f.severity, f.message, f.fix or "")
+            for f in lint_paths([target]).findings]
+
+
+def test_index_url_suggests_variants_of_the_pinned_release(tmp_path: Path) -> None:
+    # torch 2.1 ships cu118 and cu121 only: "e.g. cu124" (the variant nearest cu123) is wrong.
+    findings = _lint_case("index_pinned/requirements.txt", tmp_path)
+    index = [f for f in findings if f[0] == 1]
+    assert len(index) == 1
+    _, _, _, message, fix = index[0]
+    assert "torch 2.1 has no cu123 wheels (it ships cu118, cu121)" in message
+    assert "`torch==2.1.0`" in message
+    assert "whl/cu121" in fix and "whl/cu118" in fix and "cu124" not in fix
+
+
+def test_index_url_takes_the_release_pinned_elsewhere_in_the_project(tmp_path: Path) -> None:
+    findings = _lint_case("index_project_pin/requirements.txt", tmp_path)
+    assert [f[:2] for f in findings] == [(2, "CDL201")]
+    _, _, _, message, fix = findings[0]
+    assert "torch 2.1 has no cu123 wheels" in message and "(pyproject.toml)" in message
+    assert "whl/cu121" in fix and "cu124" not in fix
+
+
+def test_index_url_without_a_pin_may_suggest_any_variant(tmp_path: Path) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("--extra-index-url https://download.pytorch.org/whl/cu123\n")
+    (finding,) = lint_paths([requirements]).findings
+    assert "no torch release ships cu123" in finding.message
+    assert finding.fix is not None and "e.g. cu124" in finding.fix
+
+
+@pytest.mark.parametrize("case", ["amp_pinned/train.py", "amp_capped/train_capped.py"])
+def test_deprecated_amp_under_a_pin_below_2_4_says_upgrade_first(case: str, tmp_path: Path) -> None:
+    findings = _lint_case(case, tmp_path)
+    assert [f[:3] for f in findings] == [(4, "CDL001", "info"), (9, "CDL001", "info")]
+    pin = "`torch==2.1.0 (requirements.txt)`" if "pinned" in case else "`torch<2.4,>=2.0 (pyproject.toml)`"
+    for _, _, _, message, fix in findings:
+        assert "deprecated from torch 2.4" in message and pin in message
+        assert fix.startswith("Upgrade torch (≥ 2.4), then use `torch.amp.")
+
+
+def test_deprecated_amp_without_a_pin_keeps_the_replacement(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text("torch>=2.0\n")  # no upper bound: not a pin
+    train = tmp_path / "train.py"
+    shutil.copy(CASES / "amp_pinned" / "train.py", train)
+    findings = lint_paths([train]).findings
+    assert [(f.line, f.severity) for f in findings] == [(4, "warning"), (9, "warning")]
+    assert findings[0].message.endswith("is deprecated (FutureWarning since torch 2.4)")
+    assert findings[0].fix == 'Use `torch.amp.GradScaler("cuda", ...)`.'
+
+
+@pytest.mark.parametrize(("spec", "capped"), [
+    ("torch==2.1.0", True), ("torch==2.3.1+cu121", True), ("torch<2.4", True),
+    ("torch>=2.0,<2.3", True), ("torch==2.3.*", True), ("torch~=2.3.1", True),
+    ("torch<=2.4", False), ("torch<2.4.1", False), ("torch~=2.3", False), ("torch==2.*", False),
+    ("torch>=2.0", False), ("torch==2.4.0", False), ("torch", False),
+])
+def test_caps_below_2_4(spec: str, capped: bool) -> None:
+    assert caps_below(Requirement(spec)) is capped
