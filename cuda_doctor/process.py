@@ -93,6 +93,26 @@ def run_command(
     return CommandResult(args, proc.returncode, out, err, seconds, error)
 
 
+def start_streaming(argv: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[str] | str:
+    """Start a child whose output the caller streams: its own session (so that a kill takes the
+    whole group), text pipes, no stdin.  Returns the process, or the OS error as text."""
+    import subprocess
+
+    try:
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env),
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return str(exc.strerror or exc)
+
+
 def _kill_group(proc: subprocess.Popen[str]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)

@@ -24,7 +24,7 @@ from typing import Any
 from cuda_doctor.facts import Facts
 from cuda_doctor.probes._framework_child import STARTED, TENSORFLOW_FACTS, TORCH_FACTS
 from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.process import CommandResult
+from cuda_doctor.process import CommandResult, start_streaming
 
 CHILD_SCRIPT = Path(__file__).with_name("_framework_child.py")
 
@@ -86,19 +86,9 @@ def run_child(
     """
     args = tuple(argv)
     start = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            list(args),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=dict(env),
-            text=True,
-            errors="replace",
-            start_new_session=True,  # so that a kill takes the whole group
-        )
-    except OSError as exc:
-        return CommandResult(args, None, "", "", 0.0, f"{args[0]}: {exc.strerror or exc}")
+    proc = start_streaming(args, env)
+    if isinstance(proc, str):
+        return CommandResult(args, None, "", "", 0.0, f"{args[0]}: {proc}")
     out: list[str] = []
     err: list[str] = []
     started = threading.Event()

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.process import start_streaming
 
 #: Called with ("driver" | "framework", step label) whenever a child starts a step.
 ProgressCallback = Callable[[str, str], None]
@@ -135,19 +136,9 @@ def run_child(
 ) -> ChildRun:
     """Start ``argv``, stream its stdout, kill its process group after ``timeout`` seconds."""
     start = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=dict(env),
-            text=True,
-            errors="replace",
-            start_new_session=True,  # so that a kill takes the whole group
-        )
-    except OSError as exc:
-        error = f"the interpreter {argv[0]} could not run the smoke script: {exc.strerror or exc}"
+    proc = start_streaming(argv, env)
+    if isinstance(proc, str):
+        error = f"the interpreter {argv[0]} could not run the smoke script: {proc}"
         return ChildRun(level, ParsedOutput(), 0.0, error=error, interpreter_failed=True)
     out_chunks: list[str] = []
     err_chunks: list[str] = []
