@@ -10,7 +10,6 @@ fact unknown with the input's reason.
 from __future__ import annotations
 
 import functools
-import importlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from cuda_doctor import tomlcache
 from cuda_doctor.facts import Facts, indexed
+from cuda_doctor.optional import import_optional
 from cuda_doctor.paths import rules_dir
 
 if TYPE_CHECKING:
@@ -479,11 +479,8 @@ DERIVERS: list[str | tuple[str, tuple[str, ...]]] = [
 
 def _resolve(spec: str) -> Deriver | None:
     module_name, _, attr = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name != module_name:
-            raise
+    module = import_optional(module_name)
+    if module is None:
         return None
     func: Deriver = getattr(module, attr)
     return func

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import threading
 import time
@@ -15,6 +14,7 @@ from cuda_doctor import __version__
 from cuda_doctor.config import Config
 from cuda_doctor.facts import Facts
 from cuda_doctor.knowledge import derive_all
+from cuda_doctor.optional import import_optional
 from cuda_doctor.probes import FAST, PHASE_1, PHASE_2, PROBES, PROVIDES
 from cuda_doctor.probes.base import Probe, ProbeContext
 from cuda_doctor.results import Result, Severity, Status, exit_code
@@ -72,11 +72,8 @@ def _hostname() -> str:
 
 
 def load_probe(module_name: str) -> Probe | None:
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name != module_name:
-            raise
+    module = import_optional(module_name)
+    if module is None:
         return None
     probe: Probe = module.PROBE
     return probe

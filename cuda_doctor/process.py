@@ -73,7 +73,7 @@ def run_command(
     try:
         out, err = proc.communicate(input=input_text, timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        kill_group(proc)
         out, err = _drain(proc)
         return CommandResult(
             args,
@@ -113,11 +113,29 @@ def start_streaming(argv: Sequence[str], env: Mapping[str, str]) -> subprocess.P
         return str(exc.strerror or exc)
 
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
+def kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL the child's whole process group (it was started in its own session)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         proc.kill()
+
+
+def wait_or_kill(proc: subprocess.Popen[str], timeout: float) -> tuple[bool, bool]:
+    """Wait up to ``timeout`` s; past it, kill the group.  Returns (timed out, survived the kill):
+    a process stuck in the kernel (state D, a wedged driver) can outlive SIGKILL for a while."""
+    import subprocess
+
+    try:
+        proc.wait(timeout=max(timeout, 0.0))
+        return False, False
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        return True, True
+    return True, False
 
 
 def _drain(proc: subprocess.Popen[str]) -> tuple[str, str]:

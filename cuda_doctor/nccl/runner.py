@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import threading
@@ -21,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 from typing import Any
+
+from cuda_doctor.process import kill_group
 
 CHILD = Path(__file__).with_name("allreduce_child.py")
 DEFAULT_SIZES = (1 << 20, 16 << 20, 256 << 20)  # 1 MiB, 16 MiB, 256 MiB
@@ -234,10 +235,7 @@ def _read_stderr(r: _Rank) -> None:
 def _kill_all(ranks: Sequence[_Rank]) -> None:
     for r in ranks:
         if r.proc.poll() is None:
-            try:
-                os.killpg(r.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                r.proc.kill()
+            kill_group(r.proc)
     for r in ranks:
         try:
             r.proc.wait(timeout=5)

@@ -11,9 +11,7 @@ the reason.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -24,7 +22,7 @@ from typing import Any
 from cuda_doctor.facts import Facts
 from cuda_doctor.probes._framework_child import STARTED, TENSORFLOW_FACTS, TORCH_FACTS
 from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.process import CommandResult, start_streaming
+from cuda_doctor.process import CommandResult, start_streaming, wait_or_kill
 
 CHILD_SCRIPT = Path(__file__).with_name("_framework_child.py")
 
@@ -112,19 +110,9 @@ def run_child(
     started.wait(timeout=start_timeout)
     limit = timeout if STARTED + "\n" in out else start_timeout
     left = limit - (time.monotonic() - start)
-    timed_out = False
-    try:
-        proc.wait(timeout=max(left, 0.0))
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            proc.kill()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            err.append("the child did not exit after SIGKILL\n")
+    timed_out, survived = wait_or_kill(proc, left)
+    if survived:
+        err.append("the child did not exit after SIGKILL\n")
     for reader in readers:
         reader.join(timeout=2)
     seconds = time.monotonic() - start

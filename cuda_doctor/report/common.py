@@ -54,6 +54,11 @@ CATEGORY_TITLES = {
 }
 
 
+def md_cell(text: object) -> str:
+    """Text that stays inside one Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
 def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 

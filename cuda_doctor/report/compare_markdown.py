@@ -6,6 +6,7 @@ import click
 
 from cuda_doctor.compare.diff import Diff
 from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet
+from cuda_doctor.report.common import md_cell
 from cuda_doctor.report.compare_common import (
     config_value,
     diff_verdict,
@@ -22,13 +23,9 @@ from cuda_doctor.report.compare_common import (
 )
 
 
-def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
     return [*lines, ""]
 
 

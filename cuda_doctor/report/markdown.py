@@ -6,7 +6,7 @@ import json
 from typing import TYPE_CHECKING
 
 from cuda_doctor import __version__
-from cuda_doctor.report.common import CATEGORY_TITLES, MARKS, grouped, is_partial, summary_line, visible
+from cuda_doctor.report.common import CATEGORY_TITLES, MARKS, grouped, is_partial, md_cell, summary_line, visible
 from cuda_doctor.results import Severity, Status
 
 if TYPE_CHECKING:
@@ -36,18 +36,14 @@ def _value(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def render_markdown(report: Report, verbose: bool, fail_on: Severity) -> str:
     lines = [f"## cuda-doctor report: {report.host}", "", f"cuda-doctor {__version__}, {report.created}", ""]
     lines += ["| fact | value |", "| --- | --- |"]
     for name in KEY_FACTS:
         if report.facts.has(name):
-            lines.append(f"| `{name}` | {_cell(_value(report.facts.get(name)))} |")
+            lines.append(f"| `{name}` | {md_cell(_value(report.facts.get(name)))} |")
         elif name in report.facts.unknown:
-            lines.append(f"| `{name}` | unknown: {_cell(report.facts.unknown[name])} |")
+            lines.append(f"| `{name}` | unknown: {md_cell(report.facts.unknown[name])} |")
     lines.append("")
     for category, results in grouped(report.results):
         shown = [r for r in results if visible(r, verbose)]

@@ -13,9 +13,6 @@ and keeps the figures of the GPUs that finished.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.process import start_streaming
+from cuda_doctor.process import start_streaming, wait_or_kill
 
 #: Called with ("driver" | "framework", step label) whenever a child starts a step.
 ProgressCallback = Callable[[str, str], None]
@@ -161,17 +158,9 @@ def run_child(
     readers = [threading.Thread(target=f, daemon=True) for f in (read_stdout, read_stderr)]
     for reader in readers:
         reader.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=max(timeout, 0.0))
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(proc)
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            # Stuck in the kernel driver (state D): say so; the readers are daemon threads.
-            err_chunks.append("the child did not exit after SIGKILL (stuck in the driver?)\n")
+    timed_out, survived = wait_or_kill(proc, timeout)
+    if survived:  # stuck in the kernel driver (state D): say so; the readers are daemon threads
+        err_chunks.append("the child did not exit after SIGKILL (stuck in the driver?)\n")
     for reader in readers:
         reader.join(timeout=2)
     seconds = time.monotonic() - start
@@ -214,13 +203,6 @@ def _with_error(run: ChildRun, limit: float, python: str = "python") -> ChildRun
         where = f" while running: {step}" if step else ""
         error = f"the {run.level}-level smoke child exited with status {run.returncode}{where}{detail}"
     return replace(run, error=error)
-
-
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
 
 
 def library_candidates(ctx: ProbeContext) -> tuple[list[str], bool]:
