@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cuda_doctor.container.bounded import call_with_deadline
+from cuda_doctor.deadline import call_with_deadline
 from cuda_doctor.facts import Facts
 
 NO_DEVICE_DRIVER = "could not select device driver"

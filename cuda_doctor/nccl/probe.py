@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from cuda_doctor.deadline import call_with_deadline
 from cuda_doctor.facts import Facts
 from cuda_doctor.nccl import runner, topology
 from cuda_doctor.probes.base import ProbeContext
@@ -65,8 +66,12 @@ class NcclProbe:
         nvml: Any = None
         try:
             nvml = self._nvml_loader()
-            count = visible_count(topology.nvml_gpu_count(nvml),
-                                  ctx.env.get("CUDA_VISIBLE_DEVICES"))
+            counted = call_with_deadline(lambda: topology.nvml_gpu_count(nvml), ctx.timeout, "nccl-nvml")
+            if counted.timed_out:
+                raise TimeoutError(f"NVML did not answer in {ctx.timeout:g} s")
+            if counted.error is not None:
+                raise counted.error
+            count = visible_count(int(counted.value or 0), ctx.env.get("CUDA_VISIBLE_DEVICES"))
         except Exception as exc:  # no NVML: the all-reduce cannot be sized, say why
             reason = f"cannot count GPUs: NVML: {topology.nvml_error(exc)}"
             facts.mark_unknown("nccl.status", reason)
@@ -82,7 +87,12 @@ class NcclProbe:
             _mark_results_unknown(facts, f"not applicable: {reason}")
             return facts
 
-        facts.merge(topology.nvlink_facts(nvml))
+        links = call_with_deadline(lambda: topology.nvlink_facts(nvml), ctx.timeout, "nccl-nvlink")
+        if links.value is not None:
+            facts.merge(links.value)
+        else:
+            why = f"NVML did not answer in {ctx.timeout:g} s" if links.timed_out else f"NVML: {links.error}"
+            facts.mark_unknown("nvlink", why)
         facts.merge(topology.topo_facts(ctx))
         timeout = ctx.smoke_timeout + _GROUP_SLACK_S
         result = runner.run_group(
@@ -112,16 +122,16 @@ def result_facts(result: runner.GroupResult) -> Facts:
     sum_ok = bool(result.sum_ok)
     wrong = [r.get("rank") for r in result.ranks if not r.get("sum_ok")]
     facts.set("nccl.status", "ok" if sum_ok else "failed")
-    facts.set("nccl.error", None if sum_ok else
-              "all-reduce returned a wrong sum on rank " + ", ".join(str(w) for w in wrong))
+    facts.set(
+        "nccl.error", None if sum_ok else "all-reduce returned a wrong sum on rank " + ", ".join(str(w) for w in wrong)
+    )
     facts.set("nccl.sum_ok", sum_ok)
     facts.set("nccl.backend", result.ranks[0].get("backend"))
     busbw = {size: round(v, 3) for size, v in result.busbw_gbps().items()}
     facts.set("nccl.busbw_gbps", busbw)
     facts.set("nccl.busbw_peak_gbps", max(busbw.values()) if busbw else None)
     facts.set("nccl.per_rank_seconds", _rounded(runner.per_rank(result, "local_seconds")))
-    facts.set("nccl.per_rank_allreduce_seconds",
-              _rounded(runner.per_rank(result, "allreduce_seconds")))
+    facts.set("nccl.per_rank_allreduce_seconds", _rounded(runner.per_rank(result, "allreduce_seconds")))
     facts.set("nccl.per_rank_init_seconds", _rounded(runner.per_rank(result, "init_seconds")))
     names = runner.per_rank(result, "device_name")
     facts.set("nccl.device_names", names)
@@ -134,8 +144,7 @@ def result_facts(result: runner.GroupResult) -> Facts:
     if rank0.get("nccl_version") is not None:
         facts.set("nccl.version", rank0["nccl_version"])
     else:
-        facts.mark_unknown("nccl.version", str(rank0.get("nccl_version_error")
-                                               or "not a CUDA build of torch"))
+        facts.mark_unknown("nccl.version", str(rank0.get("nccl_version_error") or "not a CUDA build of torch"))
     return facts
 
 

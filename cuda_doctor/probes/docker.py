@@ -17,13 +17,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from cuda_doctor.container.bounded import call_with_deadline
 from cuda_doctor.container.reference import (
     InvalidReference,
     parse_reference,
     repo_tags_matching,
 )
 from cuda_doctor.container.require import parse_bool
+from cuda_doctor.deadline import call_with_deadline
 from cuda_doctor.facts import Facts
 from cuda_doctor.probes.base import ProbeContext
 

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from cuda_doctor.deadline import call_with_deadline
 from cuda_doctor.facts import Facts, indexed
 from cuda_doctor.probes.base import ProbeContext
 
@@ -124,16 +125,11 @@ def collect_nvml(ctx: ProbeContext, nvml: Any = None) -> Facts:
 
     ``nvml`` replaces the ``pynvml`` module (tests pass a fake GPU here).
     """
-    box: dict[str, Facts] = {}
-    worker = threading.Thread(
-        target=lambda: box.__setitem__("facts", _collect_guarded(ctx, nvml)),
-        name="cuda-doctor-nvml",
-        daemon=True,  # a hung driver call cannot be interrupted; the thread is left behind
-    )
-    worker.start()
-    worker.join(ctx.timeout)
-    if "facts" in box:
-        return box["facts"]
+    outcome = call_with_deadline(lambda: _collect_guarded(ctx, nvml), ctx.timeout, "nvml")
+    if outcome.error is not None:
+        raise outcome.error  # not an Exception (those are recorded by _collect_guarded)
+    if outcome.value is not None:
+        return outcome.value
     facts = Facts()
     message = f"NVML did not answer in {ctx.timeout:g} s"
     mark_failed(facts, "error", message, "nvml")

@@ -1,8 +1,8 @@
 """Run a blocking call with a deadline, in a daemon thread that is abandoned if it overruns.
 
-The docker SDK's own timeout bounds each socket read, but a daemon that accepts a connection
-and never answers, or a hung DNS/TLS handshake, can still hold a call longer; the thread's
-deadline is the backstop.  A daemon thread never keeps the interpreter alive.
+For calls that cannot be interrupted: a driver call through NVML, a Docker daemon that accepts
+a connection and never answers (the SDK's socket timeout bounds each read, not the call).
+A daemon thread never keeps the interpreter alive.
 """
 
 from __future__ import annotations
