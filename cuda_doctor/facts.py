@@ -18,8 +18,6 @@ from typing import Any
 #: JSON-compatible values a fact may hold.
 FactValue = Any
 
-_INDEXED = re.compile(r"^(?P<family>[a-z_][a-z0-9_]*)\[(?P<index>\d+)\]\.")
-
 
 @dataclass
 class Facts:
@@ -75,11 +73,13 @@ class Facts:
 
     def indices(self, family: str) -> list[int]:
         """The indices that exist for an indexed family, e.g. ``gpu`` → [0, 1]."""
+        head = family + "["  # string tests, not a regex: rules ask this for every indexed rule
         found: set[int] = set()
         for name in self.values:
-            match = _INDEXED.match(name)
-            if match and match.group("family") == family:
-                found.add(int(match.group("index")))
+            if name.startswith(head):
+                index, bracket, rest = name[len(head) :].partition("]")
+                if bracket and index.isdigit() and rest.startswith("."):
+                    found.add(int(index))
         return sorted(found)
 
     def with_prefix(self, prefix: str) -> dict[str, FactValue]:

@@ -12,17 +12,13 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 from cuda_doctor import tomlcache
 from cuda_doctor.facts import Facts, indexed
 from cuda_doctor.optional import import_optional
 from cuda_doctor.paths import rules_dir
-
-if TYPE_CHECKING:
-    from packaging.version import Version
 
 Deriver = Callable[[Facts], None]
 
@@ -42,15 +38,28 @@ def table_path(name: str) -> Path:
 # -- small helpers --------------------------------------------------------------------------
 
 
-def parse_version(text: object) -> Version | None:
-    from packaging.version import InvalidVersion, Version
+def nvidia_version(text: object) -> tuple[int, ...] | None:
+    """An NVIDIA driver or CUDA number ("580.159.04", "12.4.1") as integers, compared part by
+    part; trailing zeros dropped so that "12.4" equals "12.4.0".  None when it is not one.
 
+    These are plain dotted numbers, not Python package versions: torch's own versions
+    ("2.11.0+cu130") go through ``packaging``.
+    """
     if text is None:
         return None
-    try:
-        return Version(str(text).strip())
-    except InvalidVersion:
+    parts = str(text).strip().split(".")
+    if not all(part.isdigit() for part in parts):  # also refuses "" and signs
         return None
+    numbers = [int(part) for part in parts]
+    while len(numbers) > 1 and numbers[-1] == 0:
+        numbers.pop()
+    return tuple(numbers)
+
+
+def at_least(version: object, floor: object) -> bool:
+    """``version >= floor`` for NVIDIA numbers; False when either cannot be read."""
+    have, need = nvidia_version(version), nvidia_version(floor)
+    return have is not None and need is not None and have >= need
 
 
 def major_minor(text: object) -> tuple[int, int] | None:
@@ -72,8 +81,6 @@ def _need(facts: Facts, out: str, *names: str) -> bool:
 
 def min_driver_for_cuda(cuda: str) -> str | None:
     """Lowest Linux driver for the GA release of CUDA ``major.minor`` (e.g. "13.0" → 580.65.06)."""
-    from packaging.version import Version
-
     wanted = major_minor(cuda)
     if wanted is None:
         return None
@@ -82,25 +89,22 @@ def min_driver_for_cuda(cuda: str) -> str | None:
     ]
     if not candidates:
         return None
-    ga = min(candidates, key=lambda row: Version(row["cuda"]))
+    ga = min(candidates, key=lambda row: nvidia_version(row["cuda"]) or ())
     return str(ga["linux"])
 
 
 def cuda_supported_by_driver(driver: str) -> str | None:
     """Newest CUDA ``major.minor`` whose GA floor this Linux driver meets (table-based)."""
-    from packaging.version import Version
-
-    version = parse_version(driver)
+    version = nvidia_version(driver)
     if version is None:
         return None
-    best: Version | None = None
+    best: tuple[int, ...] | None = None
     for row in load_table("cuda_driver")["release"]:
-        floor = parse_version(row.get("linux"))
-        if floor is not None and version >= floor:
-            cuda = Version(row["cuda"])
-            if best is None or cuda > best:
-                best = cuda
-    return f"{best.major}.{best.minor}" if best else None
+        floor = nvidia_version(row.get("linux"))
+        cuda = nvidia_version(row["cuda"])
+        if floor is not None and cuda is not None and version >= floor and (best is None or cuda > best):
+            best = cuda
+    return f"{best[0]}.{best[1] if len(best) > 1 else 0}" if best else None
 
 
 def mvc_floor(major: int) -> str | None:
@@ -129,12 +133,9 @@ def derive_driver_support(facts: Facts) -> None:
         return
     floor = mvc_floor(framework[0])
     facts.set("derived.framework_cuda_mvc_floor", floor)
-    from packaging.version import Version
-
-    driver = parse_version(facts.get("driver.version"))
     if supported >= framework:
         facts.set(out, "full")
-    elif supported[0] == framework[0] and floor and driver and driver >= Version(floor):
+    elif supported[0] == framework[0] and at_least(facts.get("driver.version"), floor):
         facts.set(out, "mvc")
     else:
         facts.set(out, "insufficient")
@@ -166,8 +167,7 @@ def gpu_min_cuda(cc: tuple[int, int]) -> tuple[int, int]:
     return needed
 
 
-@dataclass(frozen=True)
-class WheelChoice:
+class WheelChoice(NamedTuple):
     release: str
     variant: str
     mode: str  # "full": the driver supports its CUDA; "mvc": through minor-version compatibility
@@ -196,8 +196,7 @@ def best_variant(
             r for r in ordered if major_minor(r["torch"]) != mine
         ]
     floor = mvc_floor(driver_cuda[0])
-    version = parse_version(driver)
-    mvc_ok = bool(floor and version and version >= Version(floor))
+    mvc_ok = at_least(driver, floor)
     if any(driver_cuda < gpu_min_cuda(cc) for cc in caps):
         return None  # the driver predates the GPU's architecture: no wheel helps
 

@@ -12,7 +12,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cuda_doctor import tomlcache
 from cuda_doctor.facts import Facts
@@ -183,8 +184,7 @@ def evaluate(cond: Mapping[str, Any], facts: Facts, bind: Callable[[str], str]) 
 # -- rules ----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     when: dict[str, Any]
     severity: Severity | None  # None → the rule's severity
     status: Status | None  # an explicit "pass" outcome
@@ -401,11 +401,10 @@ def condition_facts(cond: Mapping[str, Any], bind: Callable[[str], str]) -> list
 # -- judging ----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Judgement:
+class Judgement(NamedTuple):
     """How to judge: severity overrides from config (``off`` disables a rule)."""
 
-    severity: Mapping[str, str] = field(default_factory=dict)
+    severity: Mapping[str, str] = MappingProxyType({})
 
 
 def _binder(family: str | None, index: int | None) -> Callable[[str], str]:

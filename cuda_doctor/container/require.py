@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 #: Go's strconv.ParseBool
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
@@ -32,16 +32,14 @@ _OPERATORS = ("!=", "<=", ">=", "=", "<", ">")  # longest first
 _VERSION = re.compile(r"^[0-9.]+$")
 
 
-@dataclass(frozen=True)
-class HostGPU:
+class HostGPU(NamedTuple):
     """What the toolkit reads of one visible GPU; ``None`` where we could not learn it."""
 
     brand: str | None = None
     arch: str | None = None  # compute capability, "9.0"
 
 
-@dataclass(frozen=True)
-class Host:
+class Host(NamedTuple):
     """The host a requirement is judged against.
 
     ``gpus`` is ``None`` when the visible GPUs are unknown and ``()`` when there are none.
@@ -52,8 +50,7 @@ class Host:
     gpus: tuple[HostGPU, ...] | None = None
 
 
-@dataclass(frozen=True)
-class RequireResult:
+class RequireResult(NamedTuple):
     satisfied: bool | None  # None: a fact the decision needs is unknown
     detail: str  # the toolkit's message when unsatisfied, else what was decided and why
     failing: str | None  # the failing constraint ("cuda>=12.2"), or the unknown one
