@@ -32,13 +32,10 @@ class GpuProbe:
         return True
 
     def collect(self, ctx: ProbeContext) -> Facts:
-        # nvidia-smi is the fallback: its parser is imported only when needed
-        from cuda_doctor.probes.nvidia_smi import collect_nvidia_smi
-
         if ctx.env.get("CUDA_DOCTOR_DISABLE_NVML", "") not in ("", "0"):
             # nvidia-smi only: for a Python whose NVML binding is broken, and for tests that
             # must not read the host's GPU
-            facts = collect_nvidia_smi(ctx)
+            facts = _collect_nvidia_smi(ctx)
             facts.set("nvml.error", "NVML disabled by CUDA_DOCTOR_DISABLE_NVML")
             if not facts.has("driver.status"):  # no nvidia-smi either: no driver to talk to
                 reason = facts.reason("driver.status") or "nvidia-smi gave no answer"
@@ -49,7 +46,7 @@ class GpuProbe:
         status = nvml_facts.get("driver.status")
         if status in _DEFINITIVE:
             return nvml_facts
-        smi_facts = collect_nvidia_smi(ctx)
+        smi_facts = _collect_nvidia_smi(ctx)
         nvml_error = nvml_facts.get("nvml.error") or nvml_facts.get("driver.error")
         smi_status = smi_facts.get("driver.status")
         # nvidia-smi's verdict wins when it has one, unless it only failed the way NVML did
@@ -63,6 +60,13 @@ class GpuProbe:
         merged.set("driver.error", f"{nvml_facts.get('driver.error')}; {smi_reason}")
         merged.set("nvml.error", nvml_error)
         return merged
+
+
+def _collect_nvidia_smi(ctx: ProbeContext) -> Facts:
+    # the fallback: its parser (and subprocess) is imported only when NVML cannot answer
+    from cuda_doctor.probes.nvidia_smi import collect_nvidia_smi
+
+    return collect_nvidia_smi(ctx)
 
 
 PROBE = GpuProbe()
