@@ -13,8 +13,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from cuda_doctor.deadline import call_with_deadline
 from cuda_doctor.facts import Facts, indexed
+from cuda_doctor.optional import import_optional
 from cuda_doctor.probes.base import ProbeContext
 
 MIB = 1024 * 1024
@@ -123,32 +123,82 @@ def mark_failed(facts: Facts, status: str, error: str, source: str) -> None:
 def collect_nvml(ctx: ProbeContext, nvml: Any = None) -> Facts:
     """Ask NVML about the driver and every GPU, within ``ctx.timeout`` seconds.
 
-    ``nvml`` replaces the ``pynvml`` module (tests pass a fake GPU here).
+    ``nvml`` replaces the ``pynvml`` module (tests pass a fake GPU here).  A read started at
+    process entry (``prefetch``) is taken over when it reads the same system.
     """
-    outcome = call_with_deadline(lambda: _collect_guarded(ctx, nvml), ctx.timeout, "nvml")
-    if outcome.error is not None:
-        raise outcome.error  # not an Exception (those are recorded by _collect_guarded)
-    if outcome.value is not None:
-        return outcome.value
-    facts = Facts()
-    message = f"NVML did not answer in {ctx.timeout:g} s"
-    mark_failed(facts, "error", message, "nvml")
-    facts.set("nvml.error", message)
-    return facts
+    read = take_prefetched(ctx) if nvml is None else None
+    if read is None:
+        read = NvmlRead(ctx, nvml).start()
+    return read.facts(ctx.timeout)
 
 
-def _collect_guarded(ctx: ProbeContext, nvml: Any) -> Facts:
+class NvmlRead:
+    """One conversation with NVML on a daemon thread: init, every reading, shutdown.
+
+    The facts are handed over as soon as they are read; ``nvmlShutdown`` (about 5 ms on an
+    H200) follows on the same thread, and nobody waits for it.  A read that overruns its
+    deadline is abandoned: a daemon thread never keeps the process alive.
+    """
+
+    def __init__(self, ctx: ProbeContext, nvml: Any = None) -> None:
+        self.ctx = ctx
+        self.nvml = nvml
+        self.ready = threading.Event()  # the facts (or the error) are there
+        self.closed = threading.Event()  # the thread has finished, NVML shut down if it was opened
+        self._facts: Facts | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="cuda-doctor-nvml", daemon=True)
+
+    def start(self) -> NvmlRead:
+        self._thread.start()
+        return self
+
+    def facts(self, timeout: float) -> Facts:
+        if not self.ready.wait(timeout):
+            facts = Facts()
+            message = f"NVML did not answer in {timeout:g} s"
+            mark_failed(facts, "error", message, "nvml")
+            facts.set("nvml.error", message)
+            return facts
+        if self._error is not None:
+            raise self._error  # not an Exception (those are recorded as facts)
+        assert self._facts is not None
+        return self._facts
+
+    def _run(self) -> None:
+        nvml = None
+        try:
+            nvml, self._facts = _open_and_read(self.ctx, self.nvml)
+        except Exception as exc:  # a binding bug must still end as a recorded reason
+            facts = Facts()
+            message = f"NVML query failed: {type(exc).__name__}: {exc}"
+            mark_failed(facts, "error", message, "nvml")
+            facts.set("nvml.error", message)
+            self._facts = facts
+        except BaseException as exc:  # handed to the waiting thread, which re-raises it
+            self._error = exc
+        self.ready.set()
+        try:
+            if nvml is not None:
+                _shutdown(nvml)
+        finally:
+            self.closed.set()
+
+
+#: Why nvmlShutdown failed in this process, if it did: the readings were already handed over,
+#: so the oddity cannot become a fact; kept for debugging.
+shutdown_errors: list[str] = []
+
+
+def _shutdown(nvml: Any) -> None:
     try:
-        return _collect(ctx, nvml)
-    except Exception as exc:  # a binding bug must still end as a recorded reason
-        facts = Facts()
-        message = f"NVML query failed: {type(exc).__name__}: {exc}"
-        mark_failed(facts, "error", message, "nvml")
-        facts.set("nvml.error", message)
-        return facts
+        nvml.nvmlShutdown()
+    except nvml.NVMLError as exc:
+        shutdown_errors.append(str(exc))
 
 
-def _collect(ctx: ProbeContext, nvml: Any) -> Facts:
+def _open_and_read(ctx: ProbeContext, nvml: Any) -> tuple[Any, Facts]:
+    """The facts, and the module to shut down (None when NVML was never opened)."""
     facts = Facts()
     if nvml is None:
         try:
@@ -157,7 +207,7 @@ def _collect(ctx: ProbeContext, nvml: Any) -> Facts:
             message = f"nvidia-ml-py (module pynvml) cannot be imported: {exc}"
             mark_failed(facts, "library_not_found", message, "nvml")
             facts.set("nvml.error", message)
-            return facts
+            return None, facts
         nvml = pynvml
     try:
         nvml.nvmlInit()
@@ -165,21 +215,52 @@ def _collect(ctx: ProbeContext, nvml: Any) -> Facts:
         status, message = _init_failure(exc)
         mark_failed(facts, status, message, "nvml")
         facts.set("nvml.error", message)
-        return facts
+        return None, facts
     except OSError as exc:  # some bindings let the loader's error through
         message = f"libnvidia-ml.so.1 could not be loaded: {exc}"
         mark_failed(facts, "library_not_found", message, "nvml")
         facts.set("nvml.error", message)
-        return facts
+        return None, facts
     try:
         _read_everything(ctx, nvml, facts)
-    finally:
-        try:
-            nvml.nvmlShutdown()
-        except nvml.NVMLError as exc:
-            # the readings are already taken; keep the oddity as evidence
-            facts.set("nvml.shutdown_error", str(exc))
-    return facts
+    except BaseException:
+        _shutdown(nvml)
+        raise
+    return nvml, facts
+
+
+# -- prefetch: the read started at process entry -----------------------------------------------
+
+_prefetched: NvmlRead | None = None
+_prefetch_lock = threading.Lock()
+
+
+def prefetch(ctx: ProbeContext, nvml: Any = None) -> NvmlRead:
+    """Start reading NVML now, for a probe that will ask later with a context like ``ctx``.
+
+    Opening NVML is mostly waiting on the driver (about 15 ms on an H200), time the process
+    can spend importing the command line and the rules instead.  ``nvml`` replaces the
+    ``pynvml`` module, as in ``collect_nvml``.
+    """
+    global _prefetched
+    if nvml is None:
+        # imported here, not on the read's thread: an import holds the GIL throughout, and
+        # this one must be done before NVML can start waiting on the driver.  When the
+        # binding is missing, the read records why.
+        import_optional("pynvml")
+    with _prefetch_lock:
+        _prefetched = NvmlRead(ctx, nvml).start()
+        return _prefetched
+
+
+def take_prefetched(ctx: ProbeContext) -> NvmlRead | None:
+    """The prefetched read, once, if it reads what ``ctx`` asks about (the same file system)."""
+    global _prefetched
+    with _prefetch_lock:
+        read, _prefetched = _prefetched, None
+    if read is not None and read.ctx.root == ctx.root:
+        return read
+    return None
 
 
 def _init_failure(exc: Exception) -> tuple[str, str]:

@@ -13,16 +13,29 @@ from typing import Any
 import pynvml
 import pytest
 
+from cuda_doctor.facts import Facts
+from cuda_doctor.probes import nvml as nvml_probe
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.probes.nvml import (
     GPU_FIELDS,
     VERSION_MISMATCH_MESSAGE,
+    NvmlRead,
     collect_nvml,
     cuda_version_text,
+    prefetch,
     reason_names,
+    take_prefetched,
 )
 
 MakeNvml = Callable[..., Any]
+
+
+def read_and_close(ctx: ProbeContext, module: Any) -> Facts:
+    """What collect_nvml reads, waited on until NVML is shut down (which follows the hand-over)."""
+    read = NvmlRead(ctx, module).start()
+    facts = read.facts(ctx.timeout)
+    assert read.closed.wait(10)
+    return facts
 
 
 @pytest.fixture
@@ -32,7 +45,7 @@ def ctx(tmp_path: Path) -> ProbeContext:
 
 def test_h200_readings(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
     fake = make_nvml()
-    facts = collect_nvml(ctx, fake.module())
+    facts = read_and_close(ctx, fake.module())
     assert facts.get("driver.source") == "nvml"
     assert facts.get("driver.status") == "ok"
     assert facts.get("driver.error") is None
@@ -131,7 +144,7 @@ def test_not_supported_is_null_and_other_errors_are_reasons(make_nvml: MakeNvml,
         },
         raises={"nvmlDeviceGetComputeRunningProcesses": TypeError("bad struct")},
     )
-    facts = collect_nvml(ctx, fake.module())
+    facts = read_and_close(ctx, fake.module())
     assert facts.get("driver.status") == "ok"
     for name in ("ecc_enabled", "power_w", "remapped_rows_pending", "remapped_rows_failure"):
         assert facts.has(f"gpu[0].{name}") and facts.get(f"gpu[0].{name}") is None, name
@@ -171,7 +184,7 @@ def test_a_gpu_that_cannot_be_opened(make_nvml: MakeNvml, ctx: ProbeContext) -> 
 )
 def test_init_errors(make_nvml: MakeNvml, ctx: ProbeContext, code: int, status: str, message: str) -> None:
     fake = make_nvml(init_error=code)
-    facts = collect_nvml(ctx, fake.module())
+    facts = read_and_close(ctx, fake.module())
     assert facts.get("driver.status") == status
     assert message in facts.get("driver.error")
     assert facts.get("nvml.error") == facts.get("driver.error")
@@ -197,7 +210,7 @@ def test_missing_binding_means_library_not_found(ctx: ProbeContext, monkeypatch:
 
 def test_no_gpu(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
     fake = make_nvml(device_count=0)
-    facts = collect_nvml(ctx, fake.module())
+    facts = read_and_close(ctx, fake.module())
     assert facts.get("driver.status") == "no_gpu"
     assert facts.get("gpu.count") == 0
     assert facts.get("driver.version") == "580.159.04"
@@ -250,3 +263,45 @@ def test_helpers() -> None:
     assert reason_names(0) == []
     assert reason_names(0x1 | 0x4 | 0x80) == ["gpu_idle", "sw_power_cap", "hw_power_brake"]
     assert reason_names(0x200) == ["bit_0x200"]
+
+
+def test_facts_are_handed_over_before_nvml_is_shut_down(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
+    release = threading.Event()
+    fake = make_nvml(hang=release, hang_in="nvmlShutdown")
+    facts = collect_nvml(ctx, fake.module())  # returns although nvmlShutdown has not returned
+    assert facts.get("driver.status") == "ok"
+    assert facts.get("gpu[0].name") == "NVIDIA H200"
+    assert fake.shutdowns == 0
+    release.set()
+    deadline = time.monotonic() + 10
+    while fake.shutdowns == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fake.shutdowns == 1
+
+
+def test_a_failed_shutdown_is_kept_for_debugging(
+    make_nvml: MakeNvml, ctx: ProbeContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    errors: list[str] = []
+    monkeypatch.setattr(nvml_probe, "shutdown_errors", errors)
+    facts = read_and_close(ctx, make_nvml(errors={"nvmlShutdown": pynvml.NVML_ERROR_UNKNOWN}).module())
+    assert facts.get("driver.status") == "ok"  # the readings stand
+    assert errors == ["Unknown Error"]
+
+
+def test_a_prefetched_read_is_taken_over_once(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
+    fake = make_nvml(device_count=2)
+    prefetch(ctx, fake.module())
+    facts = collect_nvml(ctx)  # no module given: the probe of a real run
+    assert facts.get("gpu.count") == 2
+    assert facts.get("gpu[1].name") == "NVIDIA H200"
+    assert fake.calls.count("nvmlInit") == 1
+    assert take_prefetched(ctx) is None  # a second probe reads afresh
+
+
+def test_a_read_prefetched_for_another_file_system_is_not_used(make_nvml: MakeNvml, tmp_path: Path) -> None:
+    fake = make_nvml()
+    read = prefetch(ProbeContext(root=tmp_path / "host"), fake.module())
+    assert take_prefetched(ProbeContext(root=tmp_path / "fixture")) is None
+    assert take_prefetched(ProbeContext(root=tmp_path / "host")) is None  # discarded, not kept
+    assert read.closed.wait(10) and fake.shutdowns == 1  # it still ends on its own
