@@ -1,4 +1,4 @@
-from cuda_doctor.cli import main
+from cuda_doctor.entry import main
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,78 @@
+"""The process entry point: the ``cuda-doctor`` script and ``python -m cuda_doctor``.
+
+Two things make ``check`` start and end quickly, which matters in hooks and entrypoints:
+
+* A command that reads the GPU starts reading NVML before the command line itself is
+  imported.  Opening NVML is mostly waiting on the driver (about 15 ms on an H200); meanwhile
+  this process imports click, the rules and the reporters.
+* Once such a command has written its output, the process ends without interpreter teardown
+  (freeing every module and object costs 10-15 ms and buys nothing here).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+
+#: Commands that probe this machine: their GPU probe reads NVML for ``ProbeContext()``'s file
+#: system, and they leave no work to atexit handlers (files are written and closed, children
+#: reaped, threads abandoned on purpose), so they may end without interpreter teardown.
+PROBING_COMMANDS = frozenset({"check", "exec", "facts", "smoke"})
+
+
+def command_words(argv: Sequence[str]) -> tuple[str | None, list[str]]:
+    """The command name and cuda-doctor's own words (those after "--" are exec's CMD)."""
+    words = list(argv)
+    if "--" in words:
+        words = words[: words.index("--")]
+    command = next((word for word in words if not word.startswith("-")), None)
+    return command, words
+
+
+def wants_nvml(argv: Sequence[str], env: Mapping[str, str]) -> bool:
+    """Whether this command line will read NVML: a reading command, not asking for help or
+    judging a saved file, with NVML not disabled."""
+    if env.get("CUDA_DOCTOR_DISABLE_NVML", "") not in ("", "0"):
+        return False
+    command, words = command_words(argv)
+    if command not in PROBING_COMMANDS:
+        return False
+    return not any(word in ("-h", "--help", "--version") or word.split("=")[0] == "--facts" for word in words)
+
+
+def exit_status(run: Callable[[], object]) -> int:
+    """Run ``run`` and return the status ``sys.exit`` would give the process."""
+    try:
+        run()
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)  # what the interpreter does with a non-integer code
+        return 1
+    return 0
+
+
+def end_now(status: int) -> None:
+    """Flush what was written and end the process without interpreter teardown."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            status = status or 1  # a closed pipe: the output did not all arrive
+    os._exit(status)
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    if wants_nvml(argv, os.environ):
+        from cuda_doctor.probes.base import ProbeContext
+        from cuda_doctor.probes.nvml import prefetch
+
+        prefetch(ProbeContext())
+    from cuda_doctor.cli import main as run
+
+    if command_words(argv)[0] not in PROBING_COMMANDS:
+        run()
+        return
+    end_now(exit_status(run))

@@ -1,0 +1,107 @@
+"""The process entry point: NVML read ahead of the imports, and an end without teardown."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cuda_doctor.entry import exit_status, wants_nvml
+
+TESTS = Path(__file__).resolve().parent
+FAKE_PYNVML = TESTS / "fakes" / "pynvml_h200"
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "expected"),
+    [
+        (["check"], {}, True),
+        (["check", "--fast", "--format", "json"], {}, True),
+        (["exec", "--", "python", "train.py"], {}, True),
+        (["facts", "--format", "json"], {}, True),
+        (["exec", "--", "python", "train.py", "--facts", "x.json"], {}, True),  # CMD's own words
+        (["check", "--facts", "report.json"], {}, False),  # judges a saved file
+        (["check", "--facts=report.json"], {}, False),
+        (["check", "--help"], {}, False),
+        (["check", "-h"], {}, False),
+        (["--version"], {}, False),
+        (["lint", "train.py"], {}, False),
+        (["rules"], {}, False),
+        (["smoke", "--nccl"], {}, True),
+        (["watch", "--", "python", "train.py"], {}, False),  # its sampler keeps its own NVML open
+        ([], {}, False),
+        (["check"], {"CUDA_DOCTOR_DISABLE_NVML": "1"}, False),
+        (["check"], {"CUDA_DOCTOR_DISABLE_NVML": "0"}, True),
+    ],
+)
+def test_which_command_lines_read_nvml_ahead(argv: list[str], env: dict[str, str], expected: bool) -> None:
+    assert wants_nvml(argv, env) is expected
+
+
+def _exits(code: object) -> None:
+    raise SystemExit(code)
+
+
+@pytest.mark.parametrize(("code", "status"), [(None, 0), (0, 0), (1, 1), (2, 2), (127, 127)])
+def test_exit_status_is_what_sys_exit_gives(code: object, status: int) -> None:
+    assert exit_status(lambda: _exits(code)) == status
+
+
+def test_a_returning_command_exits_0() -> None:
+    assert exit_status(lambda: None) == 0
+
+
+def test_a_message_as_exit_code_is_printed_and_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    assert exit_status(lambda: _exits("cannot go on")) == 1
+    assert capsys.readouterr().err == "cannot go on\n"
+
+
+def doctor(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **env}
+    full_env.pop("CUDA_DOCTOR_DISABLE_NVML", None)
+    full_env["PYTHONPATH"] = os.pathsep.join([str(FAKE_PYNVML), str(TESTS.parent), full_env.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [sys.executable, "-m", "cuda_doctor", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=full_env,
+        timeout=120,
+    )
+
+
+def test_check_reads_nvml_once_and_ends_with_all_its_output(tmp_path: Path) -> None:
+    log = tmp_path / "nvml-calls.txt"
+    saved = tmp_path / "report.json"
+    proc = doctor(["check", "--fast", "--format", "json", "--save", str(saved)], tmp_path, FAKE_PYNVML_LOG=str(log))
+    assert proc.returncode in (0, 1), proc.stderr  # findings depend on this host's container and /dev/shm
+    report = json.loads(proc.stdout)  # complete: flushed before the process ended
+    assert json.loads(saved.read_text(encoding="utf-8")) == report
+    values = report["facts"]["values"]
+    assert values["driver.source"] == "nvml"
+    assert values["driver.version"] == "580.159.04"
+    assert values["gpu.count"] == 2
+    assert values["gpu[1].name"] == "NVIDIA H200"
+    assert values["probe.gpu.status"] == "ok"
+    calls = log.read_text(encoding="utf-8").split()
+    assert calls.count("nvmlInit") == 1  # the read started at entry was the probe's read
+    assert calls.count("nvmlDeviceGetHandleByIndex") == 2
+
+
+def test_text_checklist_through_a_pipe_is_complete(tmp_path: Path) -> None:
+    proc = doctor(["check", "--fast", "-v"], tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.stdout.startswith("driver 580.159.04 (CUDA 13.0) · 2× NVIDIA H200")
+    assert "ready to train" in proc.stdout or "failed" in proc.stdout.splitlines()[-1]
+    assert proc.stdout.endswith(")\n")  # the summary line's "(exit N)", and nothing cut off
+
+
+def test_usage_errors_still_exit_2_with_one_line(tmp_path: Path) -> None:
+    proc = doctor(["check", "--timeout", "nonsense"], tmp_path)
+    assert proc.returncode == 2
+    assert "Invalid value for '--timeout'" in proc.stderr
+    assert "Traceback" not in proc.stderr
