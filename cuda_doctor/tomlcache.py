@@ -3,7 +3,8 @@
 ``tomllib`` is pure Python: parsing every rule file and knowledge table on each start costs
 more than the rest of ``cuda-doctor check --fast`` together.  The cache maps each file's path
 to its size, modification time and parsed content; a file whose size or time changed is parsed
-again.  A cache that cannot be read or written only costs speed (the reason is logged).
+again, and entries of files that no longer exist are dropped when the cache is written.  A
+cache that cannot be read or written only costs speed (the reason is kept in ``errors``).
 """
 
 from __future__ import annotations
@@ -75,6 +76,9 @@ def flush() -> None:
     target = cache_file()
     import tempfile
 
+    # files that are gone (a deleted project, a temporary rules folder) leave the cache
+    for key in [key for key in _memory if not os.path.exists(key)]:
+        del _memory[key]
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".toml-", suffix=".marshal")

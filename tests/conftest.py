@@ -21,6 +21,19 @@ TESTS = Path(__file__).resolve().parent
 H200 = TESTS / "fixtures" / "h200"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The parsed-TOML cache of this test run (and of the processes it starts), not the user's."""
+    cache = tmp_path_factory.mktemp("xdg-cache")
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(cache)
+    yield cache
+    if saved is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = saved
+
+
 @pytest.fixture
 def h200_dir() -> Path:
     """Recordings of a real H200 machine (driver 580.159.04, CUDA 13.0); see its README."""
