@@ -1,6 +1,6 @@
 """Wall time of `cuda-doctor check --fast` and `check --no-smoke` against their references.
 
-Targets (measured side by side, interleaved, median of N runs):
+Targets (measured side by side, interleaved round by round, median of N runs):
   check --fast     ≤ 1.3 ×  python -c "import pynvml, click, rich"
   check --no-smoke ≤ 1.15 × python -c "import torch; torch.cuda.init()"  (same interpreter as --python)
 
@@ -29,21 +29,29 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
-def pair(
-    name: str, base: list[str], doctor: list[str], env: dict[str, str], runs: int, target: float
+def compare(
+    base: list[str], doctors: dict[str, list[str]], env: dict[str, str], runs: int, target: float
 ) -> dict[str, float]:
-    timed(base, env), timed(doctor, env)  # warm the file cache
-    a, b = [], []
+    """Run the reference and each cuda-doctor command in turn, ``runs`` rounds, so that a
+    machine that slows down or speeds up meanwhile weighs on all of them alike."""
+    for argv in (base, *doctors.values()):
+        timed(argv, env)  # warm the file cache
+    samples: dict[str, list[float]] = {name: [] for name in ("reference", *doctors)}
     for _ in range(runs):
-        a.append(timed(base, env))
-        b.append(timed(doctor, env))
-    ma, mb = statistics.median(a), statistics.median(b)
-    verdict = "ok" if mb / ma <= target else "OVER TARGET"
-    print(
-        f"{name:<18} reference {ma:7.3f} s   cuda-doctor {mb:7.3f} s   "
-        f"ratio {mb / ma:5.2f} (target ≤ {target}) {verdict}"
-    )
-    return {"reference_s": ma, "doctor_s": mb, "ratio": mb / ma}
+        samples["reference"].append(timed(base, env))
+        for name, argv in doctors.items():
+            samples[name].append(timed(argv, env))
+    reference = statistics.median(samples["reference"])
+    ratios = {}
+    for name in doctors:
+        mine = statistics.median(samples[name])
+        ratios[name] = mine / reference
+        verdict = "ok" if mine / reference <= target else "OVER TARGET"
+        print(
+            f"{name:<18} reference {reference:7.3f} s   cuda-doctor {mine:7.3f} s   "
+            f"ratio {mine / reference:5.2f} (target ≤ {target}) {verdict}"
+        )
+    return ratios
 
 
 def main() -> None:
@@ -62,9 +70,11 @@ def main() -> None:
     doctor = [py, "-m", "cuda_doctor", "check", "--format", "json"]
     print(f"python {sys.version.split()[0]} on {os.uname().nodename}, {args.runs} runs each, medians")
     reference = [py, "-c", "import pynvml, click, rich"]
-    pair("check --fast", reference, [*doctor, "--fast"], env, args.runs, 1.3)
-    text = [py, "-m", "cuda_doctor", "check", "--fast"]  # the default format, as a hook prints it
-    pair("check --fast text", reference, text, env, args.runs, 1.3)
+    fast = {
+        "check --fast": [*doctor, "--fast"],
+        "check --fast text": [py, "-m", "cuda_doctor", "check", "--fast"],  # the default format, as a hook prints it
+    }
+    compare(reference, fast, env, args.runs, 1.3)
     if args.fast_only:
         return
     torch_py = args.torch_python
@@ -75,9 +85,8 @@ def main() -> None:
         print(f"check --no-smoke   skipped: no torch in {torch_py}")
         return
     init = "import torch\ntry:\n    torch.cuda.init()\nexcept Exception:\n    pass"
-    pair(
-        "check --no-smoke", [torch_py, "-c", init], [*doctor, "--no-smoke", "--python", torch_py], env, args.runs, 1.15
-    )
+    full = {"check --no-smoke": [*doctor, "--no-smoke", "--python", torch_py]}
+    compare([torch_py, "-c", init], full, env, args.runs, 1.15)
     if shutil.which("nvidia-smi") is None:
         print("(no nvidia-smi here: the GPU probe answers 'no driver' quickly; measure on a GPU machine too)")
 
