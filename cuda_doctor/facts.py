@@ -25,6 +25,9 @@ class Facts:
 
     values: dict[str, FactValue] = field(default_factory=dict)
     unknown: dict[str, str] = field(default_factory=dict)
+    _family_cache: dict[str, list[int]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _family_source: dict[str, FactValue] | None = field(default=None, init=False, repr=False, compare=False)
+    _family_size: int = field(default=-1, init=False, repr=False, compare=False)
 
     # -- writing ---------------------------------------------------------------------------
     def set(self, name: str, value: FactValue) -> None:
@@ -73,14 +76,22 @@ class Facts:
 
     def indices(self, family: str) -> list[int]:
         """The indices that exist for an indexed family, e.g. ``gpu`` → [0, 1]."""
-        head = family + "["  # string tests, not a regex: rules ask this for every indexed rule
-        found: set[int] = set()
-        for name in self.values:
-            if name.startswith(head):
-                index, bracket, rest = name[len(head) :].partition("]")
-                if bracket and index.isdigit() and rest.startswith("."):
-                    found.add(int(index))
-        return sorted(found)
+        return list(self._families().get(family, ()))
+
+    def _families(self) -> dict[str, list[int]]:
+        # Rules and derivers ask for indices dozens of times per run: one pass over the names,
+        # redone only when names were added (names are never removed, only values replaced).
+        if self._family_source is not self.values or self._family_size != len(self.values):
+            found: dict[str, set[int]] = {}
+            for name in self.values:
+                family, bracket, rest = name.partition("[")
+                if bracket and family.isidentifier():
+                    index, close, tail = rest.partition("]")
+                    if close and index.isdigit() and tail.startswith("."):
+                        found.setdefault(family, set()).add(int(index))
+            self._family_cache = {family: sorted(numbers) for family, numbers in found.items()}
+            self._family_source, self._family_size = self.values, len(self.values)
+        return self._family_cache
 
     def with_prefix(self, prefix: str) -> dict[str, FactValue]:
         """All known facts below ``prefix.`` with the prefix removed."""
