@@ -244,13 +244,41 @@ def prefetch(ctx: ProbeContext, nvml: Any = None) -> NvmlRead:
     """
     global _prefetched
     if nvml is None:
-        # imported here, not on the read's thread: an import holds the GIL throughout, and
-        # this one must be done before NVML can start waiting on the driver.  When the
-        # binding is missing, the read records why.
+        open_driver_early()
+        # imported here, not on the read's thread: an import holds the GIL throughout.  When
+        # the binding is missing, the read records why.
         import_optional("pynvml")
     with _prefetch_lock:
         _prefetched = NvmlRead(ctx, nvml).start()
         return _prefetched
+
+
+def open_driver_early() -> threading.Thread:
+    """Initialise NVML through the C library itself, on a daemon thread, before ``pynvml``
+    is imported.
+
+    Importing the binding takes 10-70 ms of Python on an H200 machine; the driver's own
+    initialisation (about 13 ms there) runs meanwhile, and pynvml's ``nvmlInit`` then only
+    counts one more user of the already open library (NVML keeps a reference count).  The
+    early reference is never released: the probing commands end the process right after.
+    Whatever fails here fails again in pynvml's ``nvmlInit``, which records the reason.
+    """
+
+    def initialise() -> None:
+        import ctypes
+
+        try:
+            ctypes.CDLL("libnvidia-ml.so.1").nvmlInit_v2()
+        except (OSError, AttributeError) as exc:  # no driver library, or one without nvmlInit_v2
+            early_errors.append(str(exc))
+
+    thread = threading.Thread(target=initialise, name="cuda-doctor-nvml-early", daemon=True)
+    thread.start()
+    return thread
+
+
+#: Why the early initialisation could not even be attempted (pynvml's own attempt is what counts).
+early_errors: list[str] = []
 
 
 def take_prefetched(ctx: ProbeContext) -> NvmlRead | None:
