@@ -141,6 +141,69 @@ def nvml_calls() -> None:
     print(f"  nvmlShutdown {(time.perf_counter() - start) * 1000:.1f} ms")
 
 
+COLD = r"""
+import sys, time, threading
+mode = sys.argv[1]
+t0 = time.perf_counter()
+if mode == "early":  # what cuda-doctor's entry does: the C library starts while pynvml imports
+    from cuda_doctor.probes.nvml import open_driver_early
+    open_driver_early()
+import pynvml as nv
+t_import = time.perf_counter()
+nv.nvmlInit()
+t_init = time.perf_counter()
+count = nv.nvmlDeviceGetCount()
+names = ["nvmlDeviceGetName", "nvmlDeviceGetUUID", "nvmlDeviceGetBrand", "nvmlDeviceGetPciInfo",
+         "nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetEccMode",
+         "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetRetiredPagesPendingStatus", "nvmlDeviceGetRemappedRows",
+         "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetMigMode", "nvmlDeviceGetCurrPcieLinkGeneration",
+         "nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth", "nvmlDeviceGetMaxPcieLinkWidth",
+         "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage",
+         "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetComputeRunningProcesses"]
+args = {"nvmlDeviceGetTotalEccErrors": (1, 0), "nvmlDeviceGetTemperature": (0,)}
+costs = {}
+def call(handle, name, gpu):
+    start = time.perf_counter()
+    try:
+        getattr(nv, name)(handle, *args.get(name, ()))
+    except nv.NVMLError:
+        pass
+    costs[(gpu, name)] = time.perf_counter() - start
+def gpu(i):
+    start = time.perf_counter()
+    handle = nv.nvmlDeviceGetHandleByIndex(i)
+    costs[(i, "nvmlDeviceGetHandleByIndex")] = time.perf_counter() - start
+    if mode == "per-call":
+        threads = [threading.Thread(target=call, args=(handle, n, i)) for n in names]
+        [t.start() for t in threads]; [t.join() for t in threads]
+    else:
+        for n in names:
+            call(handle, n, i)
+if mode == "sequential":
+    for i in range(count):
+        gpu(i)
+else:
+    threads = [threading.Thread(target=gpu, args=(i,)) for i in range(count)]
+    [t.start() for t in threads]; [t.join() for t in threads]
+t_read = time.perf_counter()
+nv.nvmlShutdown()
+t_end = time.perf_counter()
+print(f"{mode:<11} import {1e3*(t_import-t0):6.1f}  init {1e3*(t_init-t_import):5.1f}  "
+      f"read {1e3*(t_read-t_init):5.1f}  shutdown {1e3*(t_end-t_read):5.1f} ms")
+if mode == "sequential":
+    slow = sorted(costs.items(), key=lambda kv: -kv[1])[:8]
+    print("   slowest first calls: " + ", ".join(f"GPU{g} {n[13:]} {1e3*c:.1f}" for (g, n), c in slow))
+"""
+
+
+def cold_nvml(env: dict[str, str]) -> None:
+    print("\n== 3b. NVML in fresh processes (first calls are the slow ones)")
+    for _ in range(2):
+        for mode in ("sequential", "per-gpu", "per-call", "early"):
+            out = subprocess.run([sys.executable, "-c", COLD, mode], env=env, capture_output=True, text=True)
+            print("  " + (out.stdout.strip() or out.stderr.strip()[-300:]).replace("\n", "\n  "))
+
+
 def profile() -> None:
     sys.path.insert(0, str(REPO))
     from cuda_doctor.cli import main
@@ -178,6 +241,7 @@ def main() -> None:
     startup(env, args.runs)
     import_times(env)
     nvml_calls()
+    cold_nvml(env)
     profile()
 
 
