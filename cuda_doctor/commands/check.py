@@ -150,9 +150,8 @@ def _show_smoke_steps(progress: Progress) -> None:
 
 def emit(report: Report, fmt: str, verbose: bool, fail_on: str, save: Path | None) -> None:
     severity = Severity(fail_on)
-    color = fmt == "text" and sys.stdout.isatty()
     # the checklist first: a report that cannot be saved must not be lost as well
-    click.echo(render(report, fmt, verbose=verbose, color=color, fail_on=fail_on), nl=False)
+    click.echo(render(report, fmt, verbose=verbose, terminal=sys.stdout.isatty(), fail_on=fail_on), nl=False)
     if save is not None:
         save_report(report, severity, save)
     sys.exit(report.exit_code(severity))

@@ -87,7 +87,7 @@ def command(
     report = run_check(ctx, config, command="exec")
     color = sys.stderr.isatty()
     click.echo(
-        render(report, "text", verbose=False, color=color, fail_on=level), err=True, nl=False
+        render(report, "text", verbose=False, terminal=color, fail_on=level), err=True, nl=False
     )
     if report.exit_code(Severity(level)) != 0:
         if not warn_only:

@@ -51,7 +51,9 @@ def command(
     problems = derive_all(facts) if derived else []
     report = Report(facts=facts, results=[], command="facts", problems=problems)
     text = (
-        json.dumps(report.to_dict(), indent=2, default=str) + "\n"
+        # indented for a person (a terminal or a file), compact when piped, as `check` prints it
+        json.dumps(report.to_dict(), indent=2 if output is not None or sys.stdout.isatty() else None, default=str)
+        + "\n"
         if fmt == "json"
         else render_facts_text(facts, color=sys.stdout.isatty() and output is None)
     )

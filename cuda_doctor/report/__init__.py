@@ -10,19 +10,23 @@ if TYPE_CHECKING:
 FORMATS = ("text", "json", "markdown")
 
 
-def render(report: Report, fmt: str, verbose: bool = False, color: bool = False, fail_on: str = "error") -> str:
-    """Render a check report in ``fmt`` (one of FORMATS)."""
+def render(report: Report, fmt: str, verbose: bool = False, terminal: bool = False, fail_on: str = "error") -> str:
+    """Render a check report in ``fmt`` (one of FORMATS).
+
+    ``terminal``: the output goes to a terminal, so text gets colour and JSON is indented
+    (piped JSON is compact, as ``gh`` and ``pip-audit`` print it, and quicker to write).
+    """
     from cuda_doctor.results import Severity
 
     severity = Severity(fail_on)
     if fmt == "json":
         from cuda_doctor.report.json_report import render_json
 
-        return render_json(report, severity)
+        return render_json(report, severity, indent=2 if terminal else None)
     if fmt == "markdown":
         from cuda_doctor.report.markdown import render_markdown
 
         return render_markdown(report, verbose, severity)
     from cuda_doctor.report.text import render_text
 
-    return render_text(report, verbose=verbose, color=color, fail_on=severity)
+    return render_text(report, verbose=verbose, color=terminal, fail_on=severity)

@@ -11,5 +11,5 @@ if TYPE_CHECKING:
     from cuda_doctor.pipeline import Report
 
 
-def render_json(report: Report, fail_on: Severity = Severity.ERROR) -> str:
-    return json.dumps(report.to_dict(fail_on), indent=2, sort_keys=False, default=str) + "\n"
+def render_json(report: Report, fail_on: Severity = Severity.ERROR, indent: int | None = 2) -> str:
+    return json.dumps(report.to_dict(fail_on), indent=indent, sort_keys=False, default=str) + "\n"

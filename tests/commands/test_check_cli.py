@@ -222,3 +222,24 @@ def test_save_path_blocked_by_a_file_keeps_the_checklist(tmp_path: Path) -> None
     assert proc.returncode == 2
     assert "ready to train" in proc.stdout  # the checklist was printed before the save failed
     assert "t.py is not a directory" in proc.stderr
+
+
+def test_piped_json_is_one_line_and_saved_json_is_indented(tmp_path: Path) -> None:
+    saved = tmp_path / "saved.json"
+    facts = str(facts_file(tmp_path))
+    proc = doctor(["check", "--facts", facts, "--format", "json", "--save", str(saved)], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("\n") == 1  # one line, as `gh` and `pip-audit` print JSON into a pipe
+    text = saved.read_text(encoding="utf-8")
+    assert text.startswith('{\n  "schema": "cuda-doctor/report"')
+    assert json.loads(text) == json.loads(proc.stdout)
+
+
+def test_json_on_a_terminal_is_indented() -> None:
+    from cuda_doctor.config import Config
+    from cuda_doctor.pipeline import rejudge
+    from cuda_doctor.report import render
+
+    report = rejudge(H200_FACTS, Config())
+    assert render(report, "json", terminal=True).startswith('{\n  "schema"')
+    assert "\n" not in render(report, "json", terminal=False).rstrip("\n")
