@@ -253,31 +253,69 @@ def prefetch(ctx: ProbeContext, nvml: Any = None) -> NvmlRead:
         return _prefetched
 
 
-def open_driver_early() -> threading.Thread:
-    """Initialise NVML through the C library itself, on a daemon thread, before ``pynvml``
-    is imported.
+def open_driver_early(load: Callable[[str], Any] | None = None) -> threading.Thread:
+    """Open NVML through the C library itself, on a daemon thread, before ``pynvml`` is imported.
 
-    Importing the binding takes 10-70 ms of Python on an H200 machine; the driver's own
-    initialisation (about 13 ms there) runs meanwhile, and pynvml's ``nvmlInit`` then only
-    counts one more user of the already open library (NVML keeps a reference count).  The
-    early reference is never released: the probing commands end the process right after.
-    Whatever fails here fails again in pynvml's ``nvmlInit``, which records the reason.
+    NVML answers some questions much more slowly the first time a process asks.  Measured on
+    an H200 machine: initialisation about 13 ms, opening a GPU 7 ms, its ECC error count 3 ms,
+    ECC mode 2, power 2, clock-event reasons 1.5; later asks take microseconds.  Importing the
+    binding takes 10-70 ms of Python there, so these first asks are made here meanwhile and the
+    probe's own reads through pynvml find them answered.  pynvml's ``nvmlInit`` only counts one
+    more user of the open library (NVML keeps a reference count); this early reference is
+    never released, as the probing commands end the process right after.  The answers are
+    thrown away: whatever fails here fails again through pynvml, which records the reason.
+    ``load`` opens the library (tests pass a fake).
     """
 
-    def initialise() -> None:
+    def ask_early() -> None:
         import ctypes
 
         try:
-            ctypes.CDLL("libnvidia-ml.so.1").nvmlInit_v2()
-        except (OSError, AttributeError) as exc:  # no driver library, or one without nvmlInit_v2
+            library = (load or ctypes.CDLL)("libnvidia-ml.so.1")
+            _first_asks(library, ctypes)
+        except (OSError, AttributeError) as exc:  # no driver library, or an older one without a function
             early_errors.append(str(exc))
 
-    thread = threading.Thread(target=initialise, name="cuda-doctor-nvml-early", daemon=True)
+    thread = threading.Thread(target=ask_early, name="cuda-doctor-nvml-early", daemon=True)
     thread.start()
     return thread
 
 
-#: Why the early initialisation could not even be attempted (pynvml's own attempt is what counts).
+def _first_asks(library: Any, ctypes: Any) -> None:
+    """The slow first asks, with nvml.h's signatures; every answer is discarded.  One GPU after
+    the other: the driver serialises these, and more threads only add contention (measured on
+    two H200s)."""
+    if library.nvmlInit_v2() != 0:
+        return
+    count = ctypes.c_uint(0)
+    if library.nvmlDeviceGetCount_v2(ctypes.pointer(count)) != 0:
+        return
+    for index in range(count.value):
+        if not _ask_gpu(library, ctypes, index):
+            return
+
+
+def _ask_gpu(library: Any, ctypes: Any, index: int) -> bool:
+    """False when this library lacks one of the functions (an older driver): stop asking."""
+    handle = ctypes.c_void_p()
+    if library.nvmlDeviceGetHandleByIndex_v2(index, ctypes.pointer(handle)) != 0:
+        return True
+    wide, current, pending, narrow = ctypes.c_ulonglong(), ctypes.c_int(), ctypes.c_int(), ctypes.c_uint()
+    try:
+        library.nvmlDeviceGetTotalEccErrors(
+            handle, _MEMORY_ERROR_TYPE_UNCORRECTED, _VOLATILE_ECC, ctypes.pointer(wide)
+        )
+        library.nvmlDeviceGetEccMode(handle, ctypes.pointer(current), ctypes.pointer(pending))
+        library.nvmlDeviceGetPowerUsage(handle, ctypes.pointer(narrow))
+        library.nvmlDeviceGetCurrentClocksEventReasons(handle, ctypes.pointer(wide))
+    except AttributeError as exc:
+        early_errors.append(str(exc))
+        return False
+    return True
+
+
+#: Why the early asks stopped (no driver library, or an older one): only for debugging, as
+#: pynvml's own attempt is the one that counts.
 early_errors: list[str] = []
 
 
