@@ -15,10 +15,13 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
-#: Commands that probe this machine: their GPU probe reads NVML for ``ProbeContext()``'s file
-#: system, and they leave no work to atexit handlers (files are written and closed, children
+#: Commands whose GPU probe reads NVML for ``ProbeContext()``'s file system, in this process
+#: till its end.  Not ``exec``: it becomes another program, which must not inherit the early
+#: NVML reference (its probe's own read is closed before the exec).
+READS_NVML_AHEAD = frozenset({"check", "facts", "smoke"})
+#: Commands that leave no work to atexit handlers (files are written and closed, children
 #: reaped, threads abandoned on purpose), so they may end without interpreter teardown.
-PROBING_COMMANDS = frozenset({"check", "exec", "facts", "smoke"})
+ENDS_WITHOUT_TEARDOWN = frozenset({"check", "exec", "facts", "smoke"})
 
 
 def command_words(argv: Sequence[str]) -> tuple[str | None, list[str]]:
@@ -36,7 +39,7 @@ def wants_nvml(argv: Sequence[str], env: Mapping[str, str]) -> bool:
     if env.get("CUDA_DOCTOR_DISABLE_NVML", "") not in ("", "0"):
         return False
     command, words = command_words(argv)
-    if command not in PROBING_COMMANDS:
+    if command not in READS_NVML_AHEAD:
         return False
     return not any(word in ("-h", "--help", "--version") or word.split("=")[0] == "--facts" for word in words)
 
@@ -72,7 +75,7 @@ def main() -> None:
         prefetch(ProbeContext())
     from cuda_doctor.cli import main as run
 
-    if command_words(argv)[0] not in PROBING_COMMANDS:
+    if command_words(argv)[0] not in ENDS_WITHOUT_TEARDOWN:
         run()
         return
     end_now(exit_status(run))

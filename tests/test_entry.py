@@ -21,9 +21,9 @@ FAKE_PYNVML = TESTS / "fakes" / "pynvml_h200"
     [
         (["check"], {}, True),
         (["check", "--fast", "--format", "json"], {}, True),
-        (["exec", "--", "python", "train.py"], {}, True),
+        (["exec", "--", "python", "train.py"], {}, False),  # it becomes CMD: no early NVML reference
         (["facts", "--format", "json"], {}, True),
-        (["exec", "--", "python", "train.py", "--facts", "x.json"], {}, True),  # CMD's own words
+        (["check", "--fast", "--", "--facts"], {}, True),  # words after "--" are not options
         (["check", "--facts", "report.json"], {}, False),  # judges a saved file
         (["check", "--facts=report.json"], {}, False),
         (["check", "--help"], {}, False),

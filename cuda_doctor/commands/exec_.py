@@ -126,6 +126,12 @@ def _resolve(program: str) -> tuple[str, int] | None:
 
 def _become(cmd: tuple[str, ...]) -> None:
     """Replace this process with ``cmd``; only returns by exiting when exec itself fails."""
+    from cuda_doctor.probes.nvml import wait_closed
+
+    # NVML is shut down on a background thread once the facts are read; CMD must not inherit
+    # what it still holds open.  A wedged driver does not keep CMD from starting.
+    if not wait_closed(timeout=2.0):
+        click.echo("cuda-doctor exec: NVML did not shut down within 2 s; starting anyway", err=True)
     sys.stdout.flush()
     sys.stderr.flush()
     # Python ignores SIGPIPE and SIGXFSZ; ignored signals survive exec, so give CMD the defaults.

@@ -10,6 +10,7 @@ not support is recorded as null, any other failure as unknown with NVML's messag
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -150,6 +151,8 @@ class NvmlRead:
         self._thread = threading.Thread(target=self._run, name="cuda-doctor-nvml", daemon=True)
 
     def start(self) -> NvmlRead:
+        with _open_lock:
+            _open_reads.add(self)
         self._thread.start()
         return self
 
@@ -182,7 +185,26 @@ class NvmlRead:
             if nvml is not None:
                 _shutdown(nvml)
         finally:
+            with _open_lock:
+                _open_reads.discard(self)
             self.closed.set()
+
+
+#: Reads whose conversation with NVML has not ended yet.
+_open_reads: set[NvmlRead] = set()
+_open_lock = threading.Lock()
+
+
+def wait_closed(timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds until every NVML read of this process has shut NVML down.
+
+    For ``exec``: the program that replaces this process would otherwise inherit whatever
+    NVML still has open.  False when a read is still open at the deadline (a wedged driver).
+    """
+    deadline = time.monotonic() + timeout
+    with _open_lock:
+        reads = list(_open_reads)
+    return all(read.closed.wait(max(0.0, deadline - time.monotonic())) for read in reads)
 
 
 #: Why nvmlShutdown failed in this process, if it did: the readings were already handed over,

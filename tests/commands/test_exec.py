@@ -6,8 +6,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -139,3 +141,50 @@ def test_a_command_is_required(tmp_path: Path) -> None:
 def test_with_framework_still_execs(tmp_path: Path, flag: str) -> None:
     proc = run(project(tmp_path), flag, "--", "sh", "-c", "exit 3")
     assert proc.returncode == 3
+
+
+def test_cmd_starts_only_after_nvml_is_shut_down(
+    make_nvml: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cuda_doctor.commands import exec_
+    from cuda_doctor.probes.base import ProbeContext
+    from cuda_doctor.probes.nvml import collect_nvml
+
+    release = threading.Event()
+    fake = make_nvml(hang=release, hang_in="nvmlShutdown")
+    collect_nvml(ProbeContext(env={}), fake.module())
+    started: list[tuple[str, list[str]]] = []
+
+    def execvp(program: str, argv: list[str]) -> None:
+        started.append((program, argv))
+        raise SystemExit(0)  # what exec would be: this process does not go on
+
+    monkeypatch.setattr(os, "execvp", execvp)
+    threading.Timer(0.3, release.set).start()  # NVML finishes shutting down a moment later
+    with pytest.raises(SystemExit):
+        exec_._become(("python", "train.py"))
+    assert fake.shutdowns == 1  # closed before CMD was started
+    assert started == [("python", ["python", "train.py"])]
+    assert "did not shut down" not in capsys.readouterr().err
+
+
+def test_a_wedged_nvml_does_not_keep_cmd_from_starting(
+    make_nvml: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cuda_doctor.commands import exec_
+    from cuda_doctor.probes.base import ProbeContext
+    from cuda_doctor.probes.nvml import collect_nvml
+
+    fake = make_nvml(hang=threading.Event(), hang_in="nvmlShutdown")  # released at teardown
+    collect_nvml(ProbeContext(env={}), fake.module())
+    started: list[str] = []
+
+    def execvp(program: str, argv: list[str]) -> None:
+        started.append(program)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(os, "execvp", execvp)
+    with pytest.raises(SystemExit):
+        exec_._become(("python", "train.py"))
+    assert started == ["python"]
+    assert "NVML did not shut down within 2 s; starting anyway" in capsys.readouterr().err

@@ -407,3 +407,13 @@ def test_no_driver_library(monkeypatch: pytest.MonkeyPatch) -> None:
 
     nvml_probe.open_driver_early(load).join(10)
     assert errors == ["libnvidia-ml.so.1: cannot open shared object file"]
+
+
+def test_wait_closed_waits_for_the_background_shutdown(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
+    release = threading.Event()
+    fake = make_nvml(hang=release, hang_in="nvmlShutdown")
+    collect_nvml(ctx, fake.module())
+    assert nvml_probe.wait_closed(0.2) is False  # still inside nvmlShutdown
+    release.set()
+    assert nvml_probe.wait_closed(10) is True
+    assert fake.shutdowns == 1
