@@ -36,10 +36,12 @@ def command_words(argv: Sequence[str]) -> tuple[str | None, list[str]]:
 def wants_nvml(argv: Sequence[str], env: Mapping[str, str]) -> bool:
     """Whether this command line will read NVML: a reading command, not asking for help or
     judging a saved file, with NVML not disabled."""
-    if env.get("CUDA_DOCTOR_DISABLE_NVML", "") not in ("", "0"):
-        return False
     command, words = command_words(argv)
     if command not in READS_NVML_AHEAD:
+        return False
+    from cuda_doctor.probes.base import nvml_disabled
+
+    if nvml_disabled(env):
         return False
     return not any(word in ("-h", "--help", "--version") or word.split("=")[0] == "--facts" for word in words)
 

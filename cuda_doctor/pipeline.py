@@ -144,7 +144,7 @@ class _ProbeRun:
         start = time.monotonic()
         try:
             self.result = self.probe.collect(ctx)
-        except Exception as exc:
+        except BaseException as exc:  # even a SystemExit in a probe ends as a recorded reason
             self.error = f"{type(exc).__name__}: {exc}"
         self.seconds = round(time.monotonic() - start, 3)
 

@@ -105,3 +105,18 @@ def test_usage_errors_still_exit_2_with_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "Invalid value for '--timeout'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_broken_binding_is_a_reason_not_a_traceback(tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "pynvml.py").write_text('raise ImportError("libfoo.so: undefined symbol")\n', encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(broken), str(TESTS.parent)])}
+    env.pop("CUDA_DOCTOR_DISABLE_NVML", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cuda_doctor", "check", "--fast", "--format", "json"],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
+    )  # fmt: skip
+    assert "Traceback" not in proc.stderr
+    report = json.loads(proc.stdout)
+    assert "libfoo.so: undefined symbol" in report["facts"]["values"]["nvml.error"]

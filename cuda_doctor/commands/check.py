@@ -158,9 +158,9 @@ def emit(report: Report, fmt: str, verbose: bool, fail_on: str, save: Path | Non
 
 
 def save_report(report: Report, severity: Severity, path: Path) -> None:
-    import json
+    from cuda_doctor.report.json_report import render_json
 
-    text = json.dumps(report.to_dict(severity), indent=2, default=str) + "\n"
+    text = render_json(report, severity)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")

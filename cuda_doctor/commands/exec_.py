@@ -85,9 +85,8 @@ def command(
     level = fail_on or config.fail_on or "error"
     ctx = ProbeContext(timeout=timeout, fast=not with_framework, smoke=False)
     report = run_check(ctx, config, command="exec")
-    color = sys.stderr.isatty()
     click.echo(
-        render(report, "text", verbose=False, terminal=color, fail_on=level), err=True, nl=False
+        render(report, "text", verbose=False, terminal=sys.stderr.isatty(), fail_on=level), err=True, nl=False
     )
     if report.exit_code(Severity(level)) != 0:
         if not warn_only:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from cuda_doctor.knowledge import derive_all
 from cuda_doctor.pipeline import Report, gather
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.report.facts_text import render_facts_text
+from cuda_doctor.report.json_report import render_json
 from cuda_doctor.report.progress import probe_progress
 
 
@@ -52,8 +52,7 @@ def command(
     report = Report(facts=facts, results=[], command="facts", problems=problems)
     text = (
         # indented for a person (a terminal or a file), compact when piped, as `check` prints it
-        json.dumps(report.to_dict(), indent=2 if output is not None or sys.stdout.isatty() else None, default=str)
-        + "\n"
+        render_json(report, indent=2 if output is not None or sys.stdout.isatty() else None)
         if fmt == "json"
         else render_facts_text(facts, color=sys.stdout.isatty() and output is None)
     )

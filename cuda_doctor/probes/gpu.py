@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cuda_doctor.facts import Facts
-from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.probes.base import ProbeContext, nvml_disabled
 from cuda_doctor.probes.nvml import collect_nvml
 
 # NVML statuses that nvidia-smi (built on the same NVML) could only repeat.
@@ -32,7 +32,7 @@ class GpuProbe:
         return True
 
     def collect(self, ctx: ProbeContext) -> Facts:
-        if ctx.env.get("CUDA_DOCTOR_DISABLE_NVML", "") not in ("", "0"):
+        if nvml_disabled(ctx.env):
             # nvidia-smi only: for a Python whose NVML binding is broken, and for tests that
             # must not read the host's GPU
             facts = _collect_nvidia_smi(ctx)

@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from cuda_doctor.facts import Facts, indexed
-from cuda_doctor.optional import import_optional
 from cuda_doctor.probes.base import ProbeContext
 
 MIB = 1024 * 1024
@@ -121,6 +120,14 @@ def mark_failed(facts: Facts, status: str, error: str, source: str) -> None:
     facts.mark_unknown("gpu", error)
 
 
+def nvml_failure(status: str, message: str) -> Facts:
+    """The facts of an NVML conversation that failed: ``mark_failed`` plus NVML's own reason."""
+    facts = Facts()
+    mark_failed(facts, status, message, "nvml")
+    facts.set("nvml.error", message)
+    return facts
+
+
 def collect_nvml(ctx: ProbeContext, nvml: Any = None) -> Facts:
     """Ask NVML about the driver and every GPU, within ``ctx.timeout`` seconds.
 
@@ -158,11 +165,7 @@ class NvmlRead:
 
     def facts(self, timeout: float) -> Facts:
         if not self.ready.wait(timeout):
-            facts = Facts()
-            message = f"NVML did not answer in {timeout:g} s"
-            mark_failed(facts, "error", message, "nvml")
-            facts.set("nvml.error", message)
-            return facts
+            return nvml_failure("error", f"NVML did not answer in {timeout:g} s")
         if self._error is not None:
             raise self._error  # not an Exception (those are recorded as facts)
         assert self._facts is not None
@@ -173,11 +176,7 @@ class NvmlRead:
         try:
             nvml, self._facts = _open_and_read(self.ctx, self.nvml)
         except Exception as exc:  # a binding bug must still end as a recorded reason
-            facts = Facts()
-            message = f"NVML query failed: {type(exc).__name__}: {exc}"
-            mark_failed(facts, "error", message, "nvml")
-            facts.set("nvml.error", message)
-            self._facts = facts
+            self._facts = nvml_failure("error", f"NVML query failed: {type(exc).__name__}: {exc}")
         except BaseException as exc:  # handed to the waiting thread, which re-raises it
             self._error = exc
         self.ready.set()
@@ -221,28 +220,19 @@ def _shutdown(nvml: Any) -> None:
 
 def _open_and_read(ctx: ProbeContext, nvml: Any) -> tuple[Any, Facts]:
     """The facts, and the module to shut down (None when NVML was never opened)."""
-    facts = Facts()
     if nvml is None:
         try:
             import pynvml
         except ImportError as exc:
-            message = f"nvidia-ml-py (module pynvml) cannot be imported: {exc}"
-            mark_failed(facts, "library_not_found", message, "nvml")
-            facts.set("nvml.error", message)
-            return None, facts
+            return None, nvml_failure("library_not_found", f"nvidia-ml-py (module pynvml) cannot be imported: {exc}")
         nvml = pynvml
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:
-        status, message = _init_failure(exc)
-        mark_failed(facts, status, message, "nvml")
-        facts.set("nvml.error", message)
-        return None, facts
+        return None, nvml_failure(*_init_failure(exc))
     except OSError as exc:  # some bindings let the loader's error through
-        message = f"libnvidia-ml.so.1 could not be loaded: {exc}"
-        mark_failed(facts, "library_not_found", message, "nvml")
-        facts.set("nvml.error", message)
-        return None, facts
+        return None, nvml_failure("library_not_found", f"libnvidia-ml.so.1 could not be loaded: {exc}")
+    facts = Facts()
     try:
         _read_everything(ctx, nvml, facts)
     except BaseException:
@@ -267,9 +257,13 @@ def prefetch(ctx: ProbeContext, nvml: Any = None) -> NvmlRead:
     global _prefetched
     if nvml is None:
         open_driver_early()
-        # imported here, not on the read's thread: an import holds the GIL throughout.  When
-        # the binding is missing, the read records why.
-        import_optional("pynvml")
+        # imported here, not on the read's thread: an import holds the GIL throughout.  A
+        # binding that is missing or broken is not this function's to report: the read imports
+        # it again and records why it failed.
+        try:
+            import pynvml  # noqa: F401
+        except Exception as exc:
+            early_errors.append(f"pynvml: {type(exc).__name__}: {exc}")
     with _prefetch_lock:
         _prefetched = NvmlRead(ctx, nvml).start()
         return _prefetched
@@ -529,8 +523,8 @@ def _memory_info(nvml: Any, reader: _Reader, name: str, handle: Any) -> Any:
     if version is not None and hasattr(nvml, "nvmlDeviceGetMemoryInfo"):
         try:
             return nvml.nvmlDeviceGetMemoryInfo(handle, version=version)
-        except (nvml.NVMLError, TypeError) as exc:
-            v2_error = str(exc)  # older driver: ask with v1 below
+        except Exception as exc:  # an older driver or binding (NVMLError, ctypes or type errors)
+            v2_error = str(exc)  # ask with v1 below
     memory = reader.call(name, ("nvmlDeviceGetMemoryInfo",), handle)
     if memory is _FAILED and v2_error is not None and v2_error not in reader.facts.unknown[name]:
         reader.facts.mark_unknown(name, f"{reader.facts.unknown[name]} (v2: {v2_error})")
