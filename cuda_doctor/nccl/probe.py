@@ -57,6 +57,10 @@ class NcclProbe:
         self._iters = iters
         self._warmup = warmup
 
+    def deadline(self, ctx: ProbeContext) -> float:
+        # two NVML calls and `nvidia-smi topo -m`, each within ctx.timeout, then the ranks
+        return 3 * ctx.timeout + ctx.smoke_timeout + _GROUP_SLACK_S + 30
+
     def applies(self, ctx: ProbeContext) -> bool:
         # The GPU count is not known yet: collect() decides "one GPU → not applicable".
         return not ctx.fast and ctx.smoke

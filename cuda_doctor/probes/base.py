@@ -51,7 +51,11 @@ class ProbeContext:
 
 
 class Probe(Protocol):
-    """A source of facts.  ``name`` is also the prefix of the facts it records."""
+    """A source of facts.  ``name`` is also the prefix of the facts it records.
+
+    A probe whose own time limits can add up to more than ``3 × ctx.timeout + 5`` s also
+    defines ``deadline(ctx) -> float``: the pipeline abandons it only after that long.
+    """
 
     name: str
 

@@ -43,6 +43,14 @@ class DockerProbe:
     def applies(self, ctx: ProbeContext) -> bool:
         return not ctx.fast or bool(ctx.images)  # an explicit --image asks for Docker
 
+    def deadline(self, ctx: ProbeContext) -> float:
+        """Every API call's own limit added up: connect, info, listing, one inspection per
+        image (requested and discovered), closing, and with --run-image five steps per image."""
+        images = len(ctx.images) + MAX_DISCOVERED
+        calls = (3 + images) * (ctx.timeout + 2.0) + 2.0
+        runs = images * (5 * ctx.smoke_timeout + 2.0) if ctx.run_images else 0.0
+        return calls + runs + 5
+
     def collect(self, ctx: ProbeContext) -> Facts:
         facts = Facts()
         requested = list(ctx.images)

@@ -62,6 +62,9 @@ class FrameworkProbe:
     def start_timeout(self, ctx: ProbeContext) -> float:
         return min(max(ctx.timeout, self.min_start_timeout), self.timeout(ctx))
 
+    def deadline(self, ctx: ProbeContext) -> float:
+        return self.timeout(ctx) + 30  # the child's limit, then killing it and reading its output
+
     def collect(self, ctx: ProbeContext) -> Facts:
         try:
             source = CHILD_SCRIPT.read_text(encoding="utf-8")

@@ -96,6 +96,9 @@ class SmokeProbe:
     def applies(self, ctx: ProbeContext) -> bool:
         return ctx.smoke and not ctx.fast
 
+    def deadline(self, ctx: ProbeContext) -> float:
+        return ctx.smoke_timeout + 30  # both levels share smoke_timeout; then kills and reads
+
     def collect(self, ctx: ProbeContext) -> Facts:
         try:
             run = run_smoke(ctx, self.progress)

@@ -1,0 +1,63 @@
+"""The probing half of the pipeline: probes run side by side, each under an outer deadline."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from cuda_doctor.facts import Facts
+from cuda_doctor.nccl.probe import NcclProbe
+from cuda_doctor.pipeline import collect
+from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.probes.docker import MAX_DISCOVERED, DockerProbe
+from cuda_doctor.probes.framework import FrameworkProbe
+from cuda_doctor.smoke.probe import SmokeProbe
+
+
+class SlowProbe:
+    """Takes ``seconds``; says it may take ``limit`` (None: the pipeline's default)."""
+
+    def __init__(self, name: str, seconds: float, limit: float | None = None) -> None:
+        self.name = name
+        self.seconds = seconds
+        if limit is not None:
+            self.deadline = lambda ctx: limit
+
+    def applies(self, ctx: ProbeContext) -> bool:
+        return True
+
+    def collect(self, ctx: ProbeContext) -> Facts:
+        time.sleep(self.seconds)
+        facts = Facts()
+        facts.set(f"{self.name}.done", True)
+        return facts
+
+
+def test_a_probe_is_abandoned_at_its_own_deadline(tmp_path: Path) -> None:
+    ctx = ProbeContext(root=tmp_path, env={}, timeout=10)
+    facts = collect(ctx, [SlowProbe("slow", 30, limit=0.3), SlowProbe("quick", 0.01)])
+    assert facts.get("probe.slow.status") == "timeout"  # the default, 3 × 10 + 5 s, would have waited
+    assert facts.reason("slow.done") == "the slow probe did not finish in time"
+    assert facts.get("quick.done") is True
+
+
+def test_a_probe_may_take_longer_than_the_default_when_it_says_so(tmp_path: Path) -> None:
+    ctx = ProbeContext(root=tmp_path, env={}, timeout=0.01)  # default outer limit: 5.03 s
+    facts = collect(ctx, [SlowProbe("long", 5.5, limit=20)])
+    assert facts.get("probe.long.status") == "ok"
+
+
+def test_deadlines_cover_the_probes_own_limits(tmp_path: Path) -> None:
+    ctx = ProbeContext(root=tmp_path, env={}, timeout=10, smoke_timeout=30)
+    framework = FrameworkProbe(min_timeout=200)
+    assert framework.deadline(ctx) > framework.timeout(ctx) == 200
+    assert SmokeProbe().deadline(ctx) > ctx.smoke_timeout
+    # two NVML calls and nvidia-smi topo (10 s each), then the ranks' own 30 + 60 s
+    assert NcclProbe().deadline(ctx) > 3 * 10 + 30 + 60
+    docker = DockerProbe()
+    plain = docker.deadline(ctx)
+    assert plain > (3 + MAX_DISCOVERED) * (10 + 2)  # connect, info, listing, each inspection
+    with_images = docker.deadline(ctx.but(images=("a:1", "b:2")))
+    assert with_images > plain
+    # --run-image: create, start, wait, logs and remove within smoke_timeout each, per image
+    assert docker.deadline(ctx.but(images=("a:1",), run_images=True)) > (1 + MAX_DISCOVERED) * 5 * 30
