@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from cuda_doctor.commands.check import emit
-from cuda_doctor.commands.options import config_option, fail_on_option, format_option
+from cuda_doctor.commands.options import Seconds, config_option, fail_on_option, format_option
 from cuda_doctor.config import Config, load_config
 from cuda_doctor.pipeline import Report, collect, judge_facts, load_probe
 from cuda_doctor.probes.base import ProbeContext
@@ -43,7 +43,7 @@ def step_progress(enabled: bool) -> Iterator[ProgressCallback | None]:
 @click.command("smoke")
 @format_option()
 @click.option(
-    "--smoke-timeout", type=click.FloatRange(1, 3600), default=30.0, show_default=True,
+    "--smoke-timeout", type=Seconds(1, 3600), default=30.0, show_default=True,
     help="Seconds the whole smoke run may take before its child process is killed.",
 )
 @click.option(
@@ -51,7 +51,7 @@ def step_progress(enabled: bool) -> Iterator[ProgressCallback | None]:
     help="Run the smoke test with this interpreter's framework (it needs no cuda-doctor).",
 )
 @click.option(
-    "--timeout", type=click.FloatRange(0.5, 600), default=10.0, show_default=True,
+    "--timeout", type=Seconds(0.5, 600), default=10.0, show_default=True,
     help="Seconds the GPU probe's NVML / nvidia-smi calls may take.",
 )
 @click.option(

@@ -38,6 +38,7 @@ def _console(color: bool | None, width: int | None, buffer: io.StringIO | None) 
         no_color=color is False,
         width=width,
         highlight=False,
+        markup=False,  # messages and values are text: "[...]" in them is not a style tag
         soft_wrap=True,  # long paths stay on one line; tables still fit the width
     )
 

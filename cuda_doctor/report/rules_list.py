@@ -20,7 +20,7 @@ def render_rules(rules: Sequence[Rule], fmt: str, overrides: Mapping[str, str] |
     if fmt == "markdown":
         return render_reference(rules)
     buffer = io.StringIO()
-    console = Console(file=buffer, width=110, no_color=True, highlight=False)
+    console = Console(file=buffer, width=110, no_color=True, highlight=False, markup=False)
     table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
     for column in ("id", "severity", "category", "title"):
         table.add_column(column, no_wrap=column != "title")

@@ -199,10 +199,20 @@ def test_config_naming_no_rule_is_refused(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "field 'ignore': no rule matches CD9999" in proc.stderr
 
 
-@pytest.mark.parametrize("option", [["--timeout", "nan"], ["--smoke-timeout", "nan"], ["--image", ""]])
-def test_bad_option_values_are_usage_errors(tmp_path: Path, option: list[str]) -> None:
-    proc = doctor(["check", "--fast", *option], cwd=tmp_path)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check", "--fast", "--timeout", "nan"],
+        ["check", "--fast", "--smoke-timeout", "nan"],
+        ["check", "--fast", "--image", ""],
+        ["smoke", "--timeout", "nan"],
+        ["smoke", "--smoke-timeout", "nan"],
+    ],
+)
+def test_bad_option_values_are_usage_errors(tmp_path: Path, argv: list[str]) -> None:
+    proc = doctor(argv, cwd=tmp_path)
     assert proc.returncode == 2 and "Invalid value" in proc.stderr and "Traceback" not in proc.stderr
+    assert "internal error" not in proc.stderr
 
 
 def test_probing_options_with_facts_are_refused(tmp_path: Path) -> None:

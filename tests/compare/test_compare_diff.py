@@ -149,3 +149,12 @@ def test_smoke_failure_and_broken_check(tmp_path: Path) -> None:
 def test_noise_must_be_a_fraction(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         _diff(tmp_path, base_report(), base_report(), noise=5)
+
+
+def test_brackets_in_messages_are_text_not_style_tags(tmp_path: Path) -> None:
+    from cuda_doctor.report.compare_text import render_diff
+
+    after = failing_rule(base_report())
+    next(r for r in after["results"] if r["rule"] == "CD310")["message"] = "cannot open [/dev/nvidiactl] ([bold] stays)"
+    text = render_diff(_diff(tmp_path, base_report(), after), width=200)
+    assert "cannot open [/dev/nvidiactl] ([bold] stays)" in text
