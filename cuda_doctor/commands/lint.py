@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -52,7 +53,7 @@ def command(
     a `# cuda-doctor: ignore[CDL001]` comment on its line. Exit status: 0 when nothing reaches
     --fail-on (default: error), 1 when something does, 2 on a usage or internal error.
     """
-    missing = [p for p in paths if not p.exists() and not p.is_symlink()]
+    missing = [p for p in paths if not os.path.lexists(p)]
     if missing:
         click.echo(f"cuda-doctor lint: {missing[0]}: no such file or directory", err=True)
         sys.exit(EXIT_USAGE)

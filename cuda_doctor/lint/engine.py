@@ -136,14 +136,15 @@ def _walk(root: Path, seen: set[tuple[int, int]], top: Path,
         if is_dir:
             if entry.name.startswith(".") or entry.name in SKIP_DIRS:
                 continue
-            if (path / "pyvenv.cfg").exists():
+            # os.path.exists, not Path.exists: before Python 3.13 the latter raises on EACCES
+            if os.path.exists(path / "pyvenv.cfg"):
                 continue  # a virtual environment
             yield from _walk(path, seen, top, exclude)
             continue
         kind = kind_of(path, False)
         if kind is None:
             continue
-        if entry.is_symlink() and not path.exists():
+        if entry.is_symlink() and not os.path.exists(path):
             yield Target(path, kind, _broken_link_reason(path))
             continue
         yield Target(path, kind)
@@ -229,7 +230,7 @@ def _declared_encoding(data: bytes) -> str | None:
 
 def project_root(path: Path) -> Path | None:
     for directory in _real(path).parents:
-        if any((directory / marker).exists() for marker in (".git", "pyproject.toml", "setup.py")):
+        if any(os.path.exists(directory / marker) for marker in (".git", "pyproject.toml", "setup.py")):
             return directory
     return None
 
@@ -247,12 +248,10 @@ def scan_project(root: Path, already: set[Path]) -> ProjectFlags:
         count += 1
         if count > PROJECT_SCAN_LIMIT:
             break
-        try:
-            if target.path.stat().st_size > MAX_BYTES:
-                continue
-            flags = flags | ProjectFlags.of(target.path.read_bytes())
-        except OSError:
+        source = read_source(target, MAX_BYTES)
+        if isinstance(source, Hit):
             continue  # a file of the wider project we cannot read changes nothing here
+        flags = flags | ProjectFlags.of(source.data)
         if flags.amp and flags.grad_scaler and flags.cudnn_benchmark:
             break
     return flags
@@ -261,8 +260,13 @@ def scan_project(root: Path, already: set[Path]) -> ProjectFlags:
 # -- linting one file ---------------------------------------------------------------------
 
 
-def _read_text(path: Path) -> str | None:
+def _read_small_text(path: Path) -> str | None:
+    """A regular file of at most MAX_BYTES as UTF-8, else None (a FIFO or a device named by
+    ``pip install -r`` would block or never end)."""
     try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BYTES:
+            return None
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
@@ -284,7 +288,7 @@ def lint_one(kind: str, path: Path, text: str, project: ProjectFlags) -> list[Hi
         except NotebookError as exc:
             return [Hit.make("CDL000", 1, 1, reason=str(exc))]
     if kind == "dockerfile":
-        return lint_dockerfile(text, path, _read_text)
+        return lint_dockerfile(text, path, _read_small_text)
     pin = (project.torch_release, project.torch_release_from) if project.torch_release else None
     if kind == "requirements":
         return lint_requirements(text, pin)
@@ -392,7 +396,7 @@ def _torch_pins(sources: list[Source]) -> ProjectFlags:
             if resolved in seen:
                 continue
             seen.add(resolved)
-            text = _read_text(path) if _small(path) else None
+            text = _read_small_text(path)
             if text is not None:
                 files.append((path.name, kind_of(path, False) or "", text))
     found = project_torch(files)
@@ -406,14 +410,7 @@ def _dependency_files(folder: Path) -> list[Path]:
         candidates = sorted([*folder.iterdir(), *(folder / "requirements").glob("*.txt")])
     except OSError:
         return []  # an unreadable folder holds no pin we can use
-    return [p for p in candidates if kind_of(p, False) in DEPENDENCY_KINDS and p.is_file()]
-
-
-def _small(path: Path) -> bool:
-    try:
-        return path.stat().st_size <= MAX_BYTES
-    except OSError:
-        return False
+    return [p for p in candidates if kind_of(p, False) in DEPENDENCY_KINDS and os.path.isfile(p)]
 
 
 def _run(tasks: list[tuple[str, str, str, ProjectFlags]], jobs: int) -> Iterable[list[Hit]]:

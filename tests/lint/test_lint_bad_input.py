@@ -114,3 +114,43 @@ def test_detector_crash_is_isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (tmp_path / "run.sh").write_text("echo hi\n")
     [(_, rule, message)] = run(tmp_path, jobs=1)["run.sh"]
     assert rule == "CDL000" and "internal error: KeyError" in message
+
+
+def _finishes(paths: list[Path]) -> bool:
+    """lint_paths on a daemon thread: a read that blocks must not hang the test run."""
+    import threading
+
+    done = threading.Event()
+
+    def lint() -> None:
+        lint_paths(paths, LintOptions(jobs=1))
+        done.set()
+
+    threading.Thread(target=lint, daemon=True).start()
+    return done.wait(60)
+
+
+def test_a_fifo_elsewhere_in_the_project_is_not_read(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (tmp_path / "train.py").write_text("loss.backward()\noptimizer.step()\n")  # a training loop: the project is scanned
+    os.mkfifo(tmp_path / "other.py")  # scanned for project-wide mentions, never opened
+    assert _finishes([tmp_path / "train.py"])
+
+
+def test_a_fifo_named_by_pip_install_r_is_not_read(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "reqs.txt")
+    (tmp_path / "Dockerfile").write_text("FROM python:3.12\nRUN pip install -r reqs.txt\n")
+    assert _finishes([tmp_path / "Dockerfile"])
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root searches folders whatever their mode")
+def test_an_unsearchable_folder_is_one_finding(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "inside.py").write_text(DEPRECATED)
+    locked.chmod(0o644)  # listable names, but no search permission: stat() inside fails
+    try:
+        out = run(tmp_path)
+    finally:
+        locked.chmod(0o755)
+    assert all(rule == "CDL000" for findings in out.values() for _, rule, _ in findings)
