@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_doctor.lint.findings import Hit
+from cuda_doctor.lint.python_ast import LAUNCH_RE
 from cuda_doctor.lint.requirements import (
     TorchPin,
     check_pin,
@@ -18,7 +19,6 @@ from cuda_doctor.lint.requirements import (
     requirements_pins,
     wheel_cuda,
 )
-from cuda_doctor.lint.shell import LAUNCH_RE
 from cuda_doctor.paths import rules_dir
 from cuda_doctor.tomlcompat import tomllib
 

@@ -2,35 +2,9 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator
-
 from cuda_doctor.lint.findings import Hit
-from cuda_doctor.lint.requirements import lint_command
-
-LAUNCH_RE = re.compile(r"-m\s+torch\.distributed\.launch\b")
-
-
-def logical_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(first line number, command) with backslash continuations joined and comment lines dropped."""
-    buffer: list[str] = []
-    start = 0
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if not buffer:
-            start = number
-        if raw.lstrip().startswith("#"):
-            if buffer:
-                continue  # a comment inside a continued command
-            yield number, ""
-            continue
-        if raw.endswith("\\"):
-            buffer.append(raw[:-1])
-            continue
-        buffer.append(raw)
-        yield start, " ".join(buffer)
-        buffer = []
-    if buffer:
-        yield start, " ".join(buffer)
+from cuda_doctor.lint.python_ast import LAUNCH_RE
+from cuda_doctor.lint.requirements import lint_command, logical_lines
 
 
 def check_command(command: str, line: int, column: int = 1) -> list[Hit]:
@@ -43,6 +17,8 @@ def check_command(command: str, line: int, column: int = 1) -> list[Hit]:
 
 
 def lint_shell(text: str) -> list[Hit]:
+    # the same logical lines as a requirements file: continuations joined, and a comment (a
+    # whole line, or " #" to the end) is never read as part of a command
     hits: list[Hit] = []
     for number, command in logical_lines(text):
         if command.strip():
