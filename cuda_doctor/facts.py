@@ -11,7 +11,7 @@ anywhere.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,10 +33,6 @@ class Facts:
     def set(self, name: str, value: FactValue) -> None:
         self.values[name] = value
         self.unknown.pop(name, None)
-
-    def set_many(self, prefix: str, mapping: Mapping[str, FactValue]) -> None:
-        for key, value in mapping.items():
-            self.set(f"{prefix}.{key}" if prefix else key, value)
 
     def mark_unknown(self, name: str, reason: str) -> None:
         """Record that ``name`` could not be gathered; a known value always wins."""
@@ -98,9 +94,6 @@ class Facts:
         start = prefix + "."
         return {k[len(start):]: v for k, v in self.values.items() if k.startswith(start)}
 
-    def items(self) -> Iterator[tuple[str, FactValue]]:
-        return iter(sorted(self.values.items()))
-
     def copy(self) -> Facts:
         return Facts(dict(self.values), dict(self.unknown))
 
@@ -118,13 +111,6 @@ class Facts:
         if not isinstance(values, dict) or not isinstance(unknown, dict):
             raise ValueError("facts must have 'values' and 'unknown' objects")
         return cls(dict(values), {str(k): str(v) for k, v in unknown.items()})
-
-    @classmethod
-    def combine(cls, parts: Iterable[Facts]) -> Facts:
-        out = cls()
-        for part in parts:
-            out.merge(part)
-        return out
 
 
 def _strip_index(name: str) -> str:

@@ -26,9 +26,7 @@ Deriver = Callable[[Facts], None]
 @functools.cache
 def load_table(name: str) -> dict[str, Any]:
     """Parse ``rules/data/<name>.toml`` (cached)."""
-    table = tomlcache.load(rules_dir() / "data" / f"{name}.toml")
-    tomlcache.flush()
-    return table
+    return tomlcache.load(table_path(name))  # written back once, at the end of derive_all
 
 
 def table_path(name: str) -> Path:
@@ -125,7 +123,7 @@ def derive_driver_support(facts: Facts) -> None:
     framework = major_minor(build)
     min_driver = min_driver_for_cuda(str(build))
     facts.set("derived.framework_cuda_min_driver", min_driver)
-    driver_cuda = facts.get("driver.cuda_version") or cuda_supported_by_driver(facts.get("driver.version"))
+    driver_cuda = _driver_cuda(facts)
     facts.set("derived.driver_cuda", driver_cuda)
     supported = major_minor(driver_cuda)
     if framework is None or supported is None:
@@ -236,9 +234,7 @@ def derive_wheel_suggestion(facts: Facts) -> None:
     if not facts.has("torch.installed"):  # framework not probed (--fast): no rule needs a wheel
         facts.mark_unknown(out, facts.reason("torch.installed") or "the framework was not probed")
         return
-    driver_cuda = facts.get("driver.cuda_version") or (
-        cuda_supported_by_driver(facts.get("driver.version")) if facts.has("driver.version") else None
-    )
+    driver_cuda = _driver_cuda(facts)
     parsed = major_minor(driver_cuda)
     if parsed is None:
         facts.mark_unknown(out, facts.reason("driver.cuda_version") or "the driver's CUDA version is unknown")
@@ -262,13 +258,28 @@ def derive_wheel_suggestion(facts: Facts) -> None:
         facts.mark_unknown(out, reason)
         facts.mark_unknown("derived.torch_install_command", reason)
         return
-    url = load_table("torch_wheels")["index_url"].format(variant=choice.variant)
-    pin = str(base) if same_release else f"{choice.release}.*"
+    url, command = _install(base, choice)
     facts.set(out, choice.variant)
     facts.set("derived.torch_suggested_release", choice.release)
     facts.set("derived.torch_suggested_mode", choice.mode)
     facts.set("derived.torch_index_url", url)
-    facts.set("derived.torch_install_command", f"pip install 'torch=={pin}' --index-url {url}")
+    facts.set("derived.torch_install_command", command)
+
+
+def _driver_cuda(facts: Facts) -> str | None:
+    """The newest CUDA the driver runs: NVML's answer, else the table's for the driver version."""
+    if facts.get("driver.cuda_version"):
+        return str(facts.get("driver.cuda_version"))
+    return cuda_supported_by_driver(facts.get("driver.version")) if facts.has("driver.version") else None
+
+
+def _install(base: object, choice: WheelChoice) -> tuple[str, str]:
+    """The index URL and the pip command for ``choice``, keeping the installed release's exact
+    version when the choice is that release."""
+    url = load_table("torch_wheels")["index_url"].format(variant=choice.variant)
+    same_release = bool(base) and major_minor(base) == major_minor(choice.release)
+    pin = str(base) if same_release else f"{choice.release}.*"
+    return url, f"pip install 'torch=={pin}' --index-url {url}"
 
 
 # -- GPU architecture in the wheel -------------------------------------------------------------
@@ -325,7 +336,8 @@ def derive_arch(facts: Facts) -> None:
 def _arch_command(facts: Facts, index: int, cc: tuple[int, int] | None) -> None:
     """The install command for a wheel with native code for this GPU that this driver runs."""
     out = f"derived.gpu[{index}].arch_install_command"
-    driver_cuda = major_minor(facts.get("driver.cuda_version"))
+    driver_cuda_text = _driver_cuda(facts)
+    driver_cuda = major_minor(driver_cuda_text)
     if cc is None or driver_cuda is None:
         facts.mark_unknown(out, facts.reason("driver.cuda_version") or "the driver's CUDA version is unknown")
         return
@@ -335,13 +347,10 @@ def _arch_command(facts: Facts, index: int, cc: tuple[int, int] | None) -> None:
         facts.mark_unknown(
             out,
             f"no PyTorch wheel with native code for compute capability {cc[0]}.{cc[1]} runs on driver "
-            f"{facts.get('driver.version')} (CUDA {facts.get('driver.cuda_version')}): upgrade the driver first",
+            f"{facts.get('driver.version')} (CUDA {driver_cuda_text}): upgrade the driver first",
         )
         return
-    url = load_table("torch_wheels")["index_url"].format(variant=choice.variant)
-    same = bool(base) and major_minor(base) == major_minor(choice.release)
-    pin = str(base) if same else f"{choice.release}.*"
-    facts.set(out, f"pip install 'torch=={pin}' --index-url {url}")
+    facts.set(out, _install(base, choice)[1])
 
 
 def amp_dtype(cc: tuple[int, int]) -> str:
@@ -500,4 +509,5 @@ def derive_all(facts: Facts) -> list[str]:
             func(facts)
         except Exception as exc:  # a broken deriver must not hide the other checks
             problems.append(f"{spec}: {type(exc).__name__}: {exc}")
+    tomlcache.flush()  # the tables the derivers parsed, in one write
     return problems

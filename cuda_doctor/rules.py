@@ -24,21 +24,6 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
 RULE_KINDS = ("env", "lint")
-CATEGORIES = (
-    "driver",
-    "gpu",
-    "framework",
-    "container",
-    "environment",
-    "health",
-    "performance",
-    "smoke",
-    "multi-gpu",
-    "docker",
-    "toolkit",
-    "code",
-    "dependencies",
-)
 #: How a per-item result names its subject: smoke[1] and nvlink[1] are about "GPU 1".
 SUBJECT_LABELS = {"gpu": "GPU", "smoke": "GPU", "nvlink": "GPU", "image": "image"}
 _ID = re.compile(r"^[A-Z][A-Z0-9]*\d{3}$")
@@ -73,8 +58,6 @@ class _Unknown:
     def __repr__(self) -> str:
         return f"Unknown({self.fact})"
 
-
-Truth = "bool | _Unknown"
 
 
 def _ver(value: Any) -> Version:
@@ -431,7 +414,7 @@ def judge_rule(rule: Rule, facts: Facts, judgement: Judgement | None = None) -> 
         indices = facts.indices(rule.for_each)
         label = SUBJECT_LABELS.get(rule.for_each, rule.for_each)
         if not indices:
-            return [_result(rule, Status.SKIPPED, f"not applicable: no {label} found", facts)]
+            return [_result(rule, Status.SKIPPED, f"not applicable: no {label} found")]
         return [
             _judge_one(rule, facts, judgement, _binder(rule.for_each, i), _subject(facts, rule.for_each, label, i))
             for i in indices
@@ -452,7 +435,6 @@ def _result(
     rule: Rule,
     status: Status,
     message: str,
-    facts: Facts,
     subject: str | None = None,
     *,
     fix: str | None = None,
@@ -479,7 +461,7 @@ def _judge_one(
     try:
         return _judge_unsafe(rule, facts, judgement, bind, subject)
     except Exception as exc:  # the rule itself broke: a result, never a traceback
-        return _result(rule, Status.ERROR, f"rule failed: {type(exc).__name__}: {exc}", facts, subject)
+        return _result(rule, Status.ERROR, f"rule failed: {type(exc).__name__}: {exc}", subject)
 
 
 def _evidence(names: Iterable[str], facts: Facts) -> dict[str, Any]:
@@ -499,7 +481,7 @@ def _judge_unsafe(
     if rule.applies is not None:
         applies = evaluate(rule.applies, facts, bind)
         if applies is False:
-            return _result(rule, Status.SKIPPED, render_template(rule.skip_message, facts, bind), facts, subject)
+            return _result(rule, Status.SKIPPED, render_template(rule.skip_message, facts, bind), subject)
         if isinstance(applies, _Unknown):
             return _unknown(rule, facts, applies.fact, subject)
     for name in rule.requires:
@@ -515,7 +497,7 @@ def _judge_unsafe(
         evidence = _evidence(names, facts)
         message = render_template(outcome.message, facts, bind)
         if outcome.status is Status.PASS:
-            return _result(rule, Status.PASS, message, facts, subject, evidence=evidence)
+            return _result(rule, Status.PASS, message, subject, evidence=evidence)
         severity = Severity(override) if override else (outcome.severity or rule.severity)
         fix = render_template(outcome.fix, facts, bind) if outcome.fix else None
         commands, missing = _commands(outcome.commands, facts, bind)
@@ -525,7 +507,6 @@ def _judge_unsafe(
             rule,
             severity.status,
             message,
-            facts,
             subject,
             fix=fix,
             commands=commands,
@@ -536,7 +517,6 @@ def _judge_unsafe(
         rule,
         Status.PASS,
         render_template(rule.pass_message, facts, bind),
-        facts,
         subject,
         evidence=_evidence(names, facts),
     )
@@ -566,7 +546,6 @@ def _unknown(rule: Rule, facts: Facts, name: str, subject: str | None) -> Result
         rule,
         Status.UNKNOWN,
         message,
-        facts,
         subject,
         evidence={name: f"unknown: {reason}"},
     )
@@ -584,15 +563,15 @@ def judge(
     selected = [s.upper() for s in select]
     ignored = [s.upper() for s in ignore]
     judgement = judgement or Judgement()
+    active = Judgement({k: v for k, v in judgement.severity.items() if v != "off"})
     results: list[Result] = []
     for rule in rules:
         if rule.kind != "env":
             continue
         off = judgement.severity.get(rule.id) == "off"
         if off or _deselected(rule, selected, ignored):
-            results.append(_result(rule, Status.SKIPPED, "deselected", facts))
+            results.append(_result(rule, Status.SKIPPED, "deselected"))
             continue
-        active = Judgement({k: v for k, v in judgement.severity.items() if v != "off"})
         results.extend(judge_rule(rule, facts, active))
     return results
 

@@ -69,14 +69,6 @@ def gpu_models(report: Report) -> str | None:
     return ", ".join(f"{n}× {name}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def primary_gpu_model(report: Report) -> str | None:
-    """The most common GPU name on the node: the group it is compared within."""
-    names = [v for k, v in report.values.items() if _GPU_NAME.match(k) and isinstance(v, str)]
-    if not names:
-        return None
-    return Counter(names).most_common(1)[0][0]
-
-
 def key_fact(report: Report, name: str) -> Any:
     """The value of a key fact, or ``MISSING`` when the report does not know it."""
     if name == "gpu.models":

@@ -51,9 +51,6 @@ class Report:
         """Whether rules were judged: a ``facts`` report (or a bare dump) has no verdicts."""
         return bool(self.results)
 
-    def known(self, name: str) -> bool:
-        return name in self.values
-
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, default)
 

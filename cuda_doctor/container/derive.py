@@ -245,24 +245,21 @@ def _derive_suggested_tag(facts: Facts, i: int, host: Host) -> None:
 
 
 def _derive_torch_mismatch(facts: Facts, i: int) -> None:
+    from cuda_doctor.knowledge import major_minor
+
     out = f"derived.image[{i}].torch_cuda_mismatch"
     variant = facts.get(f"image[{i}].torch_variant")
     base = facts.get(f"image[{i}].cuda_version")
     if not variant or not base:
         facts.mark_unknown(out, "the image has no torch CUDA variant and CUDA base to compare")
         return
-    base_mm = _major_minor(str(base))
+    base_mm = major_minor(base)
     if str(variant) == "cpu":
         facts.set(out, base_mm is not None)
         return
-    variant_mm = _major_minor(str(variant))
+    variant_mm = major_minor(variant)
     if base_mm is None or variant_mm is None:
         facts.mark_unknown(out, f"cannot compare torch variant {variant!r} with CUDA {base!r}")
         return
     facts.set(out, variant_mm != base_mm)
     facts.set(f"derived.image[{i}].torch_cuda_major_mismatch", variant_mm[0] != base_mm[0])
-
-
-def _major_minor(text: str) -> tuple[int, int] | None:
-    match = re.match(r"^\s*(\d+)\.(\d+)", text)
-    return (int(match.group(1)), int(match.group(2))) if match else None

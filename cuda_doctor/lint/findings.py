@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-SEVERITIES = ("info", "warning", "error")
 SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}
 
 
@@ -62,9 +61,6 @@ class Finding:
     category: str = ""
     end_line: int | None = None
     end_column: int | None = None
-
-    def with_severity(self, severity: str) -> Finding:
-        return replace(self, severity=severity)
 
     @property
     def rank(self) -> int:

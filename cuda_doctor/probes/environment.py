@@ -18,9 +18,6 @@ from cuda_doctor.probes.base import ProbeContext
 
 _SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL")
 
-# Go's strconv.ParseBool truths, which nvidia-container-toolkit applies to NVIDIA_DISABLE_REQUIRE.
-_TRUE_WORDS = {"1", "t", "true"}
-
 # Markers of a container runtime in /proc/1/cgroup, most specific first.
 _CGROUP_MARKERS = (
     ("kubepods", "kubernetes"),
@@ -88,10 +85,9 @@ def collect_container(facts: Facts, ctx: ProbeContext, env: Mapping[str, str]) -
     # Variables that nvidia/cuda images set; they describe the image even when read outside one.
     facts.set("container.cuda_version", env.get("CUDA_VERSION"))
     facts.set("container.nvidia_require_cuda", env.get("NVIDIA_REQUIRE_CUDA"))
-    facts.set(
-        "container.nvidia_disable_require",
-        env.get("NVIDIA_DISABLE_REQUIRE", "").strip().lower() in _TRUE_WORDS,
-    )
+    from cuda_doctor.container.require import parse_bool  # as the container toolkit reads it
+
+    facts.set("container.nvidia_disable_require", parse_bool(env.get("NVIDIA_DISABLE_REQUIRE")))
 
 
 def _cgroup_runtime(facts: Facts, ctx: ProbeContext) -> str | None:

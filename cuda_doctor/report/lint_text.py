@@ -7,9 +7,8 @@ from cuda_doctor.lint.engine import LintReport
 
 def render(report: LintReport, color: bool = False) -> str:
     lines: list[str] = []
-    marks = {"error": "error", "warning": "warning", "info": "info"}
     for f in report.findings:
-        level = marks.get(f.severity, f.severity)
+        level = f.severity
         if color:
             import click
 

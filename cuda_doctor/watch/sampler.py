@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from cuda_doctor.probes.nvml import NVML_ERROR_NOT_SUPPORTED
 from cuda_doctor.watch.samples import GpuInfo, Sample, Series
 
 DEFAULT_INTERVAL_S = 1.0
 DEFAULT_CALL_TIMEOUT_S = 5.0
 PID_REFRESH_TICKS = 5
 _MIB = 1024 * 1024
-_NOT_SUPPORTED = 3  # NVML_ERROR_NOT_SUPPORTED
 _NOT_FOUND = 6  # NVML_ERROR_NOT_FOUND: no utilisation samples since the timestamp
 
 
@@ -294,7 +294,7 @@ class Sampler:
         try:
             return read()
         except Exception as exc:
-            if nvml_error_code(exc) == _NOT_SUPPORTED:
+            if nvml_error_code(exc) == NVML_ERROR_NOT_SUPPORTED:
                 self._unsupported.add((gpu, key))  # asking again each tick would only cost time
             self._notes.setdefault(f"{key}:{exc}", f"GPU {gpu}: {key} unavailable ({exc})")
             return None
@@ -380,7 +380,7 @@ class Sampler:
             code = nvml_error_code(exc)
             if code == _NOT_FOUND:
                 return 0.0  # no kernel of any process since the last reading
-            if code == _NOT_SUPPORTED:
+            if code == NVML_ERROR_NOT_SUPPORTED:
                 self._unsupported.add((index, "process_utilization"))
             self._notes.setdefault(f"putil:{exc}", f"GPU {index}: per-process utilisation unavailable ({exc})")
             return None

@@ -5,16 +5,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from cuda_doctor.probes.nvml import CLOCK_EVENT_REASONS  # NVML's bits, named once
+from cuda_doctor.probes import nvml  # NVML's clock-event bits, named once
 
 SCHEMA = "cuda-doctor/watch-series"
 SCHEMA_VERSION = 1
 
 
 def reason_names(mask: int | None) -> tuple[str, ...]:
-    if not mask:
-        return ()
-    return tuple(name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit)
+    return tuple(nvml.reason_names(mask)) if mask else ()
 
 
 @dataclass(frozen=True)
