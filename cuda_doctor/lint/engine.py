@@ -349,11 +349,13 @@ def lint_paths(paths: Sequence[Path], options: LintOptions | None = None) -> Lin
     for (_, path, _, _), hits in zip(tasks, _run(tasks, options.jobs), strict=True):
         raw.extend((Path(path), hit) for hit in hits)
 
-    texts = {s.path: s.text for s in sources}
+    # split once per file that mentions a suppression, not once per hit
+    lines = {s.path: s.text.splitlines() for s in sources if "cuda-doctor" in s.text}
+    enabled = {rule.id for rule in rules.values() if selected(rule, options, rules.values())}
     findings = [
         finding
         for path, hit in raw
-        if not _suppressed(texts.get(path), hit)
+        if hit.rule_id in enabled and not _suppressed(lines.get(path), hit)
         for finding in _render(path, hit, rules, options)
     ]
     findings.sort(key=Finding.sort_key)
@@ -384,12 +386,12 @@ def _torch_pins(sources: list[Source]) -> ProjectFlags:
     files: list[tuple[str, str, str]] = [(s.path.name, s.kind, s.text) for s in sources
                                          if s.kind in DEPENDENCY_KINDS]
     seen = {_real(s.path) for s in sources}
-    folders: list[Path] = []
+    folders: dict[Path, None] = {}  # ordered, and a look-up per folder instead of a list scan
     by_parent = {s.path.parent: s.path for s in sources}  # one root look-up per folder
     for path in by_parent.values():
         for folder in (path.parent, project_root(path)):
-            if folder is not None and folder not in folders:
-                folders.append(folder)
+            if folder is not None:
+                folders.setdefault(folder)
     for folder in folders:
         for path in _dependency_files(folder):
             resolved = _real(path)
@@ -429,11 +431,10 @@ def _run(tasks: list[tuple[str, str, str, ProjectFlags]], jobs: int) -> Iterable
     return out
 
 
-def _suppressed(text: str | None, hit: Hit) -> bool:
+def _suppressed(lines: list[str] | None, hit: Hit) -> bool:
     """``# cuda-doctor: ignore[ID,…]`` (or bare ``ignore``) on the line, or alone on the line above."""
-    if not text or "cuda-doctor" not in text:
+    if not lines:
         return False
-    lines = text.splitlines()
     candidates = []
     if 0 < hit.line <= len(lines):
         candidates.append(lines[hit.line - 1])
@@ -470,7 +471,7 @@ def selected(rule: LintRule, options: LintOptions, rules: Iterable[LintRule] = (
 def _render(path: Path, hit: Hit, rules: Mapping[str, LintRule],
             options: LintOptions) -> list[Finding]:
     rule = rules.get(hit.rule_id)
-    if rule is None or not selected(rule, options, rules.values()):
+    if rule is None:
         return []
     captures = hit.capture_dict()
     severity = options.severity.get(rule.id) or hit.severity or rule.severity
