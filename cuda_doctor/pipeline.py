@@ -15,7 +15,7 @@ from cuda_doctor.config import Config
 from cuda_doctor.facts import Facts
 from cuda_doctor.knowledge import derive_all
 from cuda_doctor.optional import import_optional
-from cuda_doctor.probes import FAST, PHASE_1, PHASE_2, PROBES, PROVIDES
+from cuda_doctor.probes import PHASE_1, PHASE_2, PROBES, PROVIDES, runs_fast
 from cuda_doctor.probes.base import Probe, ProbeContext
 from cuda_doctor.results import Result, Severity, Status, exit_code
 from cuda_doctor.rules import Judgement, Rule, SelectionError, judge, load_rules, unknown_patterns
@@ -79,10 +79,10 @@ def load_probe(module_name: str) -> Probe | None:
     return probe
 
 
-def default_probes(phase: Mapping[str, str], fast: bool = False) -> list[Probe]:
+def default_probes(phase: Mapping[str, str], ctx: ProbeContext) -> list[Probe]:
     probes = []
     for name, module_name in phase.items():
-        if fast and name not in FAST:
+        if ctx.fast and not runs_fast(name, ctx.images):
             continue
         probe = load_probe(module_name)
         if probe is not None:
@@ -197,10 +197,10 @@ def gather(
         phases = [list(probes)]
     else:
         # phase 2 probes load the GPU: one at a time, so that none measures another's work
-        phases = [default_probes(PHASE_1, ctx.fast), *([p] for p in default_probes(PHASE_2, ctx.fast))]
+        phases = [default_probes(PHASE_1, ctx), *([p] for p in default_probes(PHASE_2, ctx))]
         if ctx.fast:
             for name in PROBES:
-                if name not in FAST:
+                if not runs_fast(name, ctx.images):
                     _skip(facts, name, ctx)
     for phase in phases:
         facts.merge(collect(ctx, phase, progress))

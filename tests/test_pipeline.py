@@ -61,3 +61,15 @@ def test_deadlines_cover_the_probes_own_limits(tmp_path: Path) -> None:
     assert with_images > plain
     # --run-image: create, start, wait, logs and remove within smoke_timeout each, per image
     assert docker.deadline(ctx.but(images=("a:1",), run_images=True)) > (1 + MAX_DISCOVERED) * 5 * 30
+
+
+def test_fast_runs_docker_only_when_images_are_named(tmp_path: Path) -> None:
+    from cuda_doctor.pipeline import gather
+
+    env = {"PATH": str(tmp_path), "CUDA_DOCTOR_DISABLE_NVML": "1", "DOCKER_HOST": f"unix://{tmp_path}/no.sock"}
+    plain = gather(ProbeContext(root=tmp_path, env=env, fast=True, timeout=2))
+    assert plain.get("probe.docker.status") == "skipped" and plain.get("probe.docker.reason") == "--fast"
+    asked = gather(ProbeContext(root=tmp_path, env=env, fast=True, timeout=2, images=("nvidia/cuda:12.4.1-base",)))
+    assert asked.get("probe.docker.status") == "ok"  # the probe ran (and found no engine)
+    assert asked.get("image[0].ref") == "nvidia/cuda:12.4.1-base"
+    assert asked.get("probe.framework.status") == "skipped"  # still no framework import

@@ -34,3 +34,9 @@ PROVIDES: dict[str, tuple[str, ...]] = {
 #: The probes `--fast` runs (NVML/nvidia-smi, environment and container only).  Listed here so
 #: that a fast check does not even import the others.
 FAST: frozenset[str] = frozenset({"gpu", "environment"})
+
+
+def runs_fast(name: str, images: tuple[str, ...]) -> bool:
+    """Whether probe ``name`` runs under ``--fast``: the fast ones, and Docker when images are
+    named (``--image`` asks for it, as ``DockerProbe.applies`` says)."""
+    return name in FAST or (name == "docker" and bool(images))
