@@ -376,40 +376,46 @@ def arch_advice(cc: tuple[int, int]) -> str:
 # -- CUDA_VISIBLE_DEVICES ----------------------------------------------------------------------
 
 
+class VisibleDevices(NamedTuple):
+    status: str  # unset | empty | ok | duplicate | invalid | hides_all
+    visible: int | None  # how many GPUs CUDA exposes; None when unset (all of them)
+    problem: str | None = None
+
+
+def visible_devices(raw: str | None, count: object, uuids: list[str]) -> VisibleDevices:
+    """What CUDA_VISIBLE_DEVICES really exposes (CUDA Programming Guide semantics): the list
+    stops at the first entry that names no GPU, and a GPU listed twice exposes none."""
+    if raw is None:
+        return VisibleDevices("unset", None)
+    if raw.strip() == "":
+        return VisibleDevices("empty", 0)
+    seen: list[str] = []
+    for entry in (e.strip() for e in raw.split(",")):
+        resolved = _resolve_device(entry, count, uuids)
+        if resolved is None:
+            why = f"'{entry}' names no GPU on this machine"
+            return VisibleDevices("invalid" if seen else "hides_all", len(seen), why)
+        if resolved in seen:
+            return VisibleDevices("duplicate", 0, f"'{entry}' is listed twice")
+        seen.append(resolved)
+    return VisibleDevices("ok", len(seen))
+
+
 def derive_visible_devices(facts: Facts) -> None:
-    """What CUDA_VISIBLE_DEVICES really exposes (CUDA Programming Guide semantics)."""
     if not facts.has("env.cuda_visible_devices"):
         facts.mark_unknown("derived.cvd.status", facts.reason("env.cuda_visible_devices") or "unknown")
         return
     raw = facts.get("env.cuda_visible_devices")
-    if raw is None:
-        facts.set("derived.cvd.status", "unset")
-        return
-    entries = [e.strip() for e in str(raw).split(",")]
-    if str(raw).strip() == "":
-        facts.set("derived.cvd.status", "empty")
-        facts.set("derived.cvd.visible", 0)
-        return
     count = facts.get("gpu.count")
     uuids = [str(facts.get(indexed("gpu", i, "uuid")) or "") for i in facts.indices("gpu")]
-    seen: list[str] = []
-    problem = None
-    for entry in entries:
-        resolved = _resolve_device(entry, count, uuids)
-        if resolved is None:
-            problem = f"'{entry}' names no GPU on this machine"
-            break
-        if resolved in seen:
-            problem = f"'{entry}' is listed twice"
-            facts.set("derived.cvd.status", "duplicate")
-            break
-        seen.append(resolved)
-    facts.set("derived.cvd.visible", len(seen) if problem is None or "twice" not in problem else 0)
-    if problem is None:
-        facts.set("derived.cvd.status", "ok")
-    elif facts.get("derived.cvd.status") != "duplicate":
-        facts.set("derived.cvd.status", "invalid" if seen else "hides_all")
-    facts.set("derived.cvd.problem", problem)
+    found = visible_devices(None if raw is None else str(raw), count, uuids)
+    facts.set("derived.cvd.status", found.status)
+    if found.status == "unset":
+        return
+    facts.set("derived.cvd.visible", found.visible)
+    if found.status == "empty":
+        return
+    facts.set("derived.cvd.problem", found.problem)
     facts.set("derived.cvd.gpu_count", count)
 
 

@@ -69,3 +69,22 @@ def test_min_driver_for_cuda_is_the_ga_release_floor(cuda: str, driver: str | No
 )
 def test_cuda_supported_by_driver(driver: str, cuda: str | None) -> None:
     assert cuda_supported_by_driver(driver) == cuda
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (None, ("unset", None, None)),
+        (" ", ("empty", 0, None)),
+        ("1,0", ("ok", 2, None)),
+        ("0,2,-1,1", ("invalid", 1, "'2' names no GPU on this machine")),
+        ("7", ("hides_all", 0, "'7' names no GPU on this machine")),
+        ("0,0", ("duplicate", 0, "'0' is listed twice")),
+        ("GPU-3d95cf99", ("ok", 1, None)),  # a UUID prefix naming one GPU
+        ("GPU-ffff", ("hides_all", 0, "'GPU-ffff' names no GPU on this machine")),
+    ],
+)
+def test_visible_devices(raw: str | None, expected: tuple[object, ...]) -> None:
+    from cuda_doctor.knowledge import visible_devices
+
+    assert tuple(visible_devices(raw, 2, ["GPU-3d95cf99-d22a", "GPU-a3493707-0000"])) == expected

@@ -7,7 +7,6 @@ or when two or more GPUs may be visible.  The GPU count is learned here (NVML, n
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -16,28 +15,17 @@ from cuda_doctor.facts import Facts
 from cuda_doctor.nccl import runner, topology
 from cuda_doctor.probes.base import ProbeContext
 
-_UUID = re.compile(r"^(GPU|MIG)-", re.IGNORECASE)
-
 #: Extra seconds on top of ``ctx.smoke_timeout``: N processes import torch and set up NCCL.
 _GROUP_SLACK_S = 60.0
 
 
 def visible_count(nvml_count: int, cuda_visible_devices: str | None) -> int:
-    """How many CUDA devices a process will see, given NVML's count and CUDA_VISIBLE_DEVICES.
+    """How many CUDA devices a process will see, given NVML's count and CUDA_VISIBLE_DEVICES,
+    read as the CUDA_VISIBLE_DEVICES rule reads it (``knowledge.visible_devices``)."""
+    from cuda_doctor.knowledge import visible_devices
 
-    Unset means all; empty means none; the list stops at the first invalid entry (CUDA
-    Programming Guide: ``0,2,-1,1`` exposes 0 and 2).
-    """
-    if cuda_visible_devices is None:
-        return nvml_count
-    count = 0
-    for entry in cuda_visible_devices.split(","):
-        entry = entry.strip()
-        if (entry.isdigit() and int(entry) < nvml_count) or _UUID.match(entry):
-            count += 1
-        else:
-            break
-    return count
+    visible = visible_devices(cuda_visible_devices, nvml_count, []).visible  # UUIDs: not known here
+    return nvml_count if visible is None else visible
 
 
 class NcclProbe:

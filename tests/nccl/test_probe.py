@@ -38,6 +38,7 @@ def test_visible_count() -> None:
     assert visible_count(4, "0,2,-1,1") == 2
     assert visible_count(2, "7") == 0
     assert visible_count(2, "GPU-98bd5244,GPU-a3493707") == 2
+    assert visible_count(2, "0,0") == 0  # as the CUDA_VISIBLE_DEVICES rule reads it: a duplicate exposes none
 
 
 def test_one_gpu_is_not_applicable(tmp_path: Path) -> None:
