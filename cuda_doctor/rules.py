@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -195,7 +195,6 @@ class Rule:
     detector: str | None = None  # lint rules
     message: str = ""  # lint rules
     fix: str | None = None  # lint rules
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _text(data: Mapping[str, Any], key: str, where: str, *, required: bool = True) -> str:
@@ -257,14 +256,15 @@ def parse_rule(data: Mapping[str, Any], path: Path) -> Rule:
         "message",
         "fix",
     }
-    extra = {k: v for k, v in data.items() if k not in known}
+    unknown = sorted(set(data) - known)
+    if unknown:  # a misspelt field would otherwise be ignored without a word
+        raise RuleFileError(f"{where}: unknown field {', '.join(repr(k) for k in unknown)}")
     if kind == "lint":
         return Rule(
             **common,
             detector=_text(data, "detector", where),
             message=_text(data, "message", where),
             fix=_text(data, "fix", where, required=False) or None,
-            extra=extra,
         )
     if "applies" in data:
         validate_condition(data["applies"], f"{where}: field 'applies'")
@@ -277,6 +277,9 @@ def parse_rule(data: Mapping[str, Any], path: Path) -> Rule:
     outcomes = []
     for n, raw in enumerate(raw_outcomes):
         at = f"{where}: outcome[{n}]"
+        stray = sorted(set(raw) - {"when", "severity", "status", "message", "fix", "commands"})
+        if stray:
+            raise RuleFileError(f"{at}: unknown field {', '.join(repr(k) for k in stray)}")
         if "when" not in raw:
             raise RuleFileError(f"{at}: missing required field 'when'")
         validate_condition(raw["when"], f"{at}.when")
@@ -304,7 +307,6 @@ def parse_rule(data: Mapping[str, Any], path: Path) -> Rule:
         skip_message=str(data.get("skip_message", "not applicable here")),
         pass_message=_text(data, "pass_message", where, required=False) or "ok",
         outcomes=tuple(outcomes),
-        extra=extra,
     )
 
 

@@ -187,3 +187,19 @@ def test_every_shipped_rule_cites_a_source() -> None:
     for rule in load_rules():
         assert rule.links, f"{rule.id} has no links"
         assert all(link.startswith("https://") for link in rule.links), rule.id
+
+
+OUTCOME = '[[outcome]]\nwhen = { fact = "a", equals = 1 }\nmessage = "m"\n'
+
+
+@pytest.mark.parametrize(
+    ("extra", "fragment"),
+    [
+        ('pass_mesage = "ok"\n' + OUTCOME, "unknown field 'pass_mesage'"),
+        (OUTCOME + 'fixx = "f"\n', r"outcome\[0\]: unknown field 'fixx'"),
+    ],
+)
+def test_a_misspelt_field_is_an_error_not_ignored(tmp_path: Path, extra: str, fragment: str) -> None:
+    path = _write(tmp_path, BASE + extra)
+    with pytest.raises(RuleFileError, match=fragment):
+        load_rule_file(path)
