@@ -13,7 +13,6 @@ from cuda_doctor.commands.options import config_option, fail_on_option, format_o
 from cuda_doctor.config import Config, load_config
 from cuda_doctor.lint.engine import MAX_BYTES, LintOptions, lint_paths
 from cuda_doctor.lint.findings import SEVERITY_RANK
-from cuda_doctor.lint.rules_meta import RuleFileError, load_rules
 from cuda_doctor.report.lint_output import FORMATS, write
 
 EXIT_USAGE = 2
@@ -69,7 +68,7 @@ def command(
     )
     try:
         report = lint_paths(list(paths) or [Path(".")], options)
-    except RuleFileError as exc:
+    except env_rules.RuleFileError as exc:
         click.echo(f"cuda-doctor lint: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     try:
@@ -87,9 +86,8 @@ def command(
 def _check_patterns(select: tuple[str, ...], ignore: tuple[str, ...], config: Config) -> None:
     """A --select/--ignore entry that matches no rule id, id prefix or category is a typo."""
     try:
-        known = [(r.id, r.category) for r in env_rules.load_rules(config.rules_dirs)]
-        known += [(r.id, r.category) for r in load_rules().values()]
-    except (env_rules.RuleFileError, RuleFileError) as exc:
+        known = [(r.id, r.category) for r in env_rules.load_rules(config.rules_dirs)]  # lint rules too
+    except env_rules.RuleFileError as exc:
         click.echo(f"cuda-doctor lint: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     categories = {category.upper() for _, category in known}

@@ -1,4 +1,5 @@
-"""Metadata of the static rules (``rules/CDL*.toml``, ``kind = "lint"``) and message rendering."""
+"""The static rules (``rules/CDL*.toml``, ``kind = "lint"``) as the lint engine uses them, and
+message rendering.  The files are read and checked by ``cuda_doctor.rules``, like every rule."""
 
 from __future__ import annotations
 
@@ -8,15 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from cuda_doctor.paths import rules_dir
-from cuda_doctor.tomlcompat import tomllib
+from cuda_doctor import rules as all_rules
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-REQUIRED = ("id", "title", "category", "severity", "rationale", "message", "detector")
-
-
-class RuleFileError(Exception):
-    """A CDL rule file that cannot be used; the message names the file and the field."""
 
 
 @dataclass(frozen=True)
@@ -36,40 +31,22 @@ class LintRule:
         return _PLACEHOLDER.sub(lambda m: captures.get(m.group(1), "?"), template)
 
 
-def _load(path: Path) -> LintRule:
-    try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise RuleFileError(f"{path}: {exc}") from None
-    missing = [key for key in REQUIRED if not isinstance(data.get(key), str)]
-    if missing:
-        raise RuleFileError(f"{path}: missing or non-string field '{missing[0]}'")
-    if data.get("kind") != "lint":
-        raise RuleFileError(f"{path}: field 'kind' must be \"lint\"")
-    if data["severity"] not in ("error", "warning", "info"):
-        raise RuleFileError(f"{path}: field 'severity' must be error, warning or info")
-    if data["id"] != path.stem:
-        raise RuleFileError(f"{path}: id {data['id']!r} does not match the file name")
-    links = data.get("links", [])
-    if not isinstance(links, list) or not all(isinstance(x, str) for x in links):
-        raise RuleFileError(f"{path}: field 'links' must be a list of URLs")
-    return LintRule(
-        id=data["id"],
-        title=data["title"],
-        category=data["category"],
-        severity=data["severity"],
-        rationale=data["rationale"].strip(),
-        message=data["message"],
-        fix=str(data.get("fix", "")),
-        links=tuple(links),
-        detector=data["detector"],
-    )
-
-
 @functools.lru_cache(maxsize=4)
 def load_rules(directory: Path | None = None) -> dict[str, LintRule]:
-    """All ``CDL*.toml`` rules, by id (sorted)."""
-    base = directory if directory is not None else rules_dir()
-    rules = [_load(path) for path in sorted(base.glob("CDL*.toml"))]
-    return {rule.id: rule for rule in rules}
+    """All lint rules, by id (sorted): the built-in ones, or those of ``directory``."""
+    found = all_rules.load_rules() if directory is None else all_rules.load_rules([directory], builtin=False)
+    return {
+        rule.id: LintRule(
+            id=rule.id,
+            title=rule.title,
+            category=rule.category,
+            severity=rule.severity.value,
+            rationale=rule.rationale,
+            message=rule.message,
+            fix=rule.fix or "",
+            links=rule.links,
+            detector=rule.detector or "",
+        )
+        for rule in sorted(found, key=lambda rule: rule.id)
+        if rule.kind == "lint"
+    }
