@@ -31,7 +31,7 @@ def _cells(raw: str) -> list[_Cell]:
     if not isinstance(cells, list):
         raise NotebookError("no 'cells' list: not a Jupyter notebook (nbformat 4)")
     raw_lines = raw.splitlines()
-    cursor = 0
+    cursor = -1  # the JSON line of the last source line placed
     out: list[_Cell] = []
     for number, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
@@ -41,19 +41,23 @@ def _cells(raw: str) -> list[_Cell]:
         lines = [str(line) for line in lines]
         file_lines: list[int] = []
         for line in lines:
-            cursor = _locate(raw_lines, cursor, line)
+            # after the line just placed: a source line is also found inside the JSON line of
+            # an earlier one that contains it ("x" in "x = f(x)"); one that is not found further
+            # on shares the line (a cell source written as one string)
+            found = _locate(raw_lines, cursor + 1, line)
+            cursor = max(cursor, 0) if found is None else found
             file_lines.append(cursor + 1)
         out.append(_Cell(number, lines, file_lines))
     return out
 
 
-def _locate(raw_lines: list[str], start: int, line: str) -> int:
+def _locate(raw_lines: list[str], start: int, line: str) -> int | None:
     """Index of the JSON line holding this source line, searching forward from ``start``."""
     needles = {json.dumps(line)[1:-1], json.dumps(line, ensure_ascii=False)[1:-1]}
     for index in range(start, len(raw_lines)):
         if any(n in raw_lines[index] for n in needles):
             return index
-    return start
+    return None
 
 
 def lint_notebook(raw: str, project: ProjectFlags) -> list[Hit]:
