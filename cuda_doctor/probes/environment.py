@@ -85,9 +85,16 @@ def collect_container(facts: Facts, ctx: ProbeContext, env: Mapping[str, str]) -
     # Variables that nvidia/cuda images set; they describe the image even when read outside one.
     facts.set("container.cuda_version", env.get("CUDA_VERSION"))
     facts.set("container.nvidia_require_cuda", env.get("NVIDIA_REQUIRE_CUDA"))
-    from cuda_doctor.container.require import parse_bool  # as the container toolkit reads it
+    facts.set("container.nvidia_disable_require", _disable_require(env.get("NVIDIA_DISABLE_REQUIRE")))
 
-    facts.set("container.nvidia_disable_require", parse_bool(env.get("NVIDIA_DISABLE_REQUIRE")))
+
+def _disable_require(value: str | None) -> bool:
+    if value is None:
+        return False
+    # read as the container toolkit reads it; imported only when set (not on every fast check)
+    from cuda_doctor.container.require import parse_bool
+
+    return parse_bool(value)
 
 
 def _cgroup_runtime(facts: Facts, ctx: ProbeContext) -> str | None:
