@@ -120,7 +120,10 @@ def main() -> None:
     for _ in range(args.runs + 1):  # the first warms the file cache
         proc = subprocess.run(
             [sys.executable, "-c", CHILD, "--format", args.format],
-            env=env, capture_output=True, text=True, check=False,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         events: dict[str, float] = {}
         for line in proc.stderr.splitlines():
@@ -138,7 +141,10 @@ def main() -> None:
         env["TIMELINE_PROFILE"] = "1"
         proc = subprocess.run(
             [sys.executable, "-c", CHILD, "--format", args.format],
-            env=env, capture_output=True, text=True, check=False,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         inside = False
         for line in proc.stderr.splitlines():
@@ -146,8 +152,10 @@ def main() -> None:
             if inside:
                 print(line)
             inside = inside and not line.startswith("END PROFILE")
-    print(f"python {sys.version.split()[0]} on {os.uname().nodename}: check --fast --format {args.format}, "
-          f"median of {args.runs} runs, ms since the script began")
+    print(
+        f"python {sys.version.split()[0]} on {os.uname().nodename}: check --fast --format {args.format}, "
+        f"median of {args.runs} runs, ms since the script began"
+    )
     for what in order:
         times = [run[what] for run in runs if what in run]
         if times:

@@ -37,8 +37,10 @@ def main() -> int:
         start = time.perf_counter()
         report = lint_paths([tree], LintOptions(jobs=jobs))
         elapsed = time.perf_counter() - start
-        print(f"{label:>12}: {report.files} files ({report.parsed} parsed) in {elapsed:.2f} s "
-              f"= {report.files / elapsed:,.0f} files/s, {len(report.findings)} findings")
+        print(
+            f"{label:>12}: {report.files} files ({report.parsed} parsed) in {elapsed:.2f} s "
+            f"= {report.files / elapsed:,.0f} files/s, {len(report.findings)} findings"
+        )
     return 0
 
 

@@ -94,7 +94,5 @@ def main(argv: list[str] | None = None) -> None:
         if os.environ.get("CUDA_DOCTOR_DEBUG"):
             raise
         log = _write_crash_log()
-        click.echo(
-            f"cuda-doctor: internal error: {type(exc).__name__}: {exc} (details in {log})", err=True
-        )
+        click.echo(f"cuda-doctor: internal error: {type(exc).__name__}: {exc} (details in {log})", err=True)
         sys.exit(EXIT_USAGE)

@@ -92,7 +92,7 @@ class Facts:
     def with_prefix(self, prefix: str) -> dict[str, FactValue]:
         """All known facts below ``prefix.`` with the prefix removed."""
         start = prefix + "."
-        return {k[len(start):]: v for k, v in self.values.items() if k.startswith(start)}
+        return {k[len(start) :]: v for k, v in self.values.items() if k.startswith(start)}
 
     def copy(self) -> Facts:
         return Facts(dict(self.values), dict(self.unknown))

@@ -252,8 +252,7 @@ def derive_wheel_suggestion(facts: Facts) -> None:
     same_release = bool(base) and major_minor(base) == major_minor(choice.release)
     if same_release and choice.variant == _installed_variant(facts):
         reason = (
-            f"the installed {choice.variant} wheel is already the best this driver runs; "
-            "only a driver upgrade helps"
+            f"the installed {choice.variant} wheel is already the best this driver runs; only a driver upgrade helps"
         )
         facts.mark_unknown(out, reason)
         facts.mark_unknown("derived.torch_install_command", reason)

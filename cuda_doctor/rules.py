@@ -59,7 +59,6 @@ class _Unknown:
         return f"Unknown({self.fact})"
 
 
-
 def _ver(value: Any) -> Version:
     from packaging.version import Version  # only rules that compare versions pay for it
 

@@ -74,9 +74,7 @@ def fake_nvidia_smi(tmp_path: Path) -> FakeNvidiaSmi:
 
 def _load_fake(name: str) -> ModuleType:
     # loaded by path so it works whatever pytest's import mode
-    spec = importlib.util.spec_from_file_location(
-        f"_cuda_doctor_fakes_{name}", TESTS / "fakes" / f"{name}.py"
-    )
+    spec = importlib.util.spec_from_file_location(f"_cuda_doctor_fakes_{name}", TESTS / "fakes" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

@@ -67,4 +67,3 @@ def test_equality_ignores_the_index_cache() -> None:
 def test_from_dict_refuses_malformed_facts(data: dict[str, object]) -> None:
     with pytest.raises(ValueError, match="'values' and 'unknown'"):
         Facts.from_dict(data)
-

@@ -85,9 +85,7 @@ def command(
     level = fail_on or config.fail_on or "error"
     ctx = ProbeContext(timeout=timeout, fast=not with_framework, smoke=False)
     report = run_check(ctx, config, command="exec")
-    click.echo(
-        render(report, "text", verbose=False, terminal=sys.stderr.isatty(), fail_on=level), err=True, nl=False
-    )
+    click.echo(render(report, "text", verbose=False, terminal=sys.stderr.isatty(), fail_on=level), err=True, nl=False)
     if report.exit_code(Severity(level)) != 0:
         if not warn_only:
             click.echo(
@@ -96,9 +94,7 @@ def command(
                 err=True,
             )
             sys.exit(EXIT_REFUSED)
-        click.echo(
-            f"cuda-doctor exec: starting {program} despite the findings (--warn-only)", err=True
-        )
+        click.echo(f"cuda-doctor exec: starting {program} despite the findings (--warn-only)", err=True)
     _become(cmd)
 
 

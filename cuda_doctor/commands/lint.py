@@ -24,16 +24,36 @@ EXIT_USAGE = 2
 @selection
 @fail_on_option
 @config_option
-@click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Write the report to this file instead of stdout.")
-@click.option("--exclude", multiple=True, metavar="GLOB",
-              help="Skip paths matching GLOB (fnmatch, against the path relative to the given "
-                   "directory and against each path component, e.g. 'build' or 'tests/*.py'). "
-                   "Repeatable.")
-@click.option("--jobs", "-j", type=click.IntRange(0, 256), default=0, show_default=True,
-              help="Worker processes for large trees (0: one per CPU).")
-@click.option("--max-size", type=click.IntRange(1), default=MAX_BYTES // (1024 * 1024),
-              show_default=True, help="Skip files larger than this many MiB (reported as CDL000).")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the report to this file instead of stdout.",
+)
+@click.option(
+    "--exclude",
+    multiple=True,
+    metavar="GLOB",
+    help="Skip paths matching GLOB (fnmatch, against the path relative to the given "
+    "directory and against each path component, e.g. 'build' or 'tests/*.py'). "
+    "Repeatable.",
+)
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(0, 256),
+    default=0,
+    show_default=True,
+    help="Worker processes for large trees (0: one per CPU).",
+)
+@click.option(
+    "--max-size",
+    type=click.IntRange(1),
+    default=MAX_BYTES // (1024 * 1024),
+    show_default=True,
+    help="Skip files larger than this many MiB (reported as CDL000).",
+)
 def command(
     paths: tuple[Path, ...],
     fmt: str,
@@ -76,8 +96,9 @@ def command(
     except OSError as exc:
         # The findings are not lost: they go to stdout, and the exit status says the run failed.
         write(report, fmt, None)
-        click.echo(f"Error: cannot write {output}: {exc.strerror or exc}; "
-                   "the report was written to stdout instead", err=True)
+        click.echo(
+            f"Error: cannot write {output}: {exc.strerror or exc}; the report was written to stdout instead", err=True
+        )
         sys.exit(EXIT_USAGE)
     threshold = SEVERITY_RANK[fail_on or config.fail_on or "error"]
     sys.exit(1 if any(f.rank >= threshold for f in report.findings) else 0)
@@ -91,9 +112,12 @@ def _check_patterns(select: tuple[str, ...], ignore: tuple[str, ...], config: Co
         click.echo(f"cuda-doctor lint: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     categories = {category.upper() for _, category in known}
-    for option, values in (("--select", select), ("--ignore", ignore),
-                           (f"select in {config.source}", config.select),
-                           (f"ignore in {config.source}", config.ignore)):
+    for option, values in (
+        ("--select", select),
+        ("--ignore", ignore),
+        (f"select in {config.source}", config.select),
+        (f"ignore in {config.source}", config.ignore),
+    ):
         for value in values:
             pattern = value.upper()
             if pattern in categories or any(rule_id.startswith(pattern) for rule_id, _ in known):

@@ -33,11 +33,17 @@ def _split(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -
 
 def selection(func: F) -> F:
     func = click.option(
-        "--ignore", multiple=True, callback=_split, metavar="RULE",
+        "--ignore",
+        multiple=True,
+        callback=_split,
+        metavar="RULE",
         help="Skip these rules (ids, id prefixes such as CD5, or categories). Repeatable or comma-separated.",
     )(func)
     func = click.option(
-        "--select", multiple=True, callback=_split, metavar="RULE",
+        "--select",
+        multiple=True,
+        callback=_split,
+        metavar="RULE",
         help="Run only these rules (ids, id prefixes such as CD1, or categories).",
     )(func)
     return func
@@ -45,20 +51,28 @@ def selection(func: F) -> F:
 
 def config_option(func: F) -> F:
     return click.option(
-        "--config", "config_path", type=click.Path(path_type=Path, dir_okay=False),
+        "--config",
+        "config_path",
+        type=click.Path(path_type=Path, dir_okay=False),
         help="A TOML file with [tool.cuda-doctor] settings (default: the nearest pyproject.toml).",
     )(func)
 
 
 def fail_on_option(func: F) -> F:
     return click.option(
-        "--fail-on", type=click.Choice(["error", "warning", "info"]), default=None,
+        "--fail-on",
+        type=click.Choice(["error", "warning", "info"]),
+        default=None,
         help="Lowest severity that makes the exit code 1 (default: error, or fail-on from config).",
     )(func)
 
 
 def format_option(choices: tuple[str, ...] = ("text", "json", "markdown")) -> Callable[[F], F]:
     return click.option(
-        "--format", "fmt", type=click.Choice(list(choices)), default="text", show_default=True,
+        "--format",
+        "fmt",
+        type=click.Choice(list(choices)),
+        default="text",
+        show_default=True,
         help="Output format.",
     )

@@ -43,23 +43,35 @@ def step_progress(enabled: bool) -> Iterator[ProgressCallback | None]:
 @click.command("smoke")
 @format_option()
 @click.option(
-    "--smoke-timeout", type=Seconds(1, 3600), default=30.0, show_default=True,
+    "--smoke-timeout",
+    type=Seconds(1, 3600),
+    default=30.0,
+    show_default=True,
     help="Seconds the whole smoke run may take before its child process is killed.",
 )
 @click.option(
-    "--python", "python", type=click.Path(dir_okay=False), default=None,
+    "--python",
+    "python",
+    type=click.Path(dir_okay=False),
+    default=None,
     help="Run the smoke test with this interpreter's framework (it needs no cuda-doctor).",
 )
 @click.option(
-    "--timeout", type=Seconds(0.5, 600), default=10.0, show_default=True,
+    "--timeout",
+    type=Seconds(0.5, 600),
+    default=10.0,
+    show_default=True,
     help="Seconds the GPU probe's NVML / nvidia-smi calls may take.",
 )
 @click.option(
-    "--save", type=click.Path(path_type=Path, dir_okay=False), default=None,
+    "--save",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
     help="Also write the full JSON report to this file.",
 )
 @click.option(
-    "--nccl", is_flag=True,
+    "--nccl",
+    is_flag=True,
     help="Also run the multi-GPU NCCL all-reduce (one process per GPU) and the interconnect checks.",
 )
 @fail_on_option
@@ -83,17 +95,13 @@ def command(
     convolution on every visible GPU, in a child process killed after --smoke-timeout.
     """
     config = load_config(config_path, Path.cwd())
-    ctx = ProbeContext(
-        python=python or sys.executable, timeout=timeout, smoke_timeout=smoke_timeout, nccl=nccl
-    )
+    ctx = ProbeContext(python=python or sys.executable, timeout=timeout, smoke_timeout=smoke_timeout, nccl=nccl)
     with step_progress(fmt == "text") as progress:
         report = run_smoke_check(ctx, config, progress)
     emit(report, fmt, verbose, fail_on or config.fail_on or "error", save)
 
 
-def run_smoke_check(
-    ctx: ProbeContext, config: Config, progress: ProgressCallback | None = None
-) -> Report:
+def run_smoke_check(ctx: ProbeContext, config: Config, progress: ProgressCallback | None = None) -> Report:
     # The GPU is read idle first, so that the smoke child is not counted as "another process".
     gpu = load_probe(GPU_PROBE)
     facts = collect(ctx, [gpu]) if gpu is not None else None

@@ -97,8 +97,7 @@ def _writable(ctx: click.Context, param: click.Parameter, value: Path | None) ->
     help="Also write the full JSON report (every sample) to FILE (missing folders are created).",
 )
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED, required=True)
-def command(interval: float, fmt: str, output: Path | None, save: Path | None,
-            cmd: tuple[str, ...]) -> None:
+def command(interval: float, fmt: str, output: Path | None, save: Path | None, cmd: tuple[str, ...]) -> None:
     """Run CMD and report whether its GPUs were busy, and what held them back.
 
     The command's output passes through untouched, Ctrl-C and SIGTERM reach it, and its exit

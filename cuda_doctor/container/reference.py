@@ -55,9 +55,7 @@ def parse_reference(text: str) -> ImageRef:
         raise InvalidReference(f"not a valid image reference: {text!r}")
     name = match.group("name")
     if len(name) > 255:
-        raise InvalidReference(
-            f"not a valid image reference: {text!r} (name longer than 255 characters)"
-        )
+        raise InvalidReference(f"not a valid image reference: {text!r} (name longer than 255 characters)")
     domain, path = _split_domain(name)
     return ImageRef(ref, domain, path, match.group("tag"), match.group("digest"))
 

@@ -93,9 +93,7 @@ def requirements_from_env(env: Mapping[str, str]) -> tuple[list[str], bool, str 
 
 def legacy_cuda_requirement(cuda_version: str) -> str | None:
     """``12.2.2`` → ``12.2`` (``12`` → ``12.0``) as the toolkit derives it; None if invalid."""
-    match = re.fullmatch(
-        r"v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[-+][0-9A-Za-z.+-]*)?", cuda_version.strip()
-    )
+    match = re.fullmatch(r"v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[-+][0-9A-Za-z.+-]*)?", cuda_version.strip())
     if match is None:
         return None
     return f"{int(match.group(1))}.{int(match.group(2) or 0)}"
@@ -160,9 +158,7 @@ def _leaf(text: str, host: Host, gpu: HostGPU | None) -> tuple[bool | None, str 
     return (same if op == "=" else not same), None
 
 
-def _evaluate_one(
-    expr: str, host: Host, gpu: HostGPU | None
-) -> tuple[bool | None, str | None, str | None]:
+def _evaluate_one(expr: str, host: Host, gpu: HostGPU | None) -> tuple[bool | None, str | None, str | None]:
     """One expression for one GPU: (holds, failing-or-unknown constraint, unknown reason).
 
     Three-valued OR of AND clauses, in the toolkit's order (AND stops at the first false member,
@@ -228,9 +224,7 @@ def evaluate(requirements: Sequence[str], host: Host, *, disabled: bool = False)
             True,
         )
     if not reqs:
-        return RequireResult(
-            True, "the image states no NVIDIA_REQUIRE_* requirement", None, None, reqs
-        )
+        return RequireResult(True, "the image states no NVIDIA_REQUIRE_* requirement", None, None, reqs)
     try:
         cuda_ok = _cuda_alone(reqs, host)
     except InvalidExpression:
@@ -277,9 +271,7 @@ def evaluate(requirements: Sequence[str], host: Host, *, disabled: bool = False)
             reqs,
             cuda_satisfied=cuda_ok,
         )
-    return RequireResult(
-        True, "every NVIDIA_REQUIRE_* condition holds", None, needed, reqs, cuda_satisfied=cuda_ok
-    )
+    return RequireResult(True, "every NVIDIA_REQUIRE_* condition holds", None, needed, reqs, cuda_satisfied=cuda_ok)
 
 
 def _unsatisfied_message(expr: str) -> str:

@@ -42,9 +42,7 @@ def run_nvidia_smi(
         "docker-create",
     )
     if created.timed_out:
-        return record(
-            "timeout", None, f"creating a container from {ref} took more than {timeout:g} s"
-        )
+        return record("timeout", None, f"creating a container from {ref} took more than {timeout:g} s")
     if created.error is not None:
         return record(*_api_failure(created.error))
     container: Any = created.value
@@ -54,12 +52,8 @@ def run_nvidia_smi(
             return record("timeout", None, f"starting {ref} took more than {timeout:g} s")
         if started.error is not None:
             return record(*_api_failure(started.error))
-        waited = call_with_deadline(
-            lambda: container.wait(timeout=timeout), timeout + 2, "docker-wait"
-        )
-        logs = call_with_deadline(
-            lambda: container.logs(stdout=True, stderr=True), timeout, "docker-logs"
-        )
+        waited = call_with_deadline(lambda: container.wait(timeout=timeout), timeout + 2, "docker-wait")
+        logs = call_with_deadline(lambda: container.logs(stdout=True, stderr=True), timeout, "docker-logs")
         output = logs.value.decode("utf-8", "replace") if isinstance(logs.value, bytes) else None
         if waited.timed_out or waited.error is not None:
             detail = _short(waited.error) if waited.error is not None else ""
@@ -75,8 +69,7 @@ def run_nvidia_smi(
         return record(
             "failed",
             output,
-            f"{' '.join(command)} in {ref} exited with status {code}"
-            + (f": {last[-1]}" if last else ""),
+            f"{' '.join(command)} in {ref} exited with status {code}" + (f": {last[-1]}" if last else ""),
         )
     finally:
         removed = call_with_deadline(lambda: container.remove(force=True), timeout, "docker-rm")

@@ -170,12 +170,22 @@ def check_cuda_image(image: Image) -> Hit | None:
     if tag is None or tag in table.get("removed_tags", []):
         problem = "no tag (defaults to `latest`)" if tag is None else f"tag `{tag}` was removed"
         suggested = f"{newest['latest_patch']}-runtime-{default_os}"
-        return Hit.make("CDL101", image.line, image.column, image=image.text, problem=problem,
-                        suggested=suggested, format=table.get("tag_format", ""))
+        return Hit.make(
+            "CDL101",
+            image.line,
+            image.column,
+            image=image.text,
+            problem=problem,
+            suggested=suggested,
+            format=table.get("tag_format", ""),
+        )
     match = re.match(table["tag_regex"], tag)
     if match is None:
-        short = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-(cudnn\d*))?(?:-(base|runtime|devel))?"
-                         r"(?:-([a-z]+[0-9.]*))?$", tag)
+        short = re.match(
+            r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-(cudnn\d*))?(?:-(base|runtime|devel))?"
+            r"(?:-([a-z]+[0-9.]*))?$",
+            tag,
+        )
         row = rows.get(f"{short.group(1)}.{short.group(2)}") if short else None
         patch = row["latest_patch"] if row and row.get("latest_patch") else newest["latest_patch"]
         parts = [patch]
@@ -183,29 +193,52 @@ def check_cuda_image(image: Image) -> Hit | None:
             parts.append(short.group(4))
         parts.append(short.group(5) if short and short.group(5) else "runtime")
         parts.append(short.group(6) if short and short.group(6) else default_os)
-        return Hit.make("CDL101", image.line, image.column, image=image.text,
-                        problem=f"tag `{tag}` does not exist (not in the MAJOR.MINOR.PATCH-flavor-OS form)",
-                        suggested="-".join(parts), format=table.get("tag_format", ""))
+        return Hit.make(
+            "CDL101",
+            image.line,
+            image.column,
+            image=image.text,
+            problem=f"tag `{tag}` does not exist (not in the MAJOR.MINOR.PATCH-flavor-OS form)",
+            suggested="-".join(parts),
+            format=table.get("tag_format", ""),
+        )
     minor = f"{match.group('major')}.{match.group('minor')}"
     row = rows.get(minor)
     if row is None:
         return None
-    rest = tag[len(match.group("version")):]
+    rest = tag[len(match.group("version")) :]
     target = newest if row.get("status") != "supported" else row
     suggested = f"{target['latest_patch']}{rest}"
     status = row.get("status")
     if status == "deleted":
-        return Hit.make("CDL102", image.line, image.column, image=image.text, minor=minor,
-                        suggested=suggested, source=row.get("source", ""))
+        return Hit.make(
+            "CDL102",
+            image.line,
+            image.column,
+            image=image.text,
+            minor=minor,
+            suggested=suggested,
+            source=row.get("source", ""),
+        )
     if status == "eol":
-        return Hit.make("CDL103", image.line, image.column, image=image.text, suggested=suggested,
-                        reason=f"CUDA {minor} images are end of life (no updates; "
-                               "scheduled for deletion)")
+        return Hit.make(
+            "CDL103",
+            image.line,
+            image.column,
+            image=image.text,
+            suggested=suggested,
+            reason=f"CUDA {minor} images are end of life (no updates; scheduled for deletion)",
+        )
     latest = row.get("latest_patch")
     if latest and _vtuple(match.group("version")) < _vtuple(latest):
-        return Hit.make("CDL103", image.line, image.column, image=image.text, suggested=suggested,
-                        reason=f"only the latest patch of CUDA {minor} ({latest}) is supported; "
-                               "older patch tags are deleted")
+        return Hit.make(
+            "CDL103",
+            image.line,
+            image.column,
+            image=image.text,
+            suggested=suggested,
+            reason=f"only the latest patch of CUDA {minor} ({latest}) is supported; older patch tags are deleted",
+        )
     return None
 
 
@@ -258,8 +291,7 @@ def lint_dockerfile(text: str, path: Path, read_file: ReadFile) -> list[Hit]:
             command = _exec_form(ins.args)
             expanded = substitute(command, {**global_args, **stage_args}) or command
             if LAUNCH_RE.search(expanded):
-                hits.append(Hit.make("CDL006", ins.line, 1,
-                                     command="python -m torch.distributed.launch"))
+                hits.append(Hit.make("CDL006", ins.line, 1, command="python -m torch.distributed.launch"))
             if ins.keyword == "RUN" and stages:
                 _run_pins(expanded, ins.line, path, read_file, stages[-1], hits)
     for stage in stages:
@@ -267,8 +299,7 @@ def lint_dockerfile(text: str, path: Path, read_file: ReadFile) -> list[Hit]:
     return hits
 
 
-def _from(ins: Instruction, global_args: dict[str, str], by_name: dict[str, Stage],
-          hits: list[Hit]) -> Stage:
+def _from(ins: Instruction, global_args: dict[str, str], by_name: dict[str, Stage], hits: list[Hit]) -> Stage:
     words = [w for w in ins.args.split() if not w.startswith("--")]
     name = words[2] if len(words) >= 3 and words[1].upper() == "AS" else None
     if not words:
@@ -291,8 +322,7 @@ def _from(ins: Instruction, global_args: dict[str, str], by_name: dict[str, Stag
     return Stage(image, None, name)
 
 
-def _run_pins(command: str, line: int, path: Path, read_file: ReadFile, stage: Stage,
-              hits: list[Hit]) -> None:
+def _run_pins(command: str, line: int, path: Path, read_file: ReadFile, stage: Stage, hits: list[Hit]) -> None:
     for install in pip_installs(command, line):
         for pin in install.pins:
             hit = check_pin(pin)
@@ -304,8 +334,7 @@ def _run_pins(command: str, line: int, path: Path, read_file: ReadFile, stage: S
             if text is None:
                 continue
             for pin in requirements_pins(text):
-                stage.pins.append(TorchPin(line, 1, f"{pin.text} (from {name})", pin.version,
-                                           pin.variant, pin.via))
+                stage.pins.append(TorchPin(line, 1, f"{pin.text} (from {name})", pin.version, pin.variant, pin.via))
 
 
 def _base_image(stage: Stage, by_name: dict[str, Stage]) -> Image | None:
@@ -332,6 +361,16 @@ def _mismatches(stage: Stage, by_name: dict[str, Stage]) -> list[Hit]:
         if wheel is None or wheel == image_mm:
             continue
         matching = "cu" + image_mm.replace(".", "")
-        hits.append(Hit.make("CDL105", pin.line, pin.column, image=image.text, image_cuda=cuda,
-                             wheel=pin.text, wheel_cuda=wheel, matching_variant=matching))
+        hits.append(
+            Hit.make(
+                "CDL105",
+                pin.line,
+                pin.column,
+                image=image.text,
+                image_cuda=cuda,
+                wheel=pin.text,
+                wheel_cuda=wheel,
+                matching_variant=matching,
+            )
+        )
     return hits

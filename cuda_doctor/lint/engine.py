@@ -58,13 +58,17 @@ def kind_of(path: Path, explicit: bool) -> str | None:
         return "python"
     if lower.endswith(".ipynb"):
         return "notebook"
-    if (lower in ("dockerfile", "containerfile") or lower.startswith(("dockerfile.", "containerfile."))
-            or lower.endswith((".dockerfile", ".containerfile"))):
+    if (
+        lower in ("dockerfile", "containerfile")
+        or lower.startswith(("dockerfile.", "containerfile."))
+        or lower.endswith((".dockerfile", ".containerfile"))
+    ):
         return "dockerfile"
     if lower == "pyproject.toml":
         return "pyproject"
-    if lower.endswith((".txt", ".in")) and ("requirements" in lower or "constraints" in lower
-                                             or path.parent.name == "requirements"):
+    if lower.endswith((".txt", ".in")) and (
+        "requirements" in lower or "constraints" in lower or path.parent.name == "requirements"
+    ):
         return "requirements"
     if lower.endswith((".sh", ".bash")):
         return "shell"
@@ -88,8 +92,9 @@ def excluded(relative: Path, globs: Sequence[str]) -> bool:
     if not globs:
         return False
     whole = relative.as_posix()
-    return any(fnmatch.fnmatch(whole, glob) or any(fnmatch.fnmatch(part, glob) for part in relative.parts)
-               for glob in globs)
+    return any(
+        fnmatch.fnmatch(whole, glob) or any(fnmatch.fnmatch(part, glob) for part in relative.parts) for glob in globs
+    )
 
 
 def discover(paths: Sequence[Path], exclude: Sequence[str] = ()) -> Iterator[Target]:
@@ -108,8 +113,7 @@ def discover(paths: Sequence[Path], exclude: Sequence[str] = ()) -> Iterator[Tar
             yield Target(path, kind_of(path, True))
 
 
-def _walk(root: Path, seen: set[tuple[int, int]], top: Path,
-          exclude: Sequence[str]) -> Iterator[Target]:
+def _walk(root: Path, seen: set[tuple[int, int]], top: Path, exclude: Sequence[str]) -> Iterator[Target]:
     try:
         info = root.stat()
     except OSError as exc:
@@ -184,9 +188,13 @@ def read_source(target: Target, max_bytes: int) -> Source | Hit:
         if not stat.S_ISREG(info.st_mode):
             return Hit.make("CDL000", 1, 1, reason="not a regular file")
         if info.st_size > max_bytes:
-            return Hit.make("CDL000", 1, 1, severity="info",
-                            reason=f"skipped: {info.st_size / 1e6:.1f} MB is over the "
-                                   f"{max_bytes / 1e6:.0f} MB limit")
+            return Hit.make(
+                "CDL000",
+                1,
+                1,
+                severity="info",
+                reason=f"skipped: {info.st_size / 1e6:.1f} MB is over the {max_bytes / 1e6:.0f} MB limit",
+            )
         with path.open("rb") as handle:
             data = handle.read(max_bytes + 1)
     except OSError as exc:
@@ -208,8 +216,7 @@ def read_source(target: Target, max_bytes: int) -> Source | Hit:
         declared = _declared_encoding(data) if kind == "python" else None
         if declared is None:
             line = data.count(b"\n", 0, exc.start) + 1
-            return Hit.make("CDL000", line, 1,
-                            reason=f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})")
+            return Hit.make("CDL000", line, 1, reason=f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})")
         try:
             text = data.decode(declared)
         except (UnicodeDecodeError, LookupError) as err:
@@ -278,8 +285,9 @@ def lint_one(kind: str, path: Path, text: str, project: ProjectFlags) -> list[Hi
             return lint_source(text, str(path), project)
         except SyntaxError as exc:
             line, column = exc.lineno or 1, exc.offset or 1
-            return [Hit.make("CDL000", line, column,
-                             reason=f"syntax error at line {line}, column {column} ({exc.msg})")]
+            return [
+                Hit.make("CDL000", line, column, reason=f"syntax error at line {line}, column {column} ({exc.msg})")
+            ]
         except (RecursionError, MemoryError, ValueError) as exc:
             return [Hit.make("CDL000", 1, 1, reason=f"cannot parse: {type(exc).__name__}")]
     if kind == "notebook":
@@ -307,8 +315,7 @@ def _guarded(kind: str, path: Path, text: str, project: ProjectFlags) -> list[Hi
     try:
         return lint_one(kind, path, text, project)
     except Exception as exc:
-        return [Hit.make("CDL000", 1, 1, severity="error",
-                         reason=f"internal error: {type(exc).__name__}: {exc}")]
+        return [Hit.make("CDL000", 1, 1, severity="error", reason=f"internal error: {type(exc).__name__}: {exc}")]
 
 
 def _worker(task: tuple[str, str, str, ProjectFlags]) -> list[Hit]:
@@ -383,8 +390,7 @@ def _torch_pins(sources: list[Source]) -> ProjectFlags:
     """The torch release the project pins: in the dependency files linted, else in those next to
     the linted files and at their project root (requirements*.txt, requirements/*.txt,
     pyproject.toml), read the way CDL201 reads them."""
-    files: list[tuple[str, str, str]] = [(s.path.name, s.kind, s.text) for s in sources
-                                         if s.kind in DEPENDENCY_KINDS]
+    files: list[tuple[str, str, str]] = [(s.path.name, s.kind, s.text) for s in sources if s.kind in DEPENDENCY_KINDS]
     seen = {_real(s.path) for s in sources}
     folders: dict[Path, None] = {}  # ordered, and a look-up per folder instead of a list scan
     by_parent = {s.path.parent: s.path for s in sources}  # one root look-up per folder
@@ -402,9 +408,11 @@ def _torch_pins(sources: list[Source]) -> ProjectFlags:
             if text is not None:
                 files.append((path.name, kind_of(path, False) or "", text))
     found = project_torch(files)
-    return ProjectFlags(torch_release=found.release or "",
-                        torch_release_from=found.release_from or "",
-                        torch_below_2_4_from=found.below_2_4_from or "")
+    return ProjectFlags(
+        torch_release=found.release or "",
+        torch_release_from=found.release_from or "",
+        torch_below_2_4_from=found.below_2_4_from or "",
+    )
 
 
 def _dependency_files(folder: Path) -> list[Path]:
@@ -459,8 +467,11 @@ def selected(rule: LintRule, options: LintOptions, rules: Iterable[LintRule] = (
     # [tool.cuda-doctor] select may list environment rules too: only entries that name a lint
     # rule (an id, a prefix such as CDL1, or a lint category) select here.
     known = list(rules) or [rule]
-    lint_select = [s for s in options.select if s.upper().startswith("CDL") or "CDL".startswith(s.upper())
-                   or any(_matches(r, s) for r in known)]
+    lint_select = [
+        s
+        for s in options.select
+        if s.upper().startswith("CDL") or "CDL".startswith(s.upper()) or any(_matches(r, s) for r in known)
+    ]
     if lint_select and not any(_matches(rule, s) for s in lint_select):
         return False
     if any(_matches(rule, s) for s in options.ignore):
@@ -468,26 +479,27 @@ def selected(rule: LintRule, options: LintOptions, rules: Iterable[LintRule] = (
     return options.severity.get(rule.id) != "off"
 
 
-def _render(path: Path, hit: Hit, rules: Mapping[str, LintRule],
-            options: LintOptions) -> list[Finding]:
+def _render(path: Path, hit: Hit, rules: Mapping[str, LintRule], options: LintOptions) -> list[Finding]:
     rule = rules.get(hit.rule_id)
     if rule is None:
         return []
     captures = hit.capture_dict()
     severity = options.severity.get(rule.id) or hit.severity or rule.severity
-    return [Finding(
-        path=_display(path),
-        line=hit.line,
-        column=hit.column,
-        rule_id=rule.id,
-        severity=severity,
-        message=rule.render(rule.message, captures),
-        fix=rule.render(rule.fix, captures) or None,
-        title=rule.title,
-        category=rule.category,
-        end_line=hit.end_line,
-        end_column=hit.end_column,
-    )]
+    return [
+        Finding(
+            path=_display(path),
+            line=hit.line,
+            column=hit.column,
+            rule_id=rule.id,
+            severity=severity,
+            message=rule.render(rule.message, captures),
+            fix=rule.render(rule.fix, captures) or None,
+            title=rule.title,
+            category=rule.category,
+            end_line=hit.end_line,
+            end_column=hit.end_column,
+        )
+    ]
 
 
 def _display(path: Path) -> str:

@@ -84,11 +84,14 @@ def lint_notebook(raw: str, project: ProjectFlags) -> list[Hit]:
         try:
             ast.parse("".join(cell_source))
         except SyntaxError as exc:
-            line = cell.file_lines[min(max((exc.lineno or 1) - 1, 0), len(cell.file_lines) - 1)] \
-                if cell.file_lines else 1
-            hits.append(Hit.make("CDL000", line, 1,
-                                 reason=f"cell {cell.index}: syntax error: {exc.msg}; "
-                                        "this cell was not checked"))
+            line = (
+                cell.file_lines[min(max((exc.lineno or 1) - 1, 0), len(cell.file_lines) - 1)] if cell.file_lines else 1
+            )
+            hits.append(
+                Hit.make(
+                    "CDL000", line, 1, reason=f"cell {cell.index}: syntax error: {exc.msg}; this cell was not checked"
+                )
+            )
             continue
         python.extend(cell_source)
         mapping.extend(cell.file_lines)
@@ -101,6 +104,4 @@ def lint_notebook(raw: str, project: ProjectFlags) -> list[Hit]:
 
 
 def _relocate(hits: list[Hit], file_line: int) -> list[Hit]:
-    return [
-        Hit(h.rule_id, file_line, h.column, h.captures, None, None, h.severity) for h in hits
-    ]
+    return [Hit(h.rule_id, file_line, h.column, h.captures, None, None, h.severity) for h in hits]

@@ -51,8 +51,15 @@ DATALOADERS = ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataL
 CONV_LAYERS = frozenset(
     f"torch.nn.{name}"
     for name in (
-        "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
-        "LazyConv1d", "LazyConv2d", "LazyConv3d",
+        "Conv1d",
+        "Conv2d",
+        "Conv3d",
+        "ConvTranspose1d",
+        "ConvTranspose2d",
+        "ConvTranspose3d",
+        "LazyConv1d",
+        "LazyConv2d",
+        "LazyConv3d",
     )
 )
 TF_AMP_NAMES = ("set_global_policy", "mixed_precision.Policy", "mixed_precision.set_policy")
@@ -62,11 +69,11 @@ LOCAL_RANK_FLAGS = ("--local_rank", "--local-rank")
 
 TORCH_AMP_FIX = (
     'wrap the forward pass and the loss in `with torch.autocast("cuda", dtype=torch.bfloat16):` '
-    "(Ampere or newer; with float16 also use `torch.amp.GradScaler(\"cuda\")`)"
+    '(Ampere or newer; with float16 also use `torch.amp.GradScaler("cuda")`)'
 )
 TF_AMP_FIX = (
-    "call `tf.keras.mixed_precision.set_global_policy(\"mixed_float16\")` (or "
-    "\"mixed_bfloat16\" on Ampere or newer) before building the model"
+    'call `tf.keras.mixed_precision.set_global_policy("mixed_float16")` (or '
+    '"mixed_bfloat16" on Ampere or newer) before building the model'
 )
 
 
@@ -136,8 +143,7 @@ def _note_framework(module: str, state: _State) -> None:
 
 
 def _launch_hit(node: ast.AST, command: str) -> Hit:
-    return Hit.make("CDL006", getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1,
-                    command=command)
+    return Hit.make("CDL006", getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1, command=command)
 
 
 def _const_str(node: ast.AST | None) -> str | None:
@@ -262,8 +268,7 @@ def _visit_reference(node: ast.Attribute | ast.Name, state: _State, consumed: se
     elif qual.startswith(TF_EXPERIMENTAL_PREFIXES) or name.startswith(TF_EXPERIMENTAL_PREFIXES):
         leaf = qual.rsplit(".", 1)[-1]
         replacement = TF_REPLACEMENTS.get(leaf, "tf.keras.mixed_precision.set_global_policy")
-        state.hits.append(Hit.make("CDL002", node.lineno, node.col_offset + 1,
-                                   name=name, replacement=replacement))
+        state.hits.append(Hit.make("CDL002", node.lineno, node.col_offset + 1, name=name, replacement=replacement))
         state.uses_amp = True
         _consume(node, consumed)
     elif qual in LOW_PRECISION:
@@ -278,14 +283,23 @@ def _deprecated_amp_hit(node: ast.AST, name: str, replacement: str, state: _Stat
     line, column = getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
     pin = state.project_pin
     if not pin:
-        return Hit.make("CDL001", line, column, name=name,
-                        detail="is deprecated (FutureWarning since torch 2.4)",
-                        fix=f"Use `{replacement}`.")
-    return Hit.make("CDL001", line, column, severity="info", name=name,
-                    detail=f"is deprecated from torch 2.4; the project pins `{pin}`, "
-                           "where it is still the API to use",
-                    fix=f"Upgrade torch (≥ 2.4), then use `{replacement}`; under the current "
-                        f"pin keep `{name}`.")
+        return Hit.make(
+            "CDL001",
+            line,
+            column,
+            name=name,
+            detail="is deprecated (FutureWarning since torch 2.4)",
+            fix=f"Use `{replacement}`.",
+        )
+    return Hit.make(
+        "CDL001",
+        line,
+        column,
+        severity="info",
+        name=name,
+        detail=f"is deprecated from torch 2.4; the project pins `{pin}`, where it is still the API to use",
+        fix=f"Upgrade torch (≥ 2.4), then use `{replacement}`; under the current pin keep `{name}`.",
+    )
 
 
 def _consume(node: ast.AST, consumed: set[int]) -> None:
@@ -297,8 +311,7 @@ def _consume(node: ast.AST, consumed: set[int]) -> None:
 def _visit_assign_targets(targets: list[ast.expr], state: _State) -> None:
     for target in targets:
         name = dotted(target)
-        if name and (state.resolve(name) == "torch.backends.cudnn.benchmark"
-                     or name.endswith("cudnn.benchmark")):
+        if name and (state.resolve(name) == "torch.backends.cudnn.benchmark" or name.endswith("cudnn.benchmark")):
             state.sets_benchmark = True
 
 
@@ -358,8 +371,7 @@ def _conclude(state: _State, project: ProjectFlags) -> list[Hit]:
 
     if state.loops and not project.amp and not state.uses_amp:
         line, col, framework, loop_call = state.loops[0]
-        hits.append(Hit.make("CDL003", line, col, framework=framework, call=loop_call,
-                             amp_fix=amp_fix(framework)))
+        hits.append(Hit.make("CDL003", line, col, framework=framework, call=loop_call, amp_fix=amp_fix(framework)))
 
     has_backward = any(f == "torch" for _, _, f, _ in state.loops)
     if has_backward and not state.grad_scalers and not project.grad_scaler:
@@ -373,11 +385,13 @@ def _conclude(state: _State, project: ProjectFlags) -> list[Hit]:
 
     if state.uses_cuda:
         hits.extend(_dataloader_hits(state))
-    if (state.convs and not state.sets_benchmark and not project.cudnn_benchmark
-            and (state.uses_cuda or state.loops)):
+    if state.convs and not state.sets_benchmark and not project.cudnn_benchmark and (state.uses_cuda or state.loops):
         node, qual = min(state.convs, key=lambda c: (getattr(c[0], "lineno", 0), getattr(c[0], "col_offset", 0)))
-        hits.append(Hit.make("CDL010", getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1,
-                             layer=qual.rsplit(".", 1)[-1]))
+        hits.append(
+            Hit.make(
+                "CDL010", getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1, layer=qual.rsplit(".", 1)[-1]
+            )
+        )
     return hits
 
 
@@ -388,18 +402,16 @@ def _dataloader_hits(state: _State) -> list[Hit]:
             continue  # the settings come from elsewhere: cannot tell
         workers = _kw(call, "num_workers")
         if workers is None:
-            hits.append(Hit.make("CDL008", call.lineno, call.col_offset + 1,
-                                 detail="num_workers unset (defaults to 0)"))
+            hits.append(
+                Hit.make("CDL008", call.lineno, call.col_offset + 1, detail="num_workers unset (defaults to 0)")
+            )
         elif isinstance(workers.value, ast.Constant) and workers.value.value == 0:
-            hits.append(Hit.make("CDL008", workers.value.lineno, workers.value.col_offset + 1,
-                                 detail="num_workers=0"))
+            hits.append(Hit.make("CDL008", workers.value.lineno, workers.value.col_offset + 1, detail="num_workers=0"))
         pin = _kw(call, "pin_memory")
         if pin is None:
-            hits.append(Hit.make("CDL009", call.lineno, call.col_offset + 1,
-                                 detail="without pin_memory"))
+            hits.append(Hit.make("CDL009", call.lineno, call.col_offset + 1, detail="without pin_memory"))
         elif isinstance(pin.value, ast.Constant) and pin.value.value is False:
-            hits.append(Hit.make("CDL009", pin.value.lineno, pin.value.col_offset + 1,
-                                 detail="with pin_memory=False"))
+            hits.append(Hit.make("CDL009", pin.value.lineno, pin.value.col_offset + 1, detail="with pin_memory=False"))
     return hits
 
 
@@ -409,8 +421,19 @@ def amp_fix(framework: str) -> str:
 
 # -- cheap byte-level facts: project-wide mentions, and whether a file needs its AST at all --
 
-AMP_TOKENS = (b"autocast", b"GradScaler", b"mixed_precision", b"set_global_policy", b"float16",
-              b"bfloat16", b".half()", b"fp16", b"bf16", b"16-mixed", b"LossScale")
+AMP_TOKENS = (
+    b"autocast",
+    b"GradScaler",
+    b"mixed_precision",
+    b"set_global_policy",
+    b"float16",
+    b"bfloat16",
+    b".half()",
+    b"fp16",
+    b"bf16",
+    b"16-mixed",
+    b"LossScale",
+)
 SCALER_TOKENS = (b"GradScaler", b"LossScale")
 BENCHMARK_TOKENS = (b"cudnn.benchmark",)
 LOOP_TOKENS = (b".backward(", b".step(", b".fit(", b".fit_generator(")
@@ -437,11 +460,14 @@ class ProjectFlags:
         )
 
     def __or__(self, other: ProjectFlags) -> ProjectFlags:
-        return ProjectFlags(self.amp or other.amp, self.grad_scaler or other.grad_scaler,
-                            self.cudnn_benchmark or other.cudnn_benchmark,
-                            self.torch_release or other.torch_release,
-                            self.torch_release_from or other.torch_release_from,
-                            self.torch_below_2_4_from or other.torch_below_2_4_from)
+        return ProjectFlags(
+            self.amp or other.amp,
+            self.grad_scaler or other.grad_scaler,
+            self.cudnn_benchmark or other.cudnn_benchmark,
+            self.torch_release or other.torch_release,
+            self.torch_release_from or other.torch_release_from,
+            self.torch_below_2_4_from or other.torch_below_2_4_from,
+        )
 
 
 def has_loop_tokens(data: bytes) -> bool:

@@ -86,8 +86,9 @@ def check_pin(pin: TorchPin) -> Hit | None:
     if cuda is None:
         return None
     table = torch_table()
-    every = sorted({v for row in table.values() for v in row.get("variants", [])},
-                   key=lambda v: variant_cuda(v) or (0, 0))
+    every = sorted(
+        {v for row in table.values() for v in row.get("variants", [])}, key=lambda v: variant_cuda(v) or (0, 0)
+    )
     release = release_of(pin.version or pin.release_hint)
     row = table.get(release or "")
     if row is not None:
@@ -97,22 +98,23 @@ def check_pin(pin: TorchPin) -> Hit | None:
         problem = f"torch {release} has no {pin.variant} wheels (it ships {', '.join(shipped)})"
         suggestion = _nearest(pin.variant, shipped)
         if pin.version:
-            fix = (f"use `torch=={pin.version}+{suggestion}` from "
-                   f"https://download.pytorch.org/whl/{suggestion}")
+            fix = f"use `torch=={pin.version}+{suggestion}` from https://download.pytorch.org/whl/{suggestion}"
         else:
             problem = f"{problem}; torch is pinned by `{pin.hint_from}`"
             ordered = sorted(shipped, key=lambda v: v != suggestion)
-            fix = (f"use an index of a variant torch {release} ships: "
-                   + " or ".join(f"https://download.pytorch.org/whl/{v}" for v in ordered))
+            fix = f"use an index of a variant torch {release} ships: " + " or ".join(
+                f"https://download.pytorch.org/whl/{v}" for v in ordered
+            )
     else:
         if pin.variant in every or cuda < TABLE_FLOOR or pin.via == "index":
             return None
         problem = f"no torch release ships {pin.variant} wheels (there never was one)"
         suggestion = _nearest(pin.variant, every)
-        fix = (f"use a variant that exists, e.g. {suggestion} "
-               f"(https://download.pytorch.org/whl/{suggestion}); variants: {', '.join(every)}")
-    return Hit.make("CDL201", pin.line, pin.column, spec=pin.text, problem=problem, fix=fix,
-                    via=pin.via)
+        fix = (
+            f"use a variant that exists, e.g. {suggestion} "
+            f"(https://download.pytorch.org/whl/{suggestion}); variants: {', '.join(every)}"
+        )
+    return Hit.make("CDL201", pin.line, pin.column, spec=pin.text, problem=problem, fix=fix, via=pin.via)
 
 
 def attach_release(pins: list[TorchPin], fallback: tuple[str, str] | None = None) -> list[TorchPin]:
@@ -122,8 +124,10 @@ def attach_release(pins: list[TorchPin], fallback: tuple[str, str] | None = None
     hint = (pinned.version, pinned.text) if pinned and pinned.version else fallback
     if hint is None:
         return pins
-    return [replace(p, release_hint=hint[0], hint_from=hint[1])
-            if p.via == "index URL" and not p.version else p for p in pins]
+    return [
+        replace(p, release_hint=hint[0], hint_from=hint[1]) if p.via == "index URL" and not p.version else p
+        for p in pins
+    ]
 
 
 def _nearest(variant: str, choices: list[str]) -> str:
@@ -145,8 +149,7 @@ def index_variant(url: str) -> str | None:
     return match.group("variant")
 
 
-def pin_from_requirement(text: str, line: int, column: int,
-                         index_variants: Iterable[str]) -> TorchPin | None:
+def pin_from_requirement(text: str, line: int, column: int, index_variants: Iterable[str]) -> TorchPin | None:
     """A torch requirement (PEP 508) → the pin it makes, or None when it is not torch."""
     try:
         req = Requirement(text)
@@ -214,7 +217,7 @@ def _split_option(line: str) -> tuple[str, str] | None:
     for option in OPTION_WITH_URL:
         if line == option or not line.startswith(option):
             continue
-        rest = line[len(option):]
+        rest = line[len(option) :]
         if rest[:1] in ("=", " ", "\t"):
             return option, rest.lstrip("= \t")
     return None
@@ -276,8 +279,11 @@ def pyproject_pins(text: str) -> list[TorchPin]:
     data = tomllib.loads(text)
     tool = data.get("tool", {}) if isinstance(data.get("tool"), dict) else {}
     urls: list[str] = []
-    for table in (tool.get("uv", {}).get("index", []), tool.get("poetry", {}).get("source", []),
-                  tool.get("pdm", {}).get("source", [])):
+    for table in (
+        tool.get("uv", {}).get("index", []),
+        tool.get("poetry", {}).get("source", []),
+        tool.get("pdm", {}).get("source", []),
+    ):
         if isinstance(table, list):
             urls.extend(str(entry.get("url", "")) for entry in table if isinstance(entry, dict))
     pins: list[TorchPin] = []
@@ -345,9 +351,9 @@ def pip_installs(command: str, line: int) -> list[PipInstall]:
         if match is None:
             continue
         try:
-            words = shlex.split(segment[match.end():], comments=True)
+            words = shlex.split(segment[match.end() :], comments=True)
         except ValueError:
-            words = segment[match.end():].split()
+            words = segment[match.end() :].split()
         out.append(_parse_pip_words(words, line))
     return out
 

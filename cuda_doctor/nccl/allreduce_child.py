@@ -39,8 +39,7 @@ def emit(event: str, **payload: Any) -> None:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--backend", default="nccl", choices=["nccl", "gloo"])
-    parser.add_argument("--sizes", default="1048576,16777216,268435456",
-                        help="message sizes in bytes, comma-separated")
+    parser.add_argument("--sizes", default="1048576,16777216,268435456", help="message sizes in bytes, comma-separated")
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--init-timeout", type=float, default=60.0)
@@ -170,9 +169,7 @@ def gpu_topology(torch: Any) -> dict[str, Any]:
     p2p: dict[str, bool] = {}
     for i in range(count):
         for j in range(i + 1, count):
-            p2p[f"{i}-{j}"] = bool(
-                torch.cuda.can_device_access_peer(i, j) and torch.cuda.can_device_access_peer(j, i)
-            )
+            p2p[f"{i}-{j}"] = bool(torch.cuda.can_device_access_peer(i, j) and torch.cuda.can_device_access_peer(j, i))
     out: dict[str, Any] = {"p2p": p2p, "device_count": count, "nccl_version": None}
     try:
         raw = torch.cuda.nccl.version()

@@ -129,13 +129,18 @@ def run_group(
     base = dict(os.environ if env is None else env)
     port = free_port()
     argv_tail = [
-        "--backend", backend,
-        "--sizes", ",".join(str(s) for s in sizes),
-        "--iters", str(iters),
-        "--warmup", str(warmup),
+        "--backend",
+        backend,
+        "--sizes",
+        ",".join(str(s) for s in sizes),
+        "--iters",
+        str(iters),
+        "--warmup",
+        str(warmup),
         # torch's own timeout is only a backstop should this launcher die: the hard deadline
         # below decides, and it can name the rank that never joined
-        "--init-timeout", str(timeout + 30.0),
+        "--init-timeout",
+        str(timeout + 30.0),
     ]
     ranks: list[_Rank] = []
     threads: list[threading.Thread] = []
@@ -153,9 +158,12 @@ def run_group(
             )
         except OSError as exc:
             _kill_all(ranks)
-            return GroupResult("failed", f"cannot start rank {rank} with {python}: "
-                               f"{exc.strerror or exc}", world_size,
-                               seconds=time.monotonic() - start)
+            return GroupResult(
+                "failed",
+                f"cannot start rank {rank} with {python}: {exc.strerror or exc}",
+                world_size,
+                seconds=time.monotonic() - start,
+            )
         r = _Rank(rank, proc)
         ranks.append(r)
         threads += [
@@ -175,9 +183,13 @@ def run_group(
         if time.monotonic() >= deadline:
             _kill_all(ranks)
             _join(threads)
-            return GroupResult("timeout", _timeout_message(ranks, timeout), world_size,
-                               seconds=time.monotonic() - start,
-                               stderr_tails=_tails(ranks))
+            return GroupResult(
+                "timeout",
+                _timeout_message(ranks, timeout),
+                world_size,
+                seconds=time.monotonic() - start,
+                stderr_tails=_tails(ranks),
+            )
         time.sleep(0.05)
 
     if failed is not None:
@@ -185,15 +197,18 @@ def run_group(
     _join(threads)
     seconds = time.monotonic() - start
     if failed is not None:
-        return GroupResult("failed", _failure_message(failed), world_size, seconds=seconds,
-                           stderr_tails=_tails(ranks))
+        return GroupResult("failed", _failure_message(failed), world_size, seconds=seconds, stderr_tails=_tails(ranks))
     results = []
     for r in ranks:
         result = r.first("result")
         if result is None:
-            return GroupResult("failed", f"rank {r.rank} exited without a result"
-                               + _last_line(r), world_size, seconds=seconds,
-                               stderr_tails=_tails(ranks))
+            return GroupResult(
+                "failed",
+                f"rank {r.rank} exited without a result" + _last_line(r),
+                world_size,
+                seconds=seconds,
+                stderr_tails=_tails(ranks),
+            )
         results.append({k: v for k, v in result.items() if k != "event"})
     return GroupResult("ok", None, world_size, tuple(results), seconds, _tails(ranks))
 
@@ -203,8 +218,9 @@ def per_rank(result: GroupResult, key: str) -> list[float | None]:
     return [by_rank.get(i) for i in range(result.world_size)]
 
 
-def outliers(values: Sequence[float | None], groups: Sequence[str | None] | None = None,
-             factor: float = 1.5) -> list[int]:
+def outliers(
+    values: Sequence[float | None], groups: Sequence[str | None] | None = None, factor: float = 1.5
+) -> list[int]:
     """Indices whose value exceeds ``factor`` × the median of their group (identical GPUs)."""
     keys = list(groups) if groups is not None else [None] * len(values)
     found: list[int] = []
@@ -266,11 +282,9 @@ def _failure_message(r: _Rank) -> str:
 
 def _timeout_message(ranks: Sequence[_Rank], timeout: float) -> str:
     # A rank that never reached init_process_group is the culprit; the others merely wait.
-    missing = [r.rank for r in ranks if not r.has("joining")] or \
-        [r.rank for r in ranks if not r.has("joined")]
+    missing = [r.rank for r in ranks if not r.has("joining")] or [r.rank for r in ranks if not r.has("joined")]
     if missing:
-        who = f"rank {missing[0]}" if len(missing) == 1 else \
-            "ranks " + ", ".join(str(m) for m in missing)
+        who = f"rank {missing[0]}" if len(missing) == 1 else "ranks " + ", ".join(str(m) for m in missing)
         return f"timeout: {who} did not join within {timeout:g} s"
     running = [r.rank for r in ranks if not r.has("result")]
     names = ", ".join(str(m) for m in running) or "none"

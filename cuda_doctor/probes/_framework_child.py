@@ -159,8 +159,7 @@ def probe_torch(report: dict[str, dict[str, Any]]) -> None:
         put(report, "torch.cuda_build", getattr(torch.version, "cuda", None))
         put(report, "torch.hip_build", getattr(torch.version, "hip", None))
 
-    attempt(report, ["torch.version", "torch.version_base", "torch.cuda_build", "torch.hip_build"],
-            versions)
+    attempt(report, ["torch.version", "torch.version_base", "torch.cuda_build", "torch.hip_build"], versions)
 
     def arch_list() -> None:
         # get_arch_list() answers [] whenever CUDA is unavailable; the compiled list does not
@@ -208,8 +207,9 @@ def probe_torch(report: dict[str, dict[str, Any]]) -> None:
         put(report, "torch.device_names", names)
         put(report, "torch.bf16_native", bf16_native(caps))
 
-    attempt(report, ["torch.device_count", "torch.device_capabilities", "torch.device_names",
-                     "torch.bf16_native"], devices)
+    attempt(
+        report, ["torch.device_count", "torch.device_capabilities", "torch.device_names", "torch.bf16_native"], devices
+    )
 
     def cudnn() -> None:
         version = torch.backends.cudnn.version()
@@ -244,8 +244,7 @@ def probe_tensorflow(report: dict[str, dict[str, Any]]) -> None:
             miss(report, name, reason)
         return
 
-    attempt(report, ["tensorflow.version"],
-            lambda: put(report, "tensorflow.version", str(tf.__version__)))
+    attempt(report, ["tensorflow.version"], lambda: put(report, "tensorflow.version", str(tf.__version__)))
 
     def build() -> None:
         info = dict(tf.sysconfig.get_build_info())
@@ -255,8 +254,7 @@ def probe_tensorflow(report: dict[str, dict[str, Any]]) -> None:
         put(report, "tensorflow.cuda_build", None if cuda is None else str(cuda))
         put(report, "tensorflow.cudnn_build", None if cudnn is None else str(cudnn))
 
-    attempt(report, ["tensorflow.is_cuda_build", "tensorflow.cuda_build",
-                     "tensorflow.cudnn_build"], build)
+    attempt(report, ["tensorflow.is_cuda_build", "tensorflow.cuda_build", "tensorflow.cudnn_build"], build)
 
     def gpus() -> None:
         names = []

@@ -82,16 +82,10 @@ class DockerProbe:
                 facts.set("docker.close_error", f"{type(closed.error).__name__}: {closed.error}")
         return facts
 
-    def _collect_engine(
-        self, ctx: ProbeContext, client: Any, facts: Facts, deadline: float
-    ) -> None:
+    def _collect_engine(self, ctx: ProbeContext, client: Any, facts: Facts, deadline: float) -> None:
         info = call_with_deadline(client.info, deadline, "docker-info")
         if info.timed_out or info.error is not None:
-            status, message = (
-                ("timeout", _timeout_message(ctx))
-                if info.timed_out
-                else classify_error(info.error, ctx)
-            )
+            status, message = ("timeout", _timeout_message(ctx)) if info.timed_out else classify_error(info.error, ctx)
             _engine_down(facts, status, message, list(ctx.images))
             return
         facts.set("docker.status", "ok")
@@ -360,9 +354,7 @@ def _cu_to_version(digits: str) -> str:
     return f"{int(digits[:-1])}.{int(digits[-1])}"
 
 
-def torch_variant(
-    env: Mapping[str, str], labels: Mapping[str, Any], names: list[str]
-) -> tuple[str | None, str | None]:
+def torch_variant(env: Mapping[str, str], labels: Mapping[str, Any], names: list[str]) -> tuple[str | None, str | None]:
     """(torch version, CUDA version of the torch build): from the env, labels, or the tag of a
     ``pytorch/pytorch`` image such as ``2.3.0-cuda12.1-cudnn8-runtime``."""
     version: str | None = None

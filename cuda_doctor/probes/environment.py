@@ -123,9 +123,7 @@ def collect_system(facts: Facts, ctx: ProbeContext) -> None:
     try:
         text = limits.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
-        facts.mark_unknown(
-            "system.memlock_bytes", f"cannot read /proc/self/limits: {exc.strerror or exc}"
-        )
+        facts.mark_unknown("system.memlock_bytes", f"cannot read /proc/self/limits: {exc.strerror or exc}")
     else:
         found, value = parse_memlock(text)
         if found:

@@ -78,9 +78,7 @@ class FrameworkProbe:
         return interpret(result, ctx.python, timeout, start_timeout)
 
 
-def run_child(
-    argv: Sequence[str], env: Mapping[str, str], start_timeout: float, timeout: float
-) -> CommandResult:
+def run_child(argv: Sequence[str], env: Mapping[str, str], start_timeout: float, timeout: float) -> CommandResult:
     """Run the child in two stages: its "started" line within ``start_timeout``, its answer
     within ``timeout`` in all.  A timed-out result whose stdout lacks the "started" line is an
     interpreter that never started.  The process group is killed on either limit; never raises.
@@ -120,14 +118,17 @@ def run_child(
         reader.join(timeout=2)
     seconds = time.monotonic() - start
     return CommandResult(
-        args, None if timed_out else proc.returncode, "".join(out), "".join(err), seconds,
-        "timed out" if timed_out else None, timed_out=timed_out,
+        args,
+        None if timed_out else proc.returncode,
+        "".join(out),
+        "".join(err),
+        seconds,
+        "timed out" if timed_out else None,
+        timed_out=timed_out,
     )
 
 
-def interpret(
-    result: CommandResult, python: str, timeout: float, start_timeout: float | None = None
-) -> Facts:
+def interpret(result: CommandResult, python: str, timeout: float, start_timeout: float | None = None) -> Facts:
     """Turn the child's run into facts, or into one reason why there are none."""
     if result.timed_out:
         began = any(line.strip() == STARTED for line in result.stdout.splitlines())
@@ -145,9 +146,7 @@ def interpret(
             status = _status(result.returncode)
             return all_unknown(f"{python} exited with {status}{_last_line(result)}")
         shown = _without_started(result.stdout).strip()[:200]
-        return all_unknown(
-            f"{python} printed no JSON report" + (f": {shown!r}" if shown else " (empty output)")
-        )
+        return all_unknown(f"{python} printed no JSON report" + (f": {shown!r}" if shown else " (empty output)"))
     return shape(payload, python)
 
 

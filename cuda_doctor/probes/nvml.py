@@ -318,9 +318,7 @@ def _ask_gpu(library: Any, ctypes: Any, index: int) -> bool:
         return True
     wide, current, pending, narrow = ctypes.c_ulonglong(), ctypes.c_int(), ctypes.c_int(), ctypes.c_uint()
     try:
-        library.nvmlDeviceGetTotalEccErrors(
-            handle, _MEMORY_ERROR_TYPE_UNCORRECTED, _VOLATILE_ECC, ctypes.pointer(wide)
-        )
+        library.nvmlDeviceGetTotalEccErrors(handle, _MEMORY_ERROR_TYPE_UNCORRECTED, _VOLATILE_ECC, ctypes.pointer(wide))
         library.nvmlDeviceGetEccMode(handle, ctypes.pointer(current), ctypes.pointer(pending))
         library.nvmlDeviceGetPowerUsage(handle, ctypes.pointer(narrow))
         library.nvmlDeviceGetCurrentClocksEventReasons(handle, ctypes.pointer(wide))

@@ -44,12 +44,14 @@ def render(report: LintReport) -> str:
             "ruleId": f.rule_id,
             "level": LEVEL.get(f.severity, "warning"),
             "message": {"text": text},
-            "locations": [{
-                "physicalLocation": {
-                    "artifactLocation": {"uri": f.path, "uriBaseId": "%SRCROOT%"},
-                    "region": region,
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": f.path, "uriBaseId": "%SRCROOT%"},
+                        "region": region,
+                    }
                 }
-            }],
+            ],
         }
         if f.rule_id in index:
             result["ruleIndex"] = index[f.rule_id]
@@ -57,10 +59,12 @@ def render(report: LintReport) -> str:
     document = {
         "$schema": SCHEMA,
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": driver},
-            "columnKind": "unicodeCodePoints",
-            "results": results,
-        }],
+        "runs": [
+            {
+                "tool": {"driver": driver},
+                "columnKind": "unicodeCodePoints",
+                "results": results,
+            }
+        ],
     }
     return json.dumps(document, indent=2) + "\n"

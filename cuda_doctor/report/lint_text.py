@@ -21,8 +21,7 @@ def render(report: LintReport, color: bool = False) -> str:
     total = len(report.findings)
     noun = "file" if report.files == 1 else "files"
     if total:
-        parts = ", ".join(f"{n} {s}{'s' if n != 1 and s != 'info' else ''}"
-                          for s, n in counts.items() if n)
+        parts = ", ".join(f"{n} {s}{'s' if n != 1 and s != 'info' else ''}" for s, n in counts.items() if n)
         lines.append(f"{total} finding{'s' if total != 1 else ''} ({parts}) in {report.files} {noun}")
     else:
         lines.append(f"No findings in {report.files} {noun}")

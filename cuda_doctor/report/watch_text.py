@@ -90,18 +90,14 @@ def gpu_lines(gpu: GpuAnalysis) -> list[str]:
 
 def render(series: Series, analysis: Analysis, *, color: bool = False, width: int = 100) -> str:
     buffer = io.StringIO()
-    console = Console(
-        file=buffer, force_terminal=color, no_color=not color, width=width, soft_wrap=True
-    )
+    console = Console(file=buffer, force_terminal=color, no_color=not color, width=width, soft_wrap=True)
     head = shlex.join(series.command)
     console.print(
         f"[bold]cuda-doctor watch[/]: {escape(head)} — {series.duration_s:.1f} s, "
         f"exit code {series.exit_code}, {len(series.samples)} samples every {series.interval_s:g} s"
     )
     for gpu in analysis.gpus:
-        console.print(
-            f"[bold]GPU {gpu.index}[/] {escape(gpu.name or '')}  {sparkline(gpu.utilisation)}"
-        )
+        console.print(f"[bold]GPU {gpu.index}[/] {escape(gpu.name or '')}  {sparkline(gpu.utilisation)}")
         for line in gpu_lines(gpu):
             console.print(f"  {escape(line)}", highlight=False)
     v = analysis.verdict
@@ -115,9 +111,7 @@ def render(series: Series, analysis: Analysis, *, color: bool = False, width: in
             console.print(f"  {n}. {escape(fix)}", highlight=False)
     for gpu in analysis.gpus:
         for finding in gpu.findings:
-            console.print(
-                f"[bold]Also, GPU {gpu.index}:[/] {escape(finding.title)}", highlight=False
-            )
+            console.print(f"[bold]Also, GPU {gpu.index}:[/] {escape(finding.title)}", highlight=False)
     for note in analysis.notes:
         console.print(f"[dim]note: {escape(note)}[/]", highlight=False)
     if series.sampler_cpu_s is not None:

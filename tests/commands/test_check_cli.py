@@ -87,7 +87,7 @@ def test_markdown(tmp_path: Path) -> None:
 
 def test_verbose_shows_passing_checks_with_evidence(tmp_path: Path) -> None:
     result = run("check", "--facts", str(facts_file(tmp_path)), "-v", cwd=tmp_path)
-    assert "CD102" in result.output and "derived.driver_cuda_support = \"full\"" in result.output
+    assert "CD102" in result.output and 'derived.driver_cuda_support = "full"' in result.output
 
 
 def test_save_writes_the_full_report(tmp_path: Path) -> None:

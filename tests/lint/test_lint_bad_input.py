@@ -91,10 +91,12 @@ def test_unreadable_proc_file(tmp_path: Path) -> None:
 def test_bad_notebook_and_toml_and_cell(tmp_path: Path) -> None:
     (tmp_path / "bad.ipynb").write_text("{not json")
     (tmp_path / "pyproject.toml").write_text("[project\n")
-    notebook = {"cells": [
-        {"cell_type": "code", "source": ["def broken(:\n"]},
-        {"cell_type": "code", "source": ["import torch\n", "torch.cuda.amp.GradScaler()\n"]},
-    ]}
+    notebook = {
+        "cells": [
+            {"cell_type": "code", "source": ["def broken(:\n"]},
+            {"cell_type": "code", "source": ["import torch\n", "torch.cuda.amp.GradScaler()\n"]},
+        ]
+    }
     (tmp_path / "cells.ipynb").write_text(json.dumps(notebook, indent=1))
     found = run(tmp_path)
     assert [rule for _, rule, _ in found["bad.ipynb"]] == ["CDL000"]

@@ -51,9 +51,7 @@ def test_case(case: Path, tmp_path: Path) -> None:
     target = copy_case(case, tmp_path)
     report = lint_paths([target])
     found = {(f.line, f.rule_id) for f in report.findings}
-    assert found == expected(case), "\n".join(
-        f"{f.line}:{f.column} {f.rule_id} {f.message}" for f in report.findings
-    )
+    assert found == expected(case), "\n".join(f"{f.line}:{f.column} {f.rule_id} {f.message}" for f in report.findings)
 
 
 def test_every_rule_has_a_firing_case() -> None:
@@ -108,9 +106,7 @@ def test_requirements_referenced_by_the_dockerfile(tmp_path: Path) -> None:
     (tmp_path / "requirements.txt").write_text("torch==2.6.0+cu124\n")
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text(
-        "FROM nvidia/cuda:13.0.2-runtime-ubuntu22.04\n"
-        "COPY requirements.txt .\n"
-        "RUN pip install -r requirements.txt\n"
+        "FROM nvidia/cuda:13.0.2-runtime-ubuntu22.04\nCOPY requirements.txt .\nRUN pip install -r requirements.txt\n"
     )
     findings = lint_paths([dockerfile]).findings
     assert [(f.line, f.rule_id) for f in findings] == [(3, "CDL105")]
@@ -119,8 +115,7 @@ def test_requirements_referenced_by_the_dockerfile(tmp_path: Path) -> None:
 
 def _lint_case(name: str, tmp_path: Path) -> list[tuple[int, str, str, str, str]]:
     target = copy_case(CASES / name, tmp_path)
-    return [(f.line, f.rule_id, f.severity, f.message, f.fix or "")
-            for f in lint_paths([target]).findings]
+    return [(f.line, f.rule_id, f.severity, f.message, f.fix or "") for f in lint_paths([target]).findings]
 
 
 def test_index_url_suggests_variants_of_the_pinned_release(tmp_path: Path) -> None:
@@ -170,11 +165,23 @@ def test_deprecated_amp_without_a_pin_keeps_the_replacement(tmp_path: Path) -> N
     assert findings[0].fix == 'Use `torch.amp.GradScaler("cuda", ...)`.'
 
 
-@pytest.mark.parametrize(("spec", "capped"), [
-    ("torch==2.1.0", True), ("torch==2.3.1+cu121", True), ("torch<2.4", True),
-    ("torch>=2.0,<2.3", True), ("torch==2.3.*", True), ("torch~=2.3.1", True),
-    ("torch<=2.4", False), ("torch<2.4.1", False), ("torch~=2.3", False), ("torch==2.*", False),
-    ("torch>=2.0", False), ("torch==2.4.0", False), ("torch", False),
-])
+@pytest.mark.parametrize(
+    ("spec", "capped"),
+    [
+        ("torch==2.1.0", True),
+        ("torch==2.3.1+cu121", True),
+        ("torch<2.4", True),
+        ("torch>=2.0,<2.3", True),
+        ("torch==2.3.*", True),
+        ("torch~=2.3.1", True),
+        ("torch<=2.4", False),
+        ("torch<2.4.1", False),
+        ("torch~=2.3", False),
+        ("torch==2.*", False),
+        ("torch>=2.0", False),
+        ("torch==2.4.0", False),
+        ("torch", False),
+    ],
+)
 def test_caps_below_2_4(spec: str, capped: bool) -> None:
     assert caps_below(Requirement(spec)) is capped

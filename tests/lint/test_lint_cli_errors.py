@@ -51,8 +51,9 @@ def test_unknown_rule_id_in_config_is_a_usage_error(tmp_path: Path) -> None:
     assert code == 2 and "'CDLX'" in err
 
 
-@pytest.mark.parametrize("args", [["--select", "CDL0"], ["--select", "code", "--ignore", "CD101"],
-                                  ["--select", "CDL001,docker"]])
+@pytest.mark.parametrize(
+    "args", [["--select", "CDL0"], ["--select", "code", "--ignore", "CD101"], ["--select", "CDL001,docker"]]
+)
 def test_prefixes_categories_and_env_ids_are_accepted(tmp_path: Path, args: list[str]) -> None:
     code, out, _ = lint(tmp_path, *args, "t.py")
     assert code == 0 and "CDL001" in out

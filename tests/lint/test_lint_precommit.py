@@ -30,9 +30,9 @@ for batch in loader:
     loss.backward()
     optimizer.step()
 """
-TRAIN_FIXED = TRAIN_BAD.replace(
-    'parser.add_argument("--local_rank", type=int, default=0)\n', ""
-).replace("torch.cuda.amp.autocast(dtype=", 'torch.autocast("cuda", dtype=')
+TRAIN_FIXED = TRAIN_BAD.replace('parser.add_argument("--local_rank", type=int, default=0)\n', "").replace(
+    "torch.cuda.amp.autocast(dtype=", 'torch.autocast("cuda", dtype='
+)
 DOCKER_BAD = """\
 FROM nvidia/cuda:12.3-base
 RUN pip install torch==2.6.0+cu123
@@ -53,7 +53,11 @@ def try_repo(cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PRE_COMMIT_HOME": str(home), "NO_COLOR": "1"}
     return subprocess.run(
         [PRE_COMMIT, "try-repo", str(ROOT), "cuda-doctor-lint", "--all-files"],  # type: ignore[list-item]
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 

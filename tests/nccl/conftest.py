@@ -34,8 +34,7 @@ def torch_python() -> str:
         f"{_OWN}/bin/python -c 'import torch' 2>/dev/null || "
         f"{_OWN}/bin/pip install -q torch==2.13.0"
     )
-    result = run_command(["flock", str(_OWN) + ".lock", "sh", "-c", script], timeout=900,
-                         env=dict(os.environ))
+    result = run_command(["flock", str(_OWN) + ".lock", "sh", "-c", script], timeout=900, env=dict(os.environ))
     python = _OWN / "bin" / "python"
     if not _has_torch(python):
         pytest.skip(f"no CPU torch available for the gloo tests: {result.error or 'install failed'}")

@@ -16,8 +16,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def test_gloo_allreduce_two_processes(torch_python: str) -> None:
-    result = runner.run_group(torch_python, 2, backend="gloo", timeout=120, env=_env(),
-                              sizes=SMALL, iters=2, warmup=1)
+    result = runner.run_group(torch_python, 2, backend="gloo", timeout=120, env=_env(), sizes=SMALL, iters=2, warmup=1)
     assert result.status == "ok", result.error
     assert result.sum_ok is True
     assert [r["rank"] for r in result.ranks] == [0, 1]
@@ -29,8 +28,9 @@ def test_gloo_allreduce_two_processes(torch_python: str) -> None:
 
 
 def test_rank_that_never_joins_is_killed_and_named(torch_python: str) -> None:
-    result = runner.run_group(torch_python, 2, backend="gloo", timeout=8,
-                              env=_env(**{STALL_ENV: "1"}), sizes=SMALL, iters=1, warmup=0)
+    result = runner.run_group(
+        torch_python, 2, backend="gloo", timeout=8, env=_env(**{STALL_ENV: "1"}), sizes=SMALL, iters=1, warmup=0
+    )
     assert result.status == "timeout"
     assert result.error == "timeout: rank 1 did not join within 8 s"
     assert result.ranks == ()
@@ -51,8 +51,7 @@ def test_missing_interpreter_is_a_failure_not_a_crash() -> None:
 
 def test_rank_error_fails_the_group_promptly(torch_python: str, tmp_path: object) -> None:
     # an unknown backend makes every rank report an error event and exit 1
-    result = runner.run_group(torch_python, 2, backend="mpi", timeout=60, env=_env(),
-                              sizes=SMALL)
+    result = runner.run_group(torch_python, 2, backend="mpi", timeout=60, env=_env(), sizes=SMALL)
     assert result.status == "failed"
     assert result.error is not None and result.error.startswith("rank ")
 

@@ -69,8 +69,7 @@ def test_no_nvml_leaves_status_unknown_with_reason(tmp_path: Path) -> None:
 
 
 def test_two_processes_end_to_end_with_gloo(torch_python: str, tmp_path: Path) -> None:
-    probe = NcclProbe(nvml_loader=lambda: FakeNvml(count=2), backend="gloo",
-                      sizes=(4096, 65536), iters=2, warmup=1)
+    probe = NcclProbe(nvml_loader=lambda: FakeNvml(count=2), backend="gloo", sizes=(4096, 65536), iters=2, warmup=1)
     facts = probe.collect(_ctx(tmp_path, python=torch_python))
     assert facts.get("nccl.status") == "ok", facts.get("nccl.error")
     assert facts.get("nccl.sum_ok") is True

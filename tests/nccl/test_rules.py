@@ -53,10 +53,13 @@ def test_recorded_one_gpu_run_is_skipped() -> None:
         assert (status, message) == (Status.SKIPPED, "not applicable: one GPU"), rule_id
 
 
-@pytest.mark.parametrize(("status", "error"), [
-    ("timeout", "timeout: rank 1 did not join within 90 s"),
-    ("failed", "rank 0: RuntimeError: NCCL error"),
-])
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        ("timeout", "timeout: rank 1 did not join within 90 s"),
+        ("failed", "rank 0: RuntimeError: NCCL error"),
+    ],
+)
 def test_allreduce_failures_fail(status: str, error: str) -> None:
     facts = Facts({"nccl.status": status, "nccl.error": error, "nccl.world_size": 2})
     derive(facts)
@@ -65,8 +68,12 @@ def test_allreduce_failures_fail(status: str, error: str) -> None:
 
 
 def test_wrong_sum_fails() -> None:
-    facts = _facts("probe-2gpu.json", nccl__status="failed", nccl__sum_ok=False,
-                   nccl__error="all-reduce returned a wrong sum on rank 1")
+    facts = _facts(
+        "probe-2gpu.json",
+        nccl__status="failed",
+        nccl__sum_ok=False,
+        nccl__error="all-reduce returned a wrong sum on rank 1",
+    )
     assert _status("CD801", facts)[0] is Status.FAIL
 
 
@@ -82,17 +89,27 @@ def test_missing_p2p_across_sockets_is_expected() -> None:
 
 
 def test_outlier_rank_warns() -> None:
-    facts = _facts("probe-2gpu.json", nccl__per_rank_seconds=[0.0019, 0.0019, 0.0019, 0.0060],
-                   nccl__device_names=["NVIDIA H200"] * 4)
+    facts = _facts(
+        "probe-2gpu.json",
+        nccl__per_rank_seconds=[0.0019, 0.0019, 0.0019, 0.0060],
+        nccl__device_names=["NVIDIA H200"] * 4,
+    )
     status, message = _status("CD805", facts)
     assert status is Status.WARN and message.startswith("slower than its identical siblings: rank 3")
 
 
 def test_pcie_expectation_from_gpu_facts() -> None:
-    facts = Facts({"nccl.status": "ok", "nccl.busbw_peak_gbps": 10.0,
-                   "nccl.link_types": {"0-1": "PHB"},
-                   "gpu[0].pcie_gen_max": 5, "gpu[0].pcie_width_max": 16,
-                   "gpu[1].pcie_gen_max": 4, "gpu[1].pcie_width_max": 16})
+    facts = Facts(
+        {
+            "nccl.status": "ok",
+            "nccl.busbw_peak_gbps": 10.0,
+            "nccl.link_types": {"0-1": "PHB"},
+            "gpu[0].pcie_gen_max": 5,
+            "gpu[0].pcie_width_max": 16,
+            "gpu[1].pcie_gen_max": 4,
+            "gpu[1].pcie_width_max": 16,
+        }
+    )
     derive(facts)
     assert facts.get("derived.nccl.expected_basis").startswith("PCIe Gen4 x16")
     assert facts.get("derived.nccl.busbw_ratio") < 0.5

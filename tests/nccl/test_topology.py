@@ -19,8 +19,9 @@ class FakeNvml:
     NVML_FEATURE_ENABLED = pynvml.NVML_FEATURE_ENABLED
     NVML_ERROR_NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED
 
-    def __init__(self, count: int = 2, links: int = 18, supported: bool = True,
-                 down: frozenset[tuple[int, int]] = frozenset()) -> None:
+    def __init__(
+        self, count: int = 2, links: int = 18, supported: bool = True, down: frozenset[tuple[int, int]] = frozenset()
+    ) -> None:
         self.count, self.links, self.supported, self.down = count, links, supported, down
         self.initialised = 0
 

@@ -51,9 +51,7 @@ def make_executable(tmp_path: Path) -> Callable[[str, str], Path]:
 def plain_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real interpreter with nothing installed: a fresh venv without pip."""
     venv = tmp_path_factory.mktemp("plain-venv")
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
-    )
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     return venv / "bin" / "python"
 
 
@@ -80,10 +78,7 @@ def torch_cpu_python() -> Path:
             pytest.skip(f"could not build a CPU-only torch venv ({' '.join(argv[:4])}): {exc}")
         if done.returncode != 0:
             tail = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or [""]
-            pytest.skip(
-                f"could not install torch=={TORCH_CPU_VERSION} into a venv "
-                f"(exit {done.returncode}): {tail[0]}"
-            )
+            pytest.skip(f"could not install torch=={TORCH_CPU_VERSION} into a venv (exit {done.returncode}): {tail[0]}")
     marker.write_text(TORCH_CPU_VERSION + "\n", encoding="utf-8")
     return python
 

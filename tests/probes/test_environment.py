@@ -80,9 +80,14 @@ def test_secrets_never_become_facts(h200_env: dict[str, str]) -> None:
 
 @pytest.mark.parametrize(
     ("name", "secret"),
-    [("GITHUB_TOKEN", True), ("ssh_private_key", True), ("DB_Password", True),
-     ("GOOGLE_APPLICATION_CREDENTIALS", True), ("NCCL_SOCKET_IFNAME", False),
-     ("CUDA_VISIBLE_DEVICES", False)],
+    [
+        ("GITHUB_TOKEN", True),
+        ("ssh_private_key", True),
+        ("DB_Password", True),
+        ("GOOGLE_APPLICATION_CREDENTIALS", True),
+        ("NCCL_SOCKET_IFNAME", False),
+        ("CUDA_VISIBLE_DEVICES", False),
+    ],
 )
 def test_is_secret(name: str, secret: bool) -> None:
     assert is_secret(name) is secret
@@ -107,9 +112,7 @@ def test_podman_root() -> None:
 def test_kubernetes_from_env_and_cgroup() -> None:
     by_cgroup = PROBE.collect(ProbeContext(root=ROOTS / "kubernetes", env={}))
     assert by_cgroup.values["container.runtime"] == "kubernetes"
-    by_env = PROBE.collect(
-        ProbeContext(root=ROOTS / "host", env={"KUBERNETES_SERVICE_HOST": "10.96.0.1"})
-    )
+    by_env = PROBE.collect(ProbeContext(root=ROOTS / "host", env={"KUBERNETES_SERVICE_HOST": "10.96.0.1"}))
     assert by_env.values["container.detected"] is True
     assert by_env.values["container.runtime"] == "kubernetes"
 
@@ -145,8 +148,10 @@ def test_memlock_row_missing_or_file_missing(tmp_path: Path) -> None:
 
 
 def test_parse_memlock_reads_the_soft_limit() -> None:
-    text = (FIXTURES / "limits-memlock-8MiB.txt").read_text().replace(
-        "8388608              8388608", "65536                8388608"
+    text = (
+        (FIXTURES / "limits-memlock-8MiB.txt")
+        .read_text()
+        .replace("8388608              8388608", "65536                8388608")
     )
     assert parse_memlock(text) == (True, 65536)
     assert parse_memlock("Max locked memory  lots  lots  bytes\n") == (False, None)

@@ -82,15 +82,12 @@ def test_interpreter_without_torch(plain_python: Path, base_env: dict[str, str])
     assert "torch.cuda_build" not in facts.values  # not "CPU-only": simply absent
 
 
-def test_env_reaches_the_child(
-    plain_python: Path, tmp_path: Path, base_env: dict[str, str]
-) -> None:
+def test_env_reaches_the_child(plain_python: Path, tmp_path: Path, base_env: dict[str, str]) -> None:
     # A fake torch package on PYTHONPATH proves the child sees ctx.env, not our environment.
     pkg = tmp_path / "site" / "torch"
     (pkg / "version").mkdir(parents=True)
     (pkg / "__init__.py").write_text(
-        "__version__ = '2.4.1+cu121'\n"
-        "from torch import _C, version, cuda, backends\n",
+        "__version__ = '2.4.1+cu121'\nfrom torch import _C, version, cuda, backends\n",
         encoding="utf-8",
     )
     (pkg / "version" / "__init__.py").write_text("cuda = '12.1'\nhip = None\n", encoding="utf-8")
@@ -141,8 +138,7 @@ def test_interpreter_that_never_starts_is_not_given_the_import_floor(
     facts = probe.collect(ProbeContext(python=str(python), env=base_env, timeout=0.5))
     _all_unknown(facts)
     assert facts.unknown["torch.version"] == (
-        f"{python} did not start the framework probe within 0.5 s"
-        " (it printed nothing; is it a working Python?)"
+        f"{python} did not start the framework probe within 0.5 s (it printed nothing; is it a working Python?)"
     )
 
 
@@ -152,9 +148,7 @@ def test_start_timeout_follows_the_timeout_option() -> None:
     assert FrameworkProbe(min_timeout=2).start_timeout(ProbeContext(timeout=0.5)) == 2
 
 
-def test_started_child_gets_the_whole_floor_for_its_import(
-    make_executable: MakeExe, base_env: dict[str, str]
-) -> None:
+def test_started_child_gets_the_whole_floor_for_its_import(make_executable: MakeExe, base_env: dict[str, str]) -> None:
     report = json.dumps({"values": {"torch.installed": False}, "unknown": {}})
     body = f"echo '{child.STARTED}'; sleep 1; echo '{report}'"
     python = make_executable("python", body)
@@ -173,9 +167,7 @@ def test_started_child_that_hangs(make_executable: MakeExe, base_env: dict[str, 
 
 def test_real_child_prints_started_first(plain_python: Path, base_env: dict[str, str]) -> None:
     source = Path(child.__file__).read_text(encoding="utf-8")
-    result = subprocess.run(
-        [str(plain_python), "-c", source], env=base_env, capture_output=True, text=True, timeout=60
-    )
+    result = subprocess.run([str(plain_python), "-c", source], env=base_env, capture_output=True, text=True, timeout=60)
     lines = result.stdout.splitlines()
     assert lines[0] == child.STARTED
     assert find_payload(result.stdout) is not None and "values" in json.loads(lines[-1])
@@ -266,8 +258,7 @@ def test_child_is_self_contained_and_old_python_syntax() -> None:
 # -- the child's pure helpers ----------------------------------------------------------------
 @pytest.mark.parametrize(
     ("given", "expected"),
-    [("2.11.0+cu130", "2.11.0"), ("2.13.0+cpu", "2.13.0"), ("2.6.0a0+git1d2e3f", "2.6.0a0"),
-     ("1.13.1", "1.13.1")],
+    [("2.11.0+cu130", "2.11.0"), ("2.13.0+cpu", "2.13.0"), ("2.6.0a0+git1d2e3f", "2.6.0a0"), ("1.13.1", "1.13.1")],
 )
 def test_version_base(given: str, expected: str) -> None:
     assert child.version_base(given) == expected
@@ -275,8 +266,7 @@ def test_version_base(given: str, expected: str) -> None:
 
 @pytest.mark.parametrize(
     ("given", "expected"),
-    [((2, 28, 9), "2.28.9"), ([2, 18, 1], "2.18.1"), (21803, "2.18.3"), (2708, "2.7.8"),
-     (None, None)],
+    [((2, 28, 9), "2.28.9"), ([2, 18, 1], "2.18.1"), (21803, "2.18.3"), (2708, "2.7.8"), (None, None)],
 )
 def test_nccl_text(given: object, expected: str | None) -> None:
     assert child.nccl_text(given) == expected
@@ -291,17 +281,19 @@ def test_bf16_native_needs_ampere() -> None:
 
 def test_arch_list_from_flags() -> None:
     assert child.arch_list_from_flags("sm_75 sm_80 sm_86 sm_90 sm_100 sm_120") == [
-        "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"
+        "sm_75",
+        "sm_80",
+        "sm_86",
+        "sm_90",
+        "sm_100",
+        "sm_120",
     ]
     assert child.arch_list_from_flags("") == []
     assert child.arch_list_from_flags(None) == []
 
 
 def test_warning_text_joins_distinct_messages() -> None:
-    error_101 = (
-        "CUDA initialization: Unexpected error from cudaGetDeviceCount(). "
-        "Error 101: invalid device ordinal"
-    )
+    error_101 = "CUDA initialization: Unexpected error from cudaGetDeviceCount(). Error 101: invalid device ordinal"
     caught = [UserWarning(error_101), UserWarning(error_101), UserWarning("second")]
     assert child.warning_text(caught) == error_101 + "\nsecond"
     assert child.warning_text([]) is None
@@ -335,4 +327,3 @@ def test_recorded_h200_reports_shape_unchanged(visible: str) -> None:
     report = _h200_reports()[visible]
     facts = interpret(_result("warning on stdout\n" + json.dumps(report)), "/py", 60)
     assert facts.to_dict() == Facts.from_dict(report).to_dict()
-

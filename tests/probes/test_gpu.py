@@ -29,9 +29,7 @@ def test_nvml_answer_is_used_when_nvml_works(make_nvml: MakeNvml, fake_nvidia_sm
     assert facts.get("nvml.error") is None
 
 
-def test_falls_back_to_nvidia_smi_when_the_library_is_missing(
-    make_nvml: MakeNvml, fake_nvidia_smi: Any
-) -> None:
+def test_falls_back_to_nvidia_smi_when_the_library_is_missing(make_nvml: MakeNvml, fake_nvidia_smi: Any) -> None:
     nvml = make_nvml(init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND).module()
     facts = GpuProbe(nvml=nvml).collect(fake_nvidia_smi.ctx("ok"))
     assert facts.get("driver.source") == "nvidia-smi"
@@ -44,9 +42,7 @@ def test_falls_back_to_nvidia_smi_when_the_library_is_missing(
     assert facts.get("nvml.error") == "libnvidia-ml.so.1 not found (NVML Shared Library Not Found)"
 
 
-def test_falls_back_when_pynvml_cannot_be_imported(
-    fake_nvidia_smi: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_falls_back_when_pynvml_cannot_be_imported(fake_nvidia_smi: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)
     facts = GpuProbe().collect(fake_nvidia_smi.ctx("ok"))
     assert facts.get("driver.source") == "nvidia-smi"
@@ -74,9 +70,7 @@ def test_nvidia_smi_explains_what_nvml_could_not(make_nvml: MakeNvml, fake_nvidi
     ("code", "status"),
     [(pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH, "version_mismatch")],
 )
-def test_definitive_nvml_answers_are_kept(
-    make_nvml: MakeNvml, fake_nvidia_smi: Any, code: int, status: str
-) -> None:
+def test_definitive_nvml_answers_are_kept(make_nvml: MakeNvml, fake_nvidia_smi: Any, code: int, status: str) -> None:
     facts = GpuProbe(nvml=make_nvml(init_error=code).module()).collect(fake_nvidia_smi.ctx("ok"))
     assert facts.get("driver.source") == "nvml"
     assert facts.get("driver.status") == status
@@ -104,9 +98,7 @@ def test_both_sources_failing_keeps_both_reasons(make_nvml: MakeNvml, tmp_path: 
     assert "driver.version" in facts.unknown
 
 
-def test_a_hung_nvidia_smi_does_not_replace_nvml_reason(
-    make_nvml: MakeNvml, fake_nvidia_smi: Any
-) -> None:
+def test_a_hung_nvidia_smi_does_not_replace_nvml_reason(make_nvml: MakeNvml, fake_nvidia_smi: Any) -> None:
     nvml = make_nvml(init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND).module()
     facts = GpuProbe(nvml=nvml).collect(fake_nvidia_smi.ctx("hang", timeout=1.0))
     assert facts.get("driver.status") == "library_not_found"

@@ -103,9 +103,7 @@ def test_csv_with_and_without_header(h200_dir: Path) -> None:
     assert list(rows) == [0]
     assert rows[0]["compute_cap"] == "9.0"
     assert rows[0]["pcie.link.gen.max"] == "5"
-    plain = parse_query_gpu_csv(
-        "0, GPU-aaa, 9.0\n1, GPU-bbb, [N/A]\n", fields=("index", "uuid", "compute_cap")
-    )
+    plain = parse_query_gpu_csv("0, GPU-aaa, 9.0\n1, GPU-bbb, [N/A]\n", fields=("index", "uuid", "compute_cap"))
     assert plain == {
         0: {"index": "0", "uuid": "GPU-aaa", "compute_cap": "9.0"},
         1: {"index": "1", "uuid": "GPU-bbb", "compute_cap": None},
@@ -166,9 +164,7 @@ def test_a_hung_nvidia_smi_is_killed(fake_nvidia_smi: Any) -> None:
         ("no_devices", "no_gpu", "No devices were found"),
     ],
 )
-def test_driver_failures_are_classified(
-    fake_nvidia_smi: Any, mode: str, status: str, error: str
-) -> None:
+def test_driver_failures_are_classified(fake_nvidia_smi: Any, mode: str, status: str, error: str) -> None:
     facts = collect_nvidia_smi(fake_nvidia_smi.ctx(mode))
     assert facts.get("driver.status") == status
     assert error in facts.get("driver.error")

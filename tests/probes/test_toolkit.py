@@ -54,9 +54,7 @@ def test_nvcc_under_cuda_home(make_executable: MakeExe, tmp_path: Path) -> None:
 def test_nvcc_in_the_default_location_of_the_root(make_executable: MakeExe, tmp_path: Path) -> None:
     root = tmp_path / "root"
     (root / "usr/local/cuda/bin").mkdir(parents=True)
-    make_executable("nvcc", PRINT_NVCC_13).rename(
-        root / "usr/local/cuda/bin/nvcc"
-    )
+    make_executable("nvcc", PRINT_NVCC_13).rename(root / "usr/local/cuda/bin/nvcc")
     facts = PROBE.collect(ProbeContext(root=root, env={"PATH": str(tmp_path / "empty")}))
     assert facts.values["toolkit.nvcc_path"] == str(root / "usr/local/cuda/bin/nvcc")
     assert facts.values["toolkit.nvcc_version"] == "13.0"
@@ -73,9 +71,7 @@ def test_failing_nvcc(make_executable: MakeExe, tmp_path: Path) -> None:
     nvcc = make_executable("nvcc", "echo 'nvcc fatal: cannot find libnvvm' >&2; exit 1")
     facts = PROBE.collect(ProbeContext(root=tmp_path, env={"PATH": str(nvcc.parent)}))
     assert facts.values["toolkit.nvcc_path"] == str(nvcc)
-    assert facts.unknown["toolkit.nvcc_version"] == (
-        "nvcc exited with status 1: nvcc fatal: cannot find libnvvm"
-    )
+    assert facts.unknown["toolkit.nvcc_version"] == ("nvcc exited with status 1: nvcc fatal: cannot find libnvvm")
 
 
 def test_hanging_nvcc(make_executable: MakeExe, tmp_path: Path) -> None:

@@ -17,8 +17,15 @@ SEPARATOR = "----- cuda-doctor watch report ({}) -----"
 def _watch(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "cuda_doctor", "watch", *argv], capture_output=True,
-                          text=True, env=env, cwd=cwd, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "cuda_doctor", "watch", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=60,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-1", "0.01"])
@@ -55,8 +62,7 @@ def test_json_report_on_stderr_comes_after_a_separator(tmp_path: Path) -> None:
 
 def test_output_takes_the_report_in_the_chosen_format(tmp_path: Path) -> None:
     out = tmp_path / "new" / "report.md"
-    result = _watch("--interval", "0.2", "--format", "markdown", "-o", str(out), "--",
-                    sys.executable, "-c", "pass")
+    result = _watch("--interval", "0.2", "--format", "markdown", "-o", str(out), "--", sys.executable, "-c", "pass")
     assert result.returncode == 0
     assert out.read_text().startswith("## cuda-doctor watch:")
     assert SEPARATOR.format("markdown") not in result.stderr and "##" not in result.stderr
@@ -64,8 +70,7 @@ def test_output_takes_the_report_in_the_chosen_format(tmp_path: Path) -> None:
 
 def test_json_with_save_only_goes_to_the_saved_file(tmp_path: Path) -> None:
     save = tmp_path / "run.json"
-    result = _watch("--interval", "0.2", "--format", "json", "--save", str(save), "--",
-                    sys.executable, "-c", "pass")
+    result = _watch("--interval", "0.2", "--format", "json", "--save", str(save), "--", sys.executable, "-c", "pass")
     assert result.returncode == 0 and "{" not in result.stderr
     assert f"report written to {save}" in result.stderr
     assert json.loads(save.read_text())["exit_code"] == 0
