@@ -53,14 +53,6 @@ def cli() -> None:
     """
 
 
-def _known_errors() -> tuple[type[Exception], ...]:
-    from cuda_doctor.config import ConfigError
-    from cuda_doctor.pipeline import ReportFileError
-    from cuda_doctor.rules import RuleFileError, SelectionError
-
-    return (ConfigError, RuleFileError, ReportFileError, SelectionError)
-
-
 def _write_crash_log() -> Path:
     import datetime as _dt
     import tempfile
@@ -88,7 +80,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except Exception as exc:
-        if isinstance(exc, _known_errors()):
+        from cuda_doctor.errors import UserError
+
+        if isinstance(exc, UserError):
             click.echo(f"cuda-doctor: error: {exc}", err=True)
             sys.exit(EXIT_USAGE)
         if os.environ.get("CUDA_DOCTOR_DEBUG"):

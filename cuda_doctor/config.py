@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from cuda_doctor import tomlcache
+from cuda_doctor.errors import UserError
 
 SEVERITY_CHOICES = ("error", "warning", "info", "off")
 FAIL_ON_CHOICES = ("error", "warning", "info")
 
 
-class ConfigError(Exception):
+class ConfigError(UserError):
     """A configuration file that cannot be used; the message names the file and the field."""
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from cuda_doctor import __version__
 from cuda_doctor.config import Config
+from cuda_doctor.errors import UserError
 from cuda_doctor.facts import Facts
 from cuda_doctor.knowledge import derive_all
 from cuda_doctor.optional import import_optional
@@ -27,7 +28,7 @@ SCHEMA_VERSION = 1
 Progress = Callable[[str, str], None]
 
 
-class ReportFileError(Exception):
+class ReportFileError(UserError):
     """A facts or report file that cannot be read; the message names the file."""
 
 

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cuda_doctor import tomlcache
+from cuda_doctor.errors import UserError
 from cuda_doctor.facts import Facts
 from cuda_doctor.paths import rules_dir
 from cuda_doctor.results import Result, Severity, Status
@@ -29,11 +30,11 @@ SUBJECT_LABELS = {"gpu": "GPU", "smoke": "GPU", "nvlink": "GPU", "image": "image
 _ID = re.compile(r"^[A-Z][A-Z0-9]*\d{3}$")
 
 
-class RuleFileError(Exception):
+class RuleFileError(UserError):
     """A rule file that cannot be used; the message names the file and the field."""
 
 
-class SelectionError(Exception):
+class SelectionError(UserError):
     """--select / --ignore / a config names rules that do not exist."""
 
 
