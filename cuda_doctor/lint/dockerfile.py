@@ -165,20 +165,16 @@ def check_cuda_image(image: Image) -> Hit | None:
     )
     default_os = table.get("default_os", "ubuntu22.04")
     tag = image.tag
+
+    def hit(rule_id: str, **captures: Any) -> Hit:  # the image is named in every one
+        return Hit.make(rule_id, image.line, image.column, image=image.text, **captures)
+
     if image.digest and tag is None:
         return None
     if tag is None or tag in table.get("removed_tags", []):
         problem = "no tag (defaults to `latest`)" if tag is None else f"tag `{tag}` was removed"
         suggested = f"{newest['latest_patch']}-runtime-{default_os}"
-        return Hit.make(
-            "CDL101",
-            image.line,
-            image.column,
-            image=image.text,
-            problem=problem,
-            suggested=suggested,
-            format=table.get("tag_format", ""),
-        )
+        return hit("CDL101", problem=problem, suggested=suggested, format=table.get("tag_format", ""))
     match = re.match(table["tag_regex"], tag)
     if match is None:
         short = re.match(
@@ -193,15 +189,8 @@ def check_cuda_image(image: Image) -> Hit | None:
             parts.append(short.group(4))
         parts.append(short.group(5) if short and short.group(5) else "runtime")
         parts.append(short.group(6) if short and short.group(6) else default_os)
-        return Hit.make(
-            "CDL101",
-            image.line,
-            image.column,
-            image=image.text,
-            problem=f"tag `{tag}` does not exist (not in the MAJOR.MINOR.PATCH-flavor-OS form)",
-            suggested="-".join(parts),
-            format=table.get("tag_format", ""),
-        )
+        problem = f"tag `{tag}` does not exist (not in the MAJOR.MINOR.PATCH-flavor-OS form)"
+        return hit("CDL101", problem=problem, suggested="-".join(parts), format=table.get("tag_format", ""))
     minor = f"{match.group('major')}.{match.group('minor')}"
     row = rows.get(minor)
     if row is None:
@@ -211,34 +200,14 @@ def check_cuda_image(image: Image) -> Hit | None:
     suggested = f"{target['latest_patch']}{rest}"
     status = row.get("status")
     if status == "deleted":
-        return Hit.make(
-            "CDL102",
-            image.line,
-            image.column,
-            image=image.text,
-            minor=minor,
-            suggested=suggested,
-            source=row.get("source", ""),
-        )
+        return hit("CDL102", minor=minor, suggested=suggested, source=row.get("source", ""))
     if status == "eol":
-        return Hit.make(
-            "CDL103",
-            image.line,
-            image.column,
-            image=image.text,
-            suggested=suggested,
-            reason=f"CUDA {minor} images are end of life (no updates; scheduled for deletion)",
-        )
+        reason = f"CUDA {minor} images are end of life (no updates; scheduled for deletion)"
+        return hit("CDL103", suggested=suggested, reason=reason)
     latest = row.get("latest_patch")
     if latest and _vtuple(match.group("version")) < _vtuple(latest):
-        return Hit.make(
-            "CDL103",
-            image.line,
-            image.column,
-            image=image.text,
-            suggested=suggested,
-            reason=f"only the latest patch of CUDA {minor} ({latest}) is supported; older patch tags are deleted",
-        )
+        reason = f"only the latest patch of CUDA {minor} ({latest}) is supported; older patch tags are deleted"
+        return hit("CDL103", suggested=suggested, reason=reason)
     return None
 
 

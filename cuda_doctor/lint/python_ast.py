@@ -49,19 +49,8 @@ LOW_PRECISION = {
 }
 DATALOADERS = ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
 CONV_LAYERS = frozenset(
-    f"torch.nn.{name}"
-    for name in (
-        "Conv1d",
-        "Conv2d",
-        "Conv3d",
-        "ConvTranspose1d",
-        "ConvTranspose2d",
-        "ConvTranspose3d",
-        "LazyConv1d",
-        "LazyConv2d",
-        "LazyConv3d",
-    )
-)
+    f"torch.nn.{kind}{n}d" for kind in ("Conv", "ConvTranspose", "LazyConv") for n in (1, 2, 3)
+)  # cuDNN picks an algorithm for each: what cudnn.benchmark speeds up
 TF_AMP_NAMES = ("set_global_policy", "mixed_precision.Policy", "mixed_precision.set_policy")
 LAUNCH_MODULE = "torch.distributed.launch"
 LAUNCH_RE = re.compile(r"-m\s+torch\.distributed\.launch\b")
@@ -183,13 +172,25 @@ def _asks_low_precision(arg: str | None, value: ast.expr, state: _State) -> bool
 
 def _visit_call(node: ast.Call, state: _State) -> None:
     func = node.func
+    if isinstance(func, ast.Attribute):
+        _visit_method_call(node, func, state)
+    for keyword in node.keywords:
+        value = keyword.value
+        if _asks_low_precision(keyword.arg, value, state):
+            state.uses_amp = True
+        elif keyword.arg == "device" and (_const_str(value) or "").startswith("cuda"):
+            state.uses_cuda = True
     name = dotted(func)
-    qual = state.resolve(name) if name else None
-    attr = func.attr if isinstance(func, ast.Attribute) else None
+    if name:
+        _visit_named_call(node, state.resolve(name), state)
 
+
+def _visit_method_call(node: ast.Call, func: ast.Attribute, state: _State) -> None:
+    """What ``x.backward()``, ``optimizer.step()``, ``model.fit()``, ``.cuda()`` … say about the code."""
+    attr = func.attr
     if attr == "backward":
         state.loops.append((node.lineno, node.col_offset + 1, "torch", "backward()"))
-    elif attr == "step" and isinstance(func, ast.Attribute):
+    elif attr == "step":
         owner = (dotted(func.value) or "").split(".")[-1].lower()
         if "optim" in owner or owner == "opt":
             state.loops.append((node.lineno, node.col_offset + 1, "torch", f"{owner}.step()"))
@@ -205,15 +206,9 @@ def _visit_call(node: ast.Call, state: _State) -> None:
             if flag in LOCAL_RANK_FLAGS:
                 state.hits.append(Hit.make("CDL007", arg.lineno, arg.col_offset + 1, flag=flag))
 
-    for keyword in node.keywords:
-        value = keyword.value
-        if _asks_low_precision(keyword.arg, value, state):
-            state.uses_amp = True
-        elif keyword.arg == "device" and (_const_str(value) or "").startswith("cuda"):
-            state.uses_cuda = True
 
-    if qual is None:
-        return
+def _visit_named_call(node: ast.Call, qual: str, state: _State) -> None:
+    """A call by its resolved name (``torch.autocast``, ``DataLoader``, ``nn.Conv2d`` …)."""
     if qual in AUTOCAST:
         state.uses_amp = True
         _note_autocast(node, qual, state)
@@ -283,23 +278,11 @@ def _deprecated_amp_hit(node: ast.AST, name: str, replacement: str, state: _Stat
     line, column = getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
     pin = state.project_pin
     if not pin:
-        return Hit.make(
-            "CDL001",
-            line,
-            column,
-            name=name,
-            detail="is deprecated (FutureWarning since torch 2.4)",
-            fix=f"Use `{replacement}`.",
-        )
-    return Hit.make(
-        "CDL001",
-        line,
-        column,
-        severity="info",
-        name=name,
-        detail=f"is deprecated from torch 2.4; the project pins `{pin}`, where it is still the API to use",
-        fix=f"Upgrade torch (≥ 2.4), then use `{replacement}`; under the current pin keep `{name}`.",
-    )
+        detail = "is deprecated (FutureWarning since torch 2.4)"
+        return Hit.make("CDL001", line, column, name=name, detail=detail, fix=f"Use `{replacement}`.")
+    detail = f"is deprecated from torch 2.4; the project pins `{pin}`, where it is still the API to use"
+    fix = f"Upgrade torch (≥ 2.4), then use `{replacement}`; under the current pin keep `{name}`."
+    return Hit.make("CDL001", line, column, severity="info", name=name, detail=detail, fix=fix)
 
 
 def _consume(node: ast.AST, consumed: set[int]) -> None:
