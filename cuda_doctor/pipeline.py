@@ -19,7 +19,8 @@ from cuda_doctor.optional import import_optional
 from cuda_doctor.probes import PHASE_1, PHASE_2, PROBES, PROVIDES, runs_fast
 from cuda_doctor.probes.base import Probe, ProbeContext
 from cuda_doctor.results import Result, Severity, Status, exit_code
-from cuda_doctor.rules import Judgement, Rule, SelectionError, judge, load_rules, unknown_patterns
+from cuda_doctor.rules import Judgement, Rule, judge, load_rules
+from cuda_doctor.selection import check_selection
 
 SCHEMA = "cuda-doctor/report"
 SCHEMA_VERSION = 1
@@ -222,7 +223,7 @@ def judge_facts(
     """Derive, then judge.  Returns the results and any internal problems met on the way."""
     facts_problems = derive_all(facts)
     loaded = list(rules) if rules is not None else load_rules(config.rules_dirs)
-    check_selection(loaded, config, select, ignore)
+    check_selection(loaded, "env", config, select, ignore)
     results = judge(
         loaded,
         facts,
@@ -231,19 +232,6 @@ def judge_facts(
         judgement=Judgement(config.severity),
     )
     return skipped_by_probe(results, facts), facts_problems
-
-
-def check_selection(rules: Sequence[Rule], config: Config, select: Iterable[str], ignore: Iterable[str]) -> None:
-    """Refuse rule names that match nothing: a typo would otherwise deselect every check."""
-    for option, patterns in (("--select", select), ("--ignore", ignore)):
-        bad = unknown_patterns(rules, patterns)
-        if bad:
-            raise SelectionError(f"{option}: no rule matches {', '.join(bad)} (see `cuda-doctor rules`)")
-    where = config.source or "configuration"
-    for field_name, patterns in (("select", config.select), ("ignore", config.ignore), ("severity", config.severity)):
-        bad = unknown_patterns(rules, patterns)
-        if bad:
-            raise SelectionError(f"{where}: field '{field_name}': no rule matches {', '.join(bad)}")
 
 
 def run_check(

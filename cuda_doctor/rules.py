@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from cuda_doctor import tomlcache
 from cuda_doctor.errors import UserError
 from cuda_doctor.facts import Facts
+from cuda_doctor.lint.detectors import DETECTORS
 from cuda_doctor.paths import rules_dir
 from cuda_doctor.results import Result, Severity, Status
+from cuda_doctor.selection import selected_ids
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -32,17 +34,6 @@ _ID = re.compile(r"^[A-Z][A-Z0-9]*\d{3}$")
 
 class RuleFileError(UserError):
     """A rule file that cannot be used; the message names the file and the field."""
-
-
-class SelectionError(UserError):
-    """--select / --ignore / a config names rules that do not exist."""
-
-
-def unknown_patterns(rules: Iterable[Rule], patterns: Iterable[str]) -> list[str]:
-    """The patterns (ids, id prefixes, categories) that match no rule: almost always a typo."""
-    ids = [rule.id for rule in rules]
-    categories = {rule.category.upper() for rule in rules}
-    return [p for p in patterns if p.upper() not in categories and not any(i.startswith(p.upper()) for i in ids)]
 
 
 # -- three-valued logic -------------------------------------------------------------------------
@@ -125,24 +116,16 @@ def validate_condition(cond: Any, where: str) -> None:
 
 def evaluate(cond: Mapping[str, Any], facts: Facts, bind: Callable[[str], str]) -> bool | _Unknown:
     """Evaluate a validated condition.  ``bind`` maps rule-local names to fact names."""
-    if "all" in cond:
-        unknown: _Unknown | None = None
-        for sub in cond["all"]:
-            value = evaluate(sub, facts, bind)
-            if value is False:
-                return False
-            if isinstance(value, _Unknown):
-                unknown = unknown or value
-        return unknown if unknown else True
-    if "any" in cond:
-        unknown = None
-        for sub in cond["any"]:
-            value = evaluate(sub, facts, bind)
-            if value is True:
-                return True
-            if isinstance(value, _Unknown):
-                unknown = unknown or value
-        return unknown if unknown else False
+    for key, decisive in (("all", False), ("any", True)):  # one false decides all, one true any
+        if key in cond:
+            unknown: _Unknown | None = None
+            for sub in cond[key]:
+                value = evaluate(sub, facts, bind)
+                if value is decisive:
+                    return decisive
+                if isinstance(value, _Unknown):
+                    unknown = unknown or value
+            return unknown if unknown else not decisive
     if "not" in cond:
         value = evaluate(cond["not"], facts, bind)
         return value if isinstance(value, _Unknown) else not value
@@ -167,7 +150,9 @@ def evaluate(cond: Mapping[str, Any], facts: Facts, bind: Callable[[str], str]) 
 # -- rules ----------------------------------------------------------------------------------------
 
 
-class Outcome(NamedTuple):
+class RuleOutcome(NamedTuple):
+    """One ``[[outcome]]`` of an environment rule: when ``when`` holds, the result it gives."""
+
     when: dict[str, Any]
     severity: Severity | None  # None → the rule's severity
     status: Status | None  # an explicit "pass" outcome
@@ -191,10 +176,15 @@ class Rule:
     applies: dict[str, Any] | None = None
     skip_message: str = "not applicable here"
     pass_message: str = ""
-    outcomes: tuple[Outcome, ...] = ()
+    outcomes: tuple[RuleOutcome, ...] = ()
     detector: str | None = None  # lint rules
     message: str = ""  # lint rules
     fix: str | None = None  # lint rules
+
+    def matches(self, pattern: str) -> bool:
+        """Whether a selection entry names this rule: its id, a prefix of it, or its category."""
+        pattern = pattern.upper()
+        return self.id.startswith(pattern) or self.category.upper() == pattern
 
 
 def _text(data: Mapping[str, Any], key: str, where: str, *, required: bool = True) -> str:
@@ -214,6 +204,14 @@ def _severity(value: Any, where: str) -> Severity:
     except ValueError:
         choices = ", ".join(s.value for s in Severity)
         raise RuleFileError(f"{where}: severity must be one of {choices}, got {value!r}") from None
+
+
+#: The fields a rule file may have.
+_FIELDS = (
+    {"id", "title", "category", "severity", "rationale", "links", "kind"}  # every rule
+    | {"for_each", "requires", "applies", "skip_message", "pass_message", "outcome"}  # environment rules
+    | {"detector", "message", "fix"}  # lint rules
+)
 
 
 def parse_rule(data: Mapping[str, Any], path: Path) -> Rule:
@@ -238,31 +236,13 @@ def parse_rule(data: Mapping[str, Any], path: Path) -> Rule:
         "path": path,
         "kind": kind,
     }
-    known = {
-        "id",
-        "title",
-        "category",
-        "severity",
-        "rationale",
-        "links",
-        "kind",
-        "for_each",
-        "requires",
-        "applies",
-        "skip_message",
-        "pass_message",
-        "outcome",
-        "detector",
-        "message",
-        "fix",
-    }
-    unknown = sorted(set(data) - known)
+    unknown = sorted(set(data) - _FIELDS)
     if unknown:  # a misspelt field would otherwise be ignored without a word
         raise RuleFileError(f"{where}: unknown field {', '.join(repr(k) for k in unknown)}")
     if kind == "lint":
         return Rule(
             **common,
-            detector=_text(data, "detector", where),
+            detector=_detector(data, rule_id, where),
             message=_text(data, "message", where),
             fix=_text(data, "fix", where, required=False) or None,
         )
@@ -290,7 +270,7 @@ def parse_rule(data: Mapping[str, Any], path: Path) -> Rule:
         if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands):
             raise RuleFileError(f"{at}: 'commands' must be a list of strings")
         outcomes.append(
-            Outcome(
+            RuleOutcome(
                 when=raw["when"],
                 severity=_severity(raw["severity"], f"{at}: field 'severity'") if "severity" in raw else None,
                 status=Status.PASS if status == "pass" else None,
@@ -308,6 +288,18 @@ def parse_rule(data: Mapping[str, Any], path: Path) -> Rule:
         pass_message=_text(data, "pass_message", where, required=False) or "ok",
         outcomes=tuple(outcomes),
     )
+
+
+def _detector(data: Mapping[str, Any], rule_id: str, where: str) -> str:
+    """A lint rule's detector must exist and report this rule's id, or its findings would be lost."""
+    name = _text(data, "detector", where)
+    reports = DETECTORS.get(name)
+    if reports is None:
+        known = ", ".join(sorted(DETECTORS))
+        raise RuleFileError(f"{where}: field 'detector': no detector named {name!r} (known: {known})")
+    if reports != rule_id:
+        raise RuleFileError(f"{where}: field 'detector': {name!r} reports {reports}, not {rule_id}")
+    return name
 
 
 def load_rule_file(path: Path) -> Rule:
@@ -355,12 +347,25 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def render_template(template: str, facts: Facts, bind: Callable[[str], str]) -> str:
+def render_template(template: str, value: Callable[[str], str | None]) -> str:
+    """Fill each ``{name}`` with ``value(name)``: a fact (environment rules) or what a detector
+    captured (lint rules).  A name without a value renders ``?``."""
+
     def sub(match: re.Match[str]) -> str:
-        name = bind(match.group(1))
-        return _show(facts.get(name)) if facts.has(name) else "?"
+        text = value(match.group(1))
+        return "?" if text is None else text
 
     return _PLACEHOLDER.sub(sub, template)
+
+
+def fact_values(facts: Facts, bind: Callable[[str], str]) -> Callable[[str], str | None]:
+    """``render_template``'s values for a rule-local fact name, shown for people."""
+
+    def value(name: str) -> str | None:
+        name = bind(name)
+        return _show(facts.get(name)) if facts.has(name) else None
+
+    return value
 
 
 def template_facts(templates: Iterable[str], bind: Callable[[str], str]) -> list[str]:
@@ -480,10 +485,11 @@ def _judge_unsafe(
     rule: Rule, facts: Facts, judgement: Judgement, bind: Callable[[str], str], subject: str | None
 ) -> Result:
     override = judgement.severity.get(rule.id)
+    values = fact_values(facts, bind)
     if rule.applies is not None:
         applies = evaluate(rule.applies, facts, bind)
         if applies is False:
-            return _result(rule, Status.SKIPPED, render_template(rule.skip_message, facts, bind), subject)
+            return _result(rule, Status.SKIPPED, render_template(rule.skip_message, values), subject)
         if isinstance(applies, _Unknown):
             return _unknown(rule, facts, applies.fact, subject)
     for name in rule.requires:
@@ -497,11 +503,11 @@ def _judge_unsafe(
             continue
         names = condition_facts(outcome.when, bind)
         evidence = _evidence(names, facts)
-        message = render_template(outcome.message, facts, bind)
+        message = render_template(outcome.message, values)
         if outcome.status is Status.PASS:
             return _result(rule, Status.PASS, message, subject, evidence=evidence)
         severity = Severity(override) if override else (outcome.severity or rule.severity)
-        fix = render_template(outcome.fix, facts, bind) if outcome.fix else None
+        fix = render_template(outcome.fix, values) if outcome.fix else None
         commands, missing = _commands(outcome.commands, facts, bind)
         if missing and fix is not None:  # say why a command is missing rather than print "?"
             fix = f"{fix} (no command: {missing})"
@@ -518,7 +524,7 @@ def _judge_unsafe(
     return _result(
         rule,
         Status.PASS,
-        render_template(rule.pass_message, facts, bind),
+        render_template(rule.pass_message, values),
         subject,
         evidence=_evidence(names, facts),
     )
@@ -535,7 +541,7 @@ def _commands(
         if unknown:
             missing = missing or facts.reason(unknown[0]) or f"{unknown[0]} is unknown"
             continue
-        rendered.append(render_template(template, facts, bind))
+        rendered.append(render_template(template, fact_values(facts, bind)))
     return tuple(rendered), missing
 
 
@@ -562,24 +568,14 @@ def judge(
     judgement: Judgement | None = None,
 ) -> list[Result]:
     """Judge every env rule; deselected ones come back as ``skipped`` so the report is complete."""
-    selected = [s.upper() for s in select]
-    ignored = [s.upper() for s in ignore]
+    env = [rule for rule in rules if rule.kind == "env"]
+    chosen = selected_ids(env, select, ignore)
     judgement = judgement or Judgement()
     active = Judgement({k: v for k, v in judgement.severity.items() if v != "off"})
     results: list[Result] = []
-    for rule in rules:
-        if rule.kind != "env":
-            continue
-        off = judgement.severity.get(rule.id) == "off"
-        if off or _deselected(rule, selected, ignored):
+    for rule in env:
+        if rule.id not in chosen or judgement.severity.get(rule.id) == "off":
             results.append(_result(rule, Status.SKIPPED, "deselected"))
             continue
         results.extend(judge_rule(rule, facts, active))
     return results
-
-
-def _deselected(rule: Rule, selected: list[str], ignored: list[str]) -> bool:
-    def hit(patterns: list[str]) -> bool:
-        return any(rule.id.startswith(p) or rule.category.upper() == p for p in patterns)
-
-    return (bool(selected) and not hit(selected)) or hit(ignored)

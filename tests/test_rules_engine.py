@@ -13,10 +13,12 @@ from cuda_doctor.rules import (
     Judgement,
     RuleFileError,
     evaluate,
+    fact_values,
     judge,
     load_rule_file,
     load_rules,
     parse_rule,
+    render_template,
     validate_condition,
 )
 
@@ -203,3 +205,42 @@ def test_a_misspelt_field_is_an_error_not_ignored(tmp_path: Path, extra: str, fr
     path = _write(tmp_path, BASE + extra)
     with pytest.raises(RuleFileError, match=fragment):
         load_rule_file(path)
+
+
+LINT = """
+id = "CDL001"
+kind = "lint"
+title = "t"
+category = "code"
+rationale = "r"
+message = "m"
+links = ["https://example.org/source"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("detector", "fragment"),
+    [
+        ('detector = "torch_cuda_ampp"\n', "field 'detector': no detector named 'torch_cuda_ampp'"),
+        ('detector = "cudnn_benchmark"\n', "field 'detector': 'cudnn_benchmark' reports CDL010, not CDL001"),
+        ("", "missing required field 'detector'"),
+    ],
+)
+def test_a_lint_rule_must_name_the_detector_that_reports_it(tmp_path: Path, detector: str, fragment: str) -> None:
+    path = _write(tmp_path, LINT + detector, "CDL001.toml")
+    with pytest.raises(RuleFileError, match=fragment) as info:
+        load_rule_file(path)
+    assert str(path) in str(info.value)
+
+
+def test_a_lint_rule_naming_its_detector_loads(tmp_path: Path) -> None:
+    rule = load_rule_file(_write(tmp_path, LINT + 'detector = "torch_cuda_amp"\n', "CDL001.toml"))
+    assert (rule.kind, rule.detector) == ("lint", "torch_cuda_amp")
+
+
+def test_one_renderer_for_facts_and_captures() -> None:
+    facts = Facts({"gpu[1].name": "H200", "gpu[1].ok": True})
+    bind = {"gpu.name": "gpu[1].name", "gpu.ok": "gpu[1].ok"}.get
+    values = fact_values(facts, lambda name: bind(name) or name)
+    assert render_template("{gpu.name} ok={gpu.ok} {gpu.gone}", values) == "H200 ok=yes ?"
+    assert render_template("`{name}` {detail}", {"name": "x"}.get) == "`x` ?"

@@ -8,14 +8,15 @@ from pathlib import Path
 
 import click
 
-from cuda_doctor import rules as env_rules
+from cuda_doctor import atomic
 from cuda_doctor.commands.options import config_option, fail_on_option, format_option, selection
-from cuda_doctor.config import Config, load_config
-from cuda_doctor.lint.engine import MAX_BYTES, LintOptions, lint_paths
-from cuda_doctor.lint.findings import SEVERITY_RANK
-from cuda_doctor.report.lint_output import FORMATS, write
-
-EXIT_USAGE = 2
+from cuda_doctor.config import load_config
+from cuda_doctor.errors import UserError
+from cuda_doctor.lint.engine import MAX_BYTES, LintOptions, lint_paths, lint_rules
+from cuda_doctor.report.lint import FORMATS, render
+from cuda_doctor.results import Severity
+from cuda_doctor.rules import load_rules
+from cuda_doctor.selection import check_selection
 
 
 @click.command("lint")
@@ -74,10 +75,10 @@ def command(
     """
     missing = [p for p in paths if not os.path.lexists(p)]
     if missing:
-        click.echo(f"cuda-doctor lint: {missing[0]}: no such file or directory", err=True)
-        sys.exit(EXIT_USAGE)
+        raise UserError(f"{missing[0]}: no such file or directory")
     config = load_config(config_path, Path.cwd())
-    _check_patterns(select, ignore, config)
+    loaded = load_rules(config.rules_dirs)  # environment rules too: the configuration names both
+    check_selection(loaded, "lint", config, select, ignore)
     options = LintOptions(
         select=select or config.select,
         ignore=tuple(ignore) + tuple(config.ignore),
@@ -86,41 +87,21 @@ def command(
         max_bytes=max_size * 1024 * 1024,
         jobs=jobs,
     )
-    try:
-        report = lint_paths(list(paths) or [Path(".")], options)
-    except env_rules.RuleFileError as exc:
-        click.echo(f"cuda-doctor lint: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
-    try:
-        write(report, fmt, output)
-    except OSError as exc:
-        # The findings are not lost: they go to stdout, and the exit status says the run failed.
-        write(report, fmt, None)
-        click.echo(
-            f"Error: cannot write {output}: {exc.strerror or exc}; the report was written to stdout instead", err=True
-        )
-        sys.exit(EXIT_USAGE)
-    threshold = SEVERITY_RANK[fail_on or config.fail_on or "error"]
-    sys.exit(1 if any(f.rank >= threshold for f in report.findings) else 0)
+    report = lint_paths(list(paths) or [Path(".")], options, lint_rules(loaded))
+    if output is None:
+        _to_stdout(render(report, fmt, color=fmt == "text" and sys.stdout.isatty()))
+    else:
+        try:
+            atomic.write_text(output, render(report, fmt))
+        except OSError as exc:
+            _to_stdout(render(report, fmt))  # the findings are not lost
+            raise UserError(
+                f"cannot write {output}: {exc.strerror or exc}; the report was written to stdout instead"
+            ) from None
+    threshold = Severity(fail_on or config.fail_on or "error").rank
+    sys.exit(1 if any(f.severity.rank >= threshold for f in report.findings) else 0)
 
 
-def _check_patterns(select: tuple[str, ...], ignore: tuple[str, ...], config: Config) -> None:
-    """A --select/--ignore entry that matches no rule id, id prefix or category is a typo."""
-    try:
-        known = [(r.id, r.category) for r in env_rules.load_rules(config.rules_dirs)]  # lint rules too
-    except env_rules.RuleFileError as exc:
-        click.echo(f"cuda-doctor lint: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
-    categories = {category.upper() for _, category in known}
-    for option, values in (
-        ("--select", select),
-        ("--ignore", ignore),
-        (f"select in {config.source}", config.select),
-        (f"ignore in {config.source}", config.ignore),
-    ):
-        for value in values:
-            pattern = value.upper()
-            if pattern in categories or any(rule_id.startswith(pattern) for rule_id, _ in known):
-                continue
-            click.echo(f"cuda-doctor lint: {option}: unknown rule id or category {value!r}", err=True)
-            sys.exit(EXIT_USAGE)
+def _to_stdout(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()

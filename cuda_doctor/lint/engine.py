@@ -7,6 +7,7 @@ symlink loop, or a bug in a detector) becomes a CDL000 finding; the other files 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import multiprocessing
 import os
 import re
@@ -18,13 +19,17 @@ from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import Path
 
+from cuda_doctor import rules as all_rules
+from cuda_doctor.lint.detectors import DETECTORS
 from cuda_doctor.lint.dockerfile import lint_dockerfile
 from cuda_doctor.lint.findings import Finding, Hit
 from cuda_doctor.lint.notebook import NotebookError, lint_notebook
 from cuda_doctor.lint.python_ast import ProjectFlags, has_loop_tokens, lint_source, needs_ast
 from cuda_doctor.lint.requirements import lint_pyproject, lint_requirements, project_torch
-from cuda_doctor.lint.rules_meta import LintRule, load_rules
 from cuda_doctor.lint.shell import lint_shell
+from cuda_doctor.results import Severity
+from cuda_doctor.rules import Rule, render_template
+from cuda_doctor.selection import selected_ids
 
 MAX_BYTES = 5 * 1024 * 1024
 PARALLEL_MIN_BYTES = 8 * 1024 * 1024  # below this, starting workers costs more than it saves
@@ -48,7 +53,26 @@ class LintReport:
     findings: list[Finding]
     files: int  # files looked at
     parsed: int  # Python sources whose AST was built
-    rules: dict[str, LintRule]
+    rules: Mapping[str, Rule]
+
+
+class MissingRuleError(LookupError):
+    """A detector reports a rule id that no loaded rule has: a defect of cuda-doctor itself."""
+
+
+def lint_rules(loaded: Iterable[Rule]) -> dict[str, Rule]:
+    """The lint rules of ``loaded``, by id; every detector's rule must be among them."""
+    rules = {rule.id: rule for rule in sorted(loaded, key=lambda rule: rule.id) if rule.kind == "lint"}
+    for name, rule_id in DETECTORS.items():
+        if rule_id not in rules:
+            raise MissingRuleError(f"lint detector {name!r} reports {rule_id}, but no rule {rule_id} is loaded")
+    return rules
+
+
+@functools.lru_cache(maxsize=1)
+def builtin_rules() -> Mapping[str, Rule]:
+    """The shipped lint rules, by id (read once per process)."""
+    return lint_rules(all_rules.load_rules())
 
 
 def kind_of(path: Path, explicit: bool) -> str | None:
@@ -192,7 +216,7 @@ def read_source(target: Target, max_bytes: int) -> Source | Hit:
                 "CDL000",
                 1,
                 1,
-                severity="info",
+                severity=Severity.INFO,
                 reason=f"skipped: {info.st_size / 1e6:.1f} MB is over the {max_bytes / 1e6:.0f} MB limit",
             )
         with path.open("rb") as handle:
@@ -315,7 +339,9 @@ def _guarded(kind: str, path: Path, text: str, project: ProjectFlags) -> list[Hi
     try:
         return lint_one(kind, path, text, project)
     except Exception as exc:
-        return [Hit.make("CDL000", 1, 1, severity="error", reason=f"internal error: {type(exc).__name__}: {exc}")]
+        return [
+            Hit.make("CDL000", 1, 1, severity=Severity.ERROR, reason=f"internal error: {type(exc).__name__}: {exc}")
+        ]
 
 
 def _worker(task: tuple[str, str, str, ProjectFlags]) -> list[Hit]:
@@ -326,9 +352,12 @@ def _worker(task: tuple[str, str, str, ProjectFlags]) -> list[Hit]:
 # -- the run ------------------------------------------------------------------------------
 
 
-def lint_paths(paths: Sequence[Path], options: LintOptions | None = None) -> LintReport:
+def lint_paths(
+    paths: Sequence[Path], options: LintOptions | None = None, rules: Mapping[str, Rule] | None = None
+) -> LintReport:
+    """Lint ``paths`` with ``rules`` (from ``lint_rules``; default: the shipped ones)."""
     options = options or LintOptions()
-    rules = load_rules()
+    rules = rules if rules is not None else builtin_rules()
     raw: list[tuple[Path, Hit]] = []
     sources: list[Source] = []
     files = 0
@@ -358,12 +387,15 @@ def lint_paths(paths: Sequence[Path], options: LintOptions | None = None) -> Lin
 
     # split once per file that mentions a suppression, not once per hit
     lines = {s.path: s.text.splitlines() for s in sources if "cuda-doctor" in s.text}
-    enabled = {rule.id for rule in rules.values() if selected(rule, options, rules.values())}
+    chosen = selected_ids(rules.values(), options.select, options.ignore)
+    enabled = {rule_id for rule_id in chosen if options.severity.get(rule_id) != "off"}
+    unknown = sorted({hit.rule_id for _, hit in raw} - rules.keys())
+    if unknown:  # never dropped in silence: a detector and the rule files disagree
+        raise MissingRuleError(f"a lint detector reported {', '.join(unknown)}, which has no rule")
     findings = [
-        finding
+        render_hit(path, hit, rules[hit.rule_id], options)
         for path, hit in raw
         if hit.rule_id in enabled and not _suppressed(lines.get(path), hit)
-        for finding in _render(path, hit, rules, options)
     ]
     findings.sort(key=Finding.sort_key)
     return LintReport(findings, files, parsed, rules)
@@ -458,48 +490,22 @@ def _suppressed(lines: list[str] | None, hit: Hit) -> bool:
     return False
 
 
-def _matches(rule: LintRule, pattern: str) -> bool:
-    pattern = pattern.upper()
-    return rule.id.startswith(pattern) or rule.category.upper() == pattern
-
-
-def selected(rule: LintRule, options: LintOptions, rules: Iterable[LintRule] = ()) -> bool:
-    # [tool.cuda-doctor] select may list environment rules too: only entries that name a lint
-    # rule (an id, a prefix such as CDL1, or a lint category) select here.
-    known = list(rules) or [rule]
-    lint_select = [
-        s
-        for s in options.select
-        if s.upper().startswith("CDL") or "CDL".startswith(s.upper()) or any(_matches(r, s) for r in known)
-    ]
-    if lint_select and not any(_matches(rule, s) for s in lint_select):
-        return False
-    if any(_matches(rule, s) for s in options.ignore):
-        return False
-    return options.severity.get(rule.id) != "off"
-
-
-def _render(path: Path, hit: Hit, rules: Mapping[str, LintRule], options: LintOptions) -> list[Finding]:
-    rule = rules.get(hit.rule_id)
-    if rule is None:
-        return []
+def render_hit(path: Path, hit: Hit, rule: Rule, options: LintOptions) -> Finding:
     captures = hit.capture_dict()
-    severity = options.severity.get(rule.id) or hit.severity or rule.severity
-    return [
-        Finding(
-            path=_display(path),
-            line=hit.line,
-            column=hit.column,
-            rule_id=rule.id,
-            severity=severity,
-            message=rule.render(rule.message, captures),
-            fix=rule.render(rule.fix, captures) or None,
-            title=rule.title,
-            category=rule.category,
-            end_line=hit.end_line,
-            end_column=hit.end_column,
-        )
-    ]
+    override = options.severity.get(rule.id)
+    return Finding(
+        path=_display(path),
+        line=hit.line,
+        column=hit.column,
+        rule_id=rule.id,
+        severity=Severity(override) if override else hit.severity or rule.severity,
+        message=render_template(rule.message, captures.get),
+        fix=render_template(rule.fix or "", captures.get) or None,
+        title=rule.title,
+        category=rule.category,
+        end_line=hit.end_line,
+        end_column=hit.end_column,
+    )
 
 
 def _display(path: Path) -> str:

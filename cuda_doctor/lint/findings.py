@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}
+from cuda_doctor.results import Severity
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class Hit:
     captures: tuple[tuple[str, str], ...] = ()
     end_line: int | None = None
     end_column: int | None = None
-    severity: str | None = None  # overrides the rule's default for this one hit
+    severity: Severity | None = None  # overrides the rule's default for this one hit
 
     @classmethod
     def make(
@@ -29,7 +29,7 @@ class Hit:
         *,
         end_line: int | None = None,
         end_column: int | None = None,
-        severity: str | None = None,
+        severity: Severity | None = None,
         **captures: object,
     ) -> Hit:
         return cls(
@@ -54,17 +54,13 @@ class Finding:
     line: int
     column: int
     rule_id: str
-    severity: str
+    severity: Severity
     message: str
     fix: str | None = None
     title: str = ""
     category: str = ""
     end_line: int | None = None
     end_column: int | None = None
-
-    @property
-    def rank(self) -> int:
-        return SEVERITY_RANK.get(self.severity, 0)
 
     def sort_key(self) -> tuple[str, int, int, str]:
         return (self.path, self.line, self.column, self.rule_id)
@@ -79,7 +75,7 @@ class Finding:
             "rule": self.rule_id,
             "title": self.title,
             "category": self.category,
-            "severity": self.severity,
+            "severity": self.severity.value,
             "message": self.message,
             "fix": self.fix,
         }

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from cuda_doctor.lint.findings import Hit
+from cuda_doctor.results import Severity
 
 # torch.cuda.amp / torch.cpu.amp → torch.amp (FutureWarning since torch 2.4).
 DEPRECATED_TORCH_AMP = {
@@ -282,7 +283,7 @@ def _deprecated_amp_hit(node: ast.AST, name: str, replacement: str, state: _Stat
         return Hit.make("CDL001", line, column, name=name, detail=detail, fix=f"Use `{replacement}`.")
     detail = f"is deprecated from torch 2.4; the project pins `{pin}`, where it is still the API to use"
     fix = f"Upgrade torch (≥ 2.4), then use `{replacement}`; under the current pin keep `{name}`."
-    return Hit.make("CDL001", line, column, severity="info", name=name, detail=detail, fix=fix)
+    return Hit.make("CDL001", line, column, severity=Severity.INFO, name=name, detail=detail, fix=fix)
 
 
 def _consume(node: ast.AST, consumed: set[int]) -> None:

@@ -8,31 +8,35 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from cuda_doctor.cli import main
 from cuda_doctor.commands.lint import command
-from cuda_doctor.lint.engine import LintOptions, lint_paths
-from cuda_doctor.lint.rules_meta import load_rules
+from cuda_doctor.lint.engine import LintOptions, builtin_rules, lint_paths
 
 DEPRECATED = "import torch\nwith torch.cuda.amp.autocast():\n    pass\n"
 
 
 def lint(tmp_path: Path, *args: str) -> tuple[int, str, str]:
-    runner = CliRunner()
+    """`cuda-doctor lint ARGS` through the command line's one error boundary (``cli.main``)."""
     work = tmp_path / "work"
     work.mkdir()
     (work / "t.py").write_text(DEPRECATED)
     (work / "pyproject.toml").write_text("[project]\nname = 'x'\n")
-    with pytest.MonkeyPatch.context() as patch:
+    code: int | str | None = 0
+    with pytest.MonkeyPatch.context() as patch, CliRunner().isolation() as (out, err, _):
         patch.chdir(work)  # the command resolves relative paths and finds pyproject.toml from here
-        result = runner.invoke(command, list(args))
-    assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit)
-    return result.exit_code, result.stdout, result.stderr
+        try:
+            main(["lint", *args])
+        except SystemExit as exc:
+            code = exc.code
+    assert isinstance(code, int)
+    return code, out.getvalue().decode(), err.getvalue().decode()
 
 
 def test_unwritable_output_is_a_clean_error_and_keeps_the_findings(tmp_path: Path) -> None:
     code, out, err = lint(tmp_path, "-o", "t.py/x.json", "t.py")
     assert code == 2
     assert err.splitlines() == [
-        "Error: cannot write t.py/x.json: Not a directory; the report was written to stdout instead"
+        "cuda-doctor: error: cannot write t.py/x.json: Not a directory; the report was written to stdout instead"
     ]
     assert "t.py:2:6: CDL001" in out
 
@@ -93,7 +97,7 @@ def test_syntax_error_is_one_sentence_with_line_and_column(tmp_path: Path) -> No
 
 
 def test_rationales_explain_without_placeholders() -> None:
-    for rule in load_rules().values():
+    for rule in builtin_rules().values():
         assert "{" not in rule.rationale and "}" not in rule.rationale, rule.id
         if not re.sub(r"\{[A-Za-z_]\w*\}", "", rule.fix).strip(" .`"):
             # the fix is all placeholders: the rationale must say what the finding suggests
@@ -101,6 +105,6 @@ def test_rationales_explain_without_placeholders() -> None:
 
 
 def test_cdl000_fix_names_an_option_that_exists() -> None:
-    fix = load_rules()["CDL000"].fix
+    fix = builtin_rules()["CDL000"].fix
     assert "--exclude" in fix
     assert any(p.opts == ["--exclude"] for p in command.params)

@@ -111,3 +111,29 @@ def test_output_file(repo: Path) -> None:
     result = cli("--format", "sarif", "-o", "out.sarif", "launcher.py", cwd=repo)
     assert result.returncode == 0 and result.stdout == ""
     assert json.loads((repo / "out.sarif").read_text())["version"] == "2.1.0"
+
+
+def _limit_file_size() -> None:
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG) instead of killing
+    resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+
+
+def test_a_failed_write_keeps_the_previous_report(repo: Path) -> None:
+    (repo / "out.sarif").write_text("previous report\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run(
+        [sys.executable, "-m", "cuda_doctor", "lint", "--format", "sarif", "-o", "out.sarif", "."],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_limit_file_size,
+    )
+    assert result.returncode == 2 and "cannot write out.sarif" in result.stderr
+    assert json.loads(result.stdout)["version"] == "2.1.0"  # the findings went to stdout instead
+    assert (repo / "out.sarif").read_text() == "previous report\n"
+    assert not [p.name for p in repo.iterdir() if p.name.startswith(".")]  # no temporary file left

@@ -8,11 +8,11 @@ from cuda_doctor.lint.engine import LintReport
 def render(report: LintReport, color: bool = False) -> str:
     lines: list[str] = []
     for f in report.findings:
-        level = f.severity
+        level = f.severity.value
         if color:
             import click
 
-            tint = {"error": "red", "warning": "yellow", "info": "blue"}.get(f.severity)
+            tint = {"error": "red", "warning": "yellow", "info": "blue"}.get(level)
             level = click.style(level, fg=tint, bold=True)
         lines.append(f"{f.path}:{f.line}:{f.column}: {f.rule_id} {level}: {f.message}")
         if f.fix:

@@ -24,9 +24,9 @@ def render(report: LintReport) -> str:
                 "name": rule.title,
                 "shortDescription": {"text": rule.title},
                 "fullDescription": {"text": rule.rationale},
-                "help": {"text": f"{rule.rationale}\n\nFix: {rule.fix}"},
+                "help": {"text": f"{rule.rationale}\n\nFix: {rule.fix or ''}"},
                 **({"helpUri": rule.links[0]} if rule.links else {}),
-                "defaultConfiguration": {"level": LEVEL[rule.severity]},
+                "defaultConfiguration": {"level": LEVEL[rule.severity.value]},
                 "properties": {"category": rule.category, "tags": [rule.category]},
             }
             for rule in rules
@@ -42,7 +42,7 @@ def render(report: LintReport) -> str:
         text = f.message if not f.fix else f"{f.message}\nFix: {f.fix}"
         result: dict[str, Any] = {
             "ruleId": f.rule_id,
-            "level": LEVEL.get(f.severity, "warning"),
+            "level": LEVEL[f.severity.value],
             "message": {"text": text},
             "locations": [
                 {

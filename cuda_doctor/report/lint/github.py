@@ -25,5 +25,5 @@ def render(report: LintReport) -> str:
             props.append(f"endColumn={f.end_column}")
         props.append(f"title={_prop(f'{f.rule_id} {f.title}')}")
         message = f.message if not f.fix else f"{f.message}\nFix: {f.fix}"
-        lines.append(f"::{COMMAND.get(f.severity, 'warning')} {','.join(props)}::{_data(message)}")
+        lines.append(f"::{COMMAND[f.severity.value]} {','.join(props)}::{_data(message)}")
     return "\n".join(lines) + ("\n" if lines else "")
