@@ -1,16 +1,19 @@
-"""Run a blocking call with a deadline, in a daemon thread that is abandoned if it overruns.
+"""Run blocking calls with a deadline, in daemon threads that are abandoned if they overrun.
 
 For calls that cannot be interrupted: a driver call through NVML, a Docker daemon that accepts
 a connection and never answers (the SDK's socket timeout bounds each read, not the call).
-A daemon thread never keeps the interpreter alive.
+``call_with_deadline`` runs one call on a thread of its own; a ``Worker`` runs a conversation's
+calls on one thread.  A daemon thread never keeps the interpreter alive.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -41,3 +44,65 @@ def call_with_deadline(func: Callable[[], T], deadline: float, name: str = "call
         assert isinstance(error, BaseException)
         return Outcome(error=error)
     return Outcome(value=box.get("value"))  # type: ignore[arg-type]
+
+
+class Overrun(Exception):
+    """A call on a ``Worker`` did not return within its deadline."""
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(f"did not answer in {timeout:g} s")
+        self.timeout = timeout
+
+
+@dataclass
+class _Slot:
+    done: threading.Event = field(default_factory=threading.Event)
+    value: Any = None
+    error: BaseException | None = None
+
+
+class Worker:
+    """Runs calls one after another on one daemon thread, waiting for each at most its deadline.
+
+    For a conversation that must stay on one thread while any call may hang (sampling NVML):
+    after the first overrun the thread is abandoned and every later call raises that Overrun.
+    ``cpu_s`` is the CPU time the calls took.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._tasks: queue.Queue[tuple[Callable[[], Any], _Slot] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+        self.cpu_s = 0.0
+        self.hung: Overrun | None = None
+
+    def call(self, func: Callable[[], T], timeout: float) -> T:
+        if self.hung is not None:
+            raise self.hung
+        slot = _Slot()
+        self._tasks.put((func, slot))
+        if not slot.done.wait(timeout):
+            self.hung = Overrun(timeout)
+            raise self.hung
+        if slot.error is not None:
+            raise slot.error
+        return slot.value
+
+    def close(self, timeout: float = 1.0) -> None:
+        self._tasks.put(None)
+        if self.hung is None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            task = self._tasks.get()
+            if task is None:
+                return
+            func, slot = task
+            start = time.thread_time()
+            try:
+                slot.value = func()
+            except BaseException as exc:  # handed back to the caller, who records it
+                slot.error = exc
+            self.cpu_s += time.thread_time() - start
+            slot.done.set()
