@@ -38,7 +38,7 @@ def start(self):
     mark("thread " + self.name.split(" ")[0])
     _start(self)
 threading.Thread.start = start
-import cuda_doctor.probes.nvml as nvml  # light: facts, base
+import cuda_doctor.nvml.read as nvml  # light: facts, base, the nvml package
 _run = nvml.NvmlRead._run
 def run(self):
     _ready = self.ready.set

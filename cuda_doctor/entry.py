@@ -71,8 +71,8 @@ def end_now(status: int) -> None:
 def main() -> None:
     argv = sys.argv[1:]
     if wants_nvml(argv, os.environ):
+        from cuda_doctor.nvml.read import prefetch
         from cuda_doctor.probes.base import ProbeContext
-        from cuda_doctor.probes.nvml import prefetch
 
         prefetch(ProbeContext())
     from cuda_doctor.cli import main as run

@@ -86,15 +86,15 @@ def _load_fake(name: str) -> ModuleType:
 def make_nvml() -> Iterator[Callable[..., Any]]:
     """Build a fake ``pynvml`` (tests/fakes/fake_pynvml.py) answering with the H200 readings.
 
-    Keyword arguments set FakeNvml's fields; any ``hang`` event is released at teardown so
-    no abandoned worker thread outlives the test.
+    ``readings`` replaces some of those readings; other keyword arguments set FakeNvml's fields.
+    Any ``hang`` event is released at teardown so no abandoned worker thread outlives the test.
     """
     fakes = _load_fake("fake_pynvml")
-    readings = fakes.h200_readings(H200 / "nvml.txt")
+    recorded = fakes.h200_readings(H200 / "nvml.txt")
     made: list[Any] = []
 
-    def make(**options: Any) -> Any:
-        fake = fakes.FakeNvml(readings=dict(readings), **options)
+    def make(readings: dict[str, Any] | None = None, **options: Any) -> Any:
+        fake = fakes.FakeNvml(readings={**recorded, **(readings or {})}, **options)
         made.append(fake)
         return fake
 

@@ -121,7 +121,7 @@ def _resolve(program: str) -> tuple[str, int] | None:
 
 def _become(cmd: tuple[str, ...]) -> None:
     """Replace this process with ``cmd``; only returns by exiting when exec itself fails."""
-    from cuda_doctor.probes.nvml import wait_closed
+    from cuda_doctor.nvml.read import wait_closed
 
     # NVML is shut down on a background thread once the facts are read; CMD must not inherit
     # what it still holds open.  A wedged driver does not keep CMD from starting.

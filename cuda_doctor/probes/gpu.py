@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cuda_doctor.facts import Facts
+from cuda_doctor.nvml.read import collect_nvml
 from cuda_doctor.probes.base import ProbeContext, nvml_disabled
-from cuda_doctor.probes.nvml import collect_nvml
 
 # NVML statuses that nvidia-smi (built on the same NVML) could only repeat.
 _DEFINITIVE = {"ok", "no_gpu", "version_mismatch"}

@@ -15,14 +15,9 @@ if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
 
 from cuda_doctor.facts import Facts, indexed
+from cuda_doctor.nvml.binding import VERSION_MISMATCH_MESSAGE
+from cuda_doctor.nvml.gpu_facts import SYSTEM_FACTS, brand_name, mark_failed, reason_names
 from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.probes.nvml import (
-    SYSTEM_FACTS,
-    VERSION_MISMATCH_MESSAGE,
-    brand_name,
-    mark_failed,
-    reason_names,
-)
 from cuda_doctor.process import CommandResult, run_command
 
 SOURCE = "nvidia-smi"

@@ -1,127 +1,62 @@
 """Sample NVML in a background thread while the command runs.
 
 Every NVML call runs on one worker thread (a whole tick per hand-off) and the sampler waits for
-it with a time limit: a
-driver that stops answering ends sampling (with the reason), never the command. Both threads are
-daemons and are joined with a timeout, so the sampler can neither keep the process alive nor
-outlive the child by more than that limit.
+it with a time limit: a driver that stops answering ends sampling (with the reason), never the
+command. Both threads are daemons and are joined with a timeout, so the sampler can neither keep
+the process alive nor outlive the child by more than that limit.
 """
 
 from __future__ import annotations
 
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
-from cuda_doctor.probes.nvml import NVML_ERROR_NOT_SUPPORTED
+from cuda_doctor.deadline import Overrun, Worker
+from cuda_doctor.knowledge import VisibleDevices, visible_gpus
+from cuda_doctor.nvml import binding
+from cuda_doctor.nvml.binding import Refusal
 from cuda_doctor.watch.samples import GpuInfo, Sample, Series
 
 DEFAULT_INTERVAL_S = 1.0
 DEFAULT_CALL_TIMEOUT_S = 5.0
 PID_REFRESH_TICKS = 5
 _MIB = 1024 * 1024
-_NOT_FOUND = 6  # NVML_ERROR_NOT_FOUND: no utilisation samples since the timestamp
+#: The newer name first; bindings older than the rename have only the second.
+_CLOCK_EVENT_REASONS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
 
 
-class NvmlHung(Exception):
-    """NVML did not return in time; sampling stops."""
+def visible_indices(
+    value: str | None, uuids: list[str | None], mig_parents: Mapping[str, int] | None = None
+) -> tuple[list[int], str | None]:
+    """The NVML indices of the GPUs a process sees under CUDA_VISIBLE_DEVICES=value, read as
+    ``check`` reads it (``knowledge.visible_devices``), and a note when that is not every GPU.
 
-
-@dataclass
-class _Slot:
-    done: threading.Event = field(default_factory=threading.Event)
-    value: Any = None
-    error: BaseException | None = None
-
-
-class BoundedCaller:
-    """Runs callables on one daemon worker thread and waits for each at most ``timeout`` seconds."""
-
-    def __init__(self, name: str = "cuda-doctor-nvml") -> None:
-        self._tasks: queue.Queue[tuple[Callable[[], Any], _Slot] | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-        self.cpu_s = 0.0
-        self.hung: str | None = None
-
-    def call(self, fn: Callable[[], Any], timeout: float) -> Any:
-        if self.hung is not None:
-            raise NvmlHung(self.hung)
-        slot = _Slot()
-        self._tasks.put((fn, slot))
-        if not slot.done.wait(timeout):
-            self.hung = f"NVML did not answer in {timeout:g} s; sampling stopped"
-            raise NvmlHung(self.hung)
-        if slot.error is not None:
-            raise slot.error
-        return slot.value
-
-    def close(self, timeout: float = 1.0) -> None:
-        self._tasks.put(None)
-        if self.hung is None:
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
-        while True:
-            task = self._tasks.get()
-            if task is None:
-                return
-            fn, slot = task
-            start = time.thread_time()
-            try:
-                slot.value = fn()
-            except BaseException as exc:  # handed back to the caller, who records it
-                slot.error = exc
-            self.cpu_s += time.thread_time() - start
-            slot.done.set()
-
-
-def nvml_error_code(exc: BaseException) -> int | None:
-    value = getattr(exc, "value", None)
-    return value if isinstance(value, int) else None
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def visible_indices(value: str | None, uuids: list[str | None]) -> tuple[list[int], str | None]:
-    """The NVML indices a process sees under CUDA_VISIBLE_DEVICES=value (indices or UUID prefixes).
-
-    Like CUDA, the list ends at the first entry that names no device.
+    A MIG instance is sampled on its GPU; ``mig_parents`` lists the instances (None: not known).
     """
-    everything = list(range(len(uuids)))
-    if value is None:
-        return everything, None
-    tokens = [t.strip() for t in value.split(",")]
-    if not any(tokens):
-        return [], "CUDA_VISIBLE_DEVICES is empty: the command sees no GPU"
-    chosen: list[int] = []
-    for token in tokens:
-        if token.startswith("MIG-"):
-            return everything, "CUDA_VISIBLE_DEVICES names MIG devices: sampling every GPU"
-        index: int | None = None
-        if token.lstrip("-").isdigit():
-            n = int(token)
-            index = n if 0 <= n < len(uuids) else None
-        else:
-            matches = [i for i, u in enumerate(uuids) if u and u.startswith(token)]
-            index = matches[0] if len(matches) == 1 else None
-        if index is None:
-            break
-        if index not in chosen:
-            chosen.append(index)
-    note = None
-    if not chosen:
-        note = f"CUDA_VISIBLE_DEVICES={value!r} names no GPU NVML knows"
-    return chosen, note
+    found, gpus = visible_gpus(value, [u or "" for u in uuids], mig_parents)
+    if None in gpus:
+        return list(range(len(uuids))), (
+            f"CUDA_VISIBLE_DEVICES={value!r} names MIG instances NVML did not list: sampling every GPU"
+        )
+    return list(dict.fromkeys(i for i in gpus if i is not None)), _visible_note(value, found)
+
+
+def _visible_note(value: str | None, found: VisibleDevices) -> str | None:
+    if found.status == "empty":
+        return "CUDA_VISIBLE_DEVICES is empty: the command sees no GPU"
+    if found.status == "duplicate":
+        return (
+            f"CUDA_VISIBLE_DEVICES={value!r}: {found.problem}, so CUDA fails to start "
+            '(error 101 "invalid device ordinal") and the command sees no GPU'
+        )
+    if found.status == "hides_all":
+        return f"CUDA_VISIBLE_DEVICES={value!r}: {found.problem}, so the command sees no GPU"
+    if found.status == "invalid":
+        return f"CUDA_VISIBLE_DEVICES={value!r}: {found.problem}; CUDA stops reading the list there"
+    return None
 
 
 def child_tree(pid: int, proc_root: str = "/proc") -> frozenset[int]:
@@ -172,7 +107,7 @@ class Sampler:
         self._command = command
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cuda-doctor-sampler", daemon=True)
-        self._caller: BoundedCaller | None = None
+        self._worker: Worker | None = None
         self._handles: list[tuple[int, Any]] = []
         self._gpus: list[GpuInfo] = []
         self._samples: list[Sample] = []
@@ -203,7 +138,7 @@ class Sampler:
         notes = dict(self._notes)
         if self._thread.is_alive():
             notes["join"] = f"the sampler did not stop within {limit:g} s and was abandoned"
-        worker_cpu = self._caller.cpu_s if self._caller is not None else 0.0
+        worker_cpu = self._worker.cpu_s if self._worker is not None else 0.0
         return Series(
             interval_s=self.interval,
             duration_s=round(ended - self._t0, 3),
@@ -220,7 +155,7 @@ class Sampler:
 
     def _run(self) -> None:
         cpu_start = time.thread_time()
-        self._caller = BoundedCaller()
+        self._worker = Worker("cuda-doctor-nvml")
         try:
             self._call(self._setup)  # the whole set-up under one time limit
             while self._error is None and not self._stop.is_set():
@@ -228,8 +163,8 @@ class Sampler:
                 self._tick()
                 # Keep the cadence: sleep what is left of the interval, wake at once on stop.
                 self._stop.wait(max(0.0, self.interval - (time.monotonic() - tick_start)))
-        except NvmlHung as exc:
-            self._error = str(exc)
+        except Overrun as exc:
+            self._error = f"NVML {exc}; sampling stopped"
         except Exception as exc:  # a sampler bug must not cost the user their run
             self._error = f"sampling stopped: {type(exc).__name__}: {exc}"
         finally:
@@ -237,32 +172,28 @@ class Sampler:
             self._cpu_s += time.thread_time() - cpu_start
 
     def _call(self, fn: Callable[[], Any]) -> Any:
-        assert self._caller is not None
-        return self._caller.call(fn, self._call_timeout)
+        assert self._worker is not None
+        return self._worker.call(fn, self._call_timeout)
 
     def _setup(self) -> None:
-        if self._nvml is None:
-            try:
-                import pynvml
-            except ImportError as exc:
-                self._error = f"NVML is not available: nvidia-ml-py (module pynvml) is not installed ({exc})"
-                return
-            self._nvml = pynvml
-        nvml = self._nvml
         try:
-            nvml.nvmlInit()
-        except Exception as exc:
-            self._error = f"NVML is not available: {exc}"
+            nvml = binding.load() if self._nvml is None else self._nvml
+            binding.init(nvml)
+        except binding.NvmlUnavailable as exc:
+            self._error = f"NVML is not available: {exc.detail}"
             return
+        self._nvml = nvml
         self._initialised = True
         try:
             count = int(nvml.nvmlDeviceGetCount())
             handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
         except Exception as exc:
-            self._error = f"NVML could not list the GPUs: {exc}"
+            self._error = f"NVML could not list the GPUs: {binding.describe(exc)}"
             return
-        uuids = [_text(self._field(i, "uuid", partial(nvml.nvmlDeviceGetUUID, h))) for i, h in enumerate(handles)]
-        indices, note = visible_indices(self._env.get("CUDA_VISIBLE_DEVICES"), uuids)
+        uuids = [self._field(i, "uuid", binding.text, "nvmlDeviceGetUUID", h) for i, h in enumerate(handles)]
+        value = self._env.get("CUDA_VISIBLE_DEVICES")
+        mig = binding.mig_parents(nvml, handles) if value and "MIG-" in value else None
+        indices, note = visible_indices(value, uuids, mig)
         if note:
             self._notes["visible"] = note
         if count == 0:
@@ -275,29 +206,31 @@ class Sampler:
 
     def _static(self, index: int, h: Any, uuid: str | None) -> GpuInfo:
         nvml = self._nvml
-        mem = self._field(index, "memory_total", lambda: nvml.nvmlDeviceGetMemoryInfo(h).total / _MIB)
-        clock = self._field(index, "clock_max", lambda: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM))
-        power = self._field(index, "power_limit", lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000)
+        mem = self._field(index, "memory_total", lambda m: round(m.total / _MIB, 1), "nvmlDeviceGetMemoryInfo", h)
+        clock = self._field(index, "clock_max", float, "nvmlDeviceGetMaxClockInfo", h, nvml.NVML_CLOCK_SM)
+        power = self._field(index, "power_limit", lambda mw: mw / 1000, "nvmlDeviceGetEnforcedPowerLimit", h)
         return GpuInfo(
             index=index,
             uuid=uuid,
-            name=self._field(index, "name", lambda: _text(nvml.nvmlDeviceGetName(h))),
-            memory_total_mib=None if mem is None else round(float(mem), 1),
-            sm_clock_max_mhz=None if clock is None else float(clock),
+            name=self._field(index, "name", binding.text, "nvmlDeviceGetName", h),
+            memory_total_mib=mem,
+            sm_clock_max_mhz=clock,
             power_limit_w=None if power is None else float(power),
         )
 
-    def _field(self, gpu: int, key: str, read: Callable[[], Any]) -> Any:
-        """One NVML reading on the worker thread; None (the reason noted once) when it fails."""
+    def _field(
+        self, gpu: int, key: str, convert: Callable[[Any], Any], functions: str | tuple[str, ...], *args: Any
+    ) -> Any:
+        """One NVML reading on the worker thread, converted; None (the reason noted once) when it fails."""
         if (gpu, key) in self._unsupported:
             return None
-        try:
-            return read()
-        except Exception as exc:
-            if nvml_error_code(exc) == NVML_ERROR_NOT_SUPPORTED:
-                self._unsupported.add((gpu, key))  # asking again each tick would only cost time
-            self._notes.setdefault(f"{key}:{exc}", f"GPU {gpu}: {key} unavailable ({exc})")
-            return None
+        answer = binding.ask(self._nvml, (functions,) if isinstance(functions, str) else functions, *args)
+        if not isinstance(answer, Refusal):
+            return convert(answer)
+        if answer.not_supported:
+            self._unsupported.add((gpu, key))  # asking again each tick would only cost time
+        self._notes.setdefault(f"{key}:{answer.reason}", f"GPU {gpu}: {key} unavailable ({answer.reason})")
+        return None
 
     def _tick(self) -> None:
         t = round(time.monotonic() - self._t0, 3)
@@ -310,27 +243,11 @@ class Sampler:
         self._samples.extend(self._call(lambda: [self._read(t, i, h, pids) for i, h in self._handles]))
 
     def _read(self, t: float, index: int, h: Any, pids: frozenset[int]) -> Sample:
-        nvml = self._nvml
-        util = self._field(index, "utilization", lambda: nvml.nvmlDeviceGetUtilizationRates(h))
-        mem = self._field(index, "memory", lambda: nvml.nvmlDeviceGetMemoryInfo(h))
-        power = self._field(index, "power", lambda: nvml.nvmlDeviceGetPowerUsage(h))
-        clock = self._field(index, "sm_clock", lambda: nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM))
-        reasons = self._field(index, "clock_event_reasons", lambda: self._reasons(h))
-        rx = self._field(
-            index,
-            "pcie_rx",
-            lambda: nvml.nvmlDeviceGetPcieThroughput(h, nvml.NVML_PCIE_UTIL_RX_BYTES),
-        )
-        tx = self._field(
-            index,
-            "pcie_tx",
-            lambda: nvml.nvmlDeviceGetPcieThroughput(h, nvml.NVML_PCIE_UTIL_TX_BYTES),
-        )
-        temp = self._field(
-            index,
-            "temperature",
-            lambda: nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU),
-        )
+        nvml, same = self._nvml, _same
+        util = self._field(index, "utilization", same, "nvmlDeviceGetUtilizationRates", h)
+        mem = self._field(index, "memory", same, "nvmlDeviceGetMemoryInfo", h)
+        rx = self._field(index, "pcie_rx", float, "nvmlDeviceGetPcieThroughput", h, nvml.NVML_PCIE_UTIL_RX_BYTES)
+        tx = self._field(index, "pcie_tx", float, "nvmlDeviceGetPcieThroughput", h, nvml.NVML_PCIE_UTIL_TX_BYTES)
         on_gpu, child_mem, child_sm = self._child_use(index, h, pids)
         return Sample(
             t=t,
@@ -338,27 +255,21 @@ class Sampler:
             sm_util=None if util is None else float(util.gpu),
             mem_util=None if util is None else float(util.memory),
             mem_used_mib=None if mem is None else round(mem.used / _MIB, 1),
-            power_w=None if power is None else round(power / 1000, 1),
-            sm_clock_mhz=None if clock is None else float(clock),
-            clock_event_reasons=None if reasons is None else int(reasons),
+            power_w=self._field(index, "power", lambda mw: round(mw / 1000, 1), "nvmlDeviceGetPowerUsage", h),
+            sm_clock_mhz=self._field(index, "sm_clock", float, "nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_SM),
+            clock_event_reasons=self._field(index, "clock_event_reasons", int, _CLOCK_EVENT_REASONS, h),
             pcie_rx_mbps=None if rx is None else round(rx * 1024 / 1e6, 2),  # NVML gives KB/s
             pcie_tx_mbps=None if tx is None else round(tx * 1024 / 1e6, 2),
-            temperature_c=None if temp is None else float(temp),
+            temperature_c=self._field(
+                index, "temperature", float, "nvmlDeviceGetTemperature", h, nvml.NVML_TEMPERATURE_GPU
+            ),
             child_on_gpu=on_gpu,
             child_sm_util=child_sm,
             child_mem_used_mib=child_mem,
         )
 
-    def _reasons(self, h: Any) -> int:
-        nvml = self._nvml
-        read = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-        if read is None:  # bindings older than the rename
-            read = nvml.nvmlDeviceGetCurrentClocksThrottleReasons
-        return int(read(h))
-
     def _child_use(self, index: int, h: Any, pids: frozenset[int]) -> tuple[bool | None, float | None, float | None]:
-        nvml = self._nvml
-        procs = self._field(index, "processes", lambda: nvml.nvmlDeviceGetComputeRunningProcesses(h))
+        procs = self._field(index, "processes", _same, "nvmlDeviceGetComputeRunningProcesses", h)
         if procs is None:
             return None, None, None
         mine = [p for p in procs if p.pid in pids]
@@ -372,17 +283,16 @@ class Sampler:
     def _child_sm(self, index: int, h: Any, pids: frozenset[int]) -> float | None:
         if (index, "process_utilization") in self._unsupported:
             return None
-        nvml = self._nvml
         since = self._last_util_ts.get(index, 0)
-        try:
-            rows = nvml.nvmlDeviceGetProcessUtilization(h, since)
-        except Exception as exc:
-            code = nvml_error_code(exc)
-            if code == _NOT_FOUND:
+        rows = binding.ask(self._nvml, ("nvmlDeviceGetProcessUtilization",), h, since)
+        if isinstance(rows, Refusal):
+            if rows.code == binding.NOT_FOUND:
                 return 0.0  # no kernel of any process since the last reading
-            if code == NVML_ERROR_NOT_SUPPORTED:
+            if rows.not_supported:
                 self._unsupported.add((index, "process_utilization"))
-            self._notes.setdefault(f"putil:{exc}", f"GPU {index}: per-process utilisation unavailable ({exc})")
+            self._notes.setdefault(
+                f"putil:{rows.reason}", f"GPU {index}: per-process utilisation unavailable ({rows.reason})"
+            )
             return None
         latest: dict[int, Any] = {}
         for row in rows:
@@ -393,12 +303,19 @@ class Sampler:
         return float(min(100, sum(int(r.smUtil) for r in latest.values())))
 
     def _shutdown(self) -> None:
-        caller = self._caller
-        if caller is None:
+        worker = self._worker
+        if worker is None:
             return
-        if self._initialised and caller.hung is None:
+        if self._initialised and worker.hung is None:
+            nvml = self._nvml
             try:
-                caller.call(self._nvml.nvmlShutdown, 1.0)
-            except Exception as exc:
-                self._notes.setdefault("shutdown", f"nvmlShutdown failed: {exc}")
-        caller.close()
+                error = worker.call(lambda: binding.shutdown(nvml), 1.0)
+            except Overrun as exc:
+                error = str(exc)
+            if error is not None:
+                self._notes.setdefault("shutdown", f"nvmlShutdown failed: {error}")
+        worker.close()
+
+
+def _same(value: Any) -> Any:
+    return value

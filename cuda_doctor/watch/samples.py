@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from cuda_doctor.probes import nvml  # NVML's clock-event bits, named once
+from cuda_doctor.nvml import gpu_facts  # NVML's clock-event bits, named once
 
 SCHEMA = "cuda-doctor/watch-series"
 SCHEMA_VERSION = 1
 
 
 def reason_names(mask: int | None) -> tuple[str, ...]:
-    return tuple(nvml.reason_names(mask)) if mask else ()
+    return tuple(gpu_facts.reason_names(mask)) if mask else ()
 
 
 @dataclass(frozen=True)

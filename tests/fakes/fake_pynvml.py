@@ -1,15 +1,20 @@
-"""A stand-in for the ``pynvml`` module: the one thing the tests cannot have is a GPU.
+"""The one stand-in for the ``pynvml`` module: the one thing the tests cannot have is a GPU.
 
-Its answers default to the readings recorded on a real H200 (``tests/fixtures/h200/nvml.txt``);
-errors are real ``pynvml.NVMLError`` instances so the code under test sees what the binding
-raises.  ``module()`` gives the object passed as ``nvml=``; functions listed in ``missing``
-are absent from it, as in older nvidia-ml-py releases.
+Its answers default to the readings recorded on a real H200 (``tests/fixtures/h200/nvml.txt``,
+NVLink from the H200 pair in ``tests/nccl/fixtures/h200x2/nvml-nvlink.txt``); errors are real
+``pynvml.NVMLError`` instances and its constants the real binding's, so the code under test sees
+what the binding gives.  Each test sets what it needs: the GPUs (``device_count``, ``uuids``,
+``processes``, ``mig_devices``, ``nvlinks``), a function failing with an NVML code (``errors``)
+or an exception (``raises``), absent as in older nvidia-ml-py releases (``missing``), hanging
+(``hang``, ``hang_in``, ``hang_from``) or slow (``slow``).  ``module()`` gives the object passed
+as ``nvml=``; ``tests/fakes/pynvml_h200`` installs it as ``pynvml`` for a whole process.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +24,8 @@ from typing import Any
 import pynvml
 
 MEMORY_V2 = pynvml.nvmlMemory_v2
+_HANDLE_BASE = 1000  # GPU i's handle is 1000 + i; a MIG instance's is ("mig", GPU, slot)
+_MAX_MIG_DEVICES = 7  # what NVML answers for a GPU in MIG mode (an H100/H200 has seven slices)
 
 
 def h200_readings(path: Path) -> dict[str, Any]:
@@ -41,6 +48,8 @@ def h200_readings(path: Path) -> dict[str, Any]:
     rows = tuple(int(v) for v in grab(r"remapped rows \((\d+), (\d+), (\d+), (\d+)\)"))
     (throttle,) = grab(r"throttle (\d+)")
     temp, power, limit = grab(r"temp (\d+) power mW (\d+) limit (\d+)")
+    sm_clock, sm_clock_max = grab(r"clocks sm (\d+) max (\d+)")
+    util_gpu, util_memory = grab(r"util c_nvmlUtilization_t\(gpu: (\d+) %, memory: (\d+) %\)")
     return {
         "driver": driver,
         "cuda_driver": int(cuda),
@@ -59,8 +68,15 @@ def h200_readings(path: Path) -> dict[str, Any]:
         "temperature": int(temp),
         "power_mw": int(power),
         "limit_mw": int(limit),
+        "sm_clock": int(sm_clock),
+        "sm_clock_max": int(sm_clock_max),
+        "utilization": (int(util_gpu), int(util_memory)),
         "processes": [],
         "pci_bus_id": "00000000:00:06.0",  # nvidia-smi-q.xml of the same machine
+        "nvlink_version": 6,  # the H200 pair's links (nvml-nvlink.txt)
+        # not in the recording: an idle GPU's
+        "pcie_kbps": (0, 0),  # (rx, tx)
+        "process_sm_util": 0,
     }
 
 
@@ -68,22 +84,40 @@ def h200_readings(path: Path) -> dict[str, Any]:
 class FakeNvml:
     readings: dict[str, Any]
     device_count: int = 1
+    uuids: dict[int, str] = field(default_factory=dict)  # GPU 0: the H200's; others made from it
     init_error: int | None = None
     init_exception: BaseException | None = None
-    hang: threading.Event | None = None  # set → the call in ``hang_in`` waits on it
-    hang_in: str = "nvmlInit"
-    errors: dict[str, int] = field(default_factory=dict)  # function → NVML return code
+    errors: dict[str, int] = field(default_factory=dict)  # function → NVML return code, every call
     raises: dict[str, BaseException] = field(default_factory=dict)
     missing: set[str] = field(default_factory=set)
-    as_bytes: bool = False  # older bindings return bytes for strings
-    handle_errors: dict[int, int] = field(default_factory=dict)
+    handle_errors: dict[int, int] = field(default_factory=dict)  # GPU index → code opening it
     memory_v2_error: int | None = None  # e.g. FUNCTION_NOT_FOUND from a driver without v2
+    hang: threading.Event | None = None  # set → calls of ``hang_in`` wait on it (60 s at most)
+    hang_in: str = "nvmlInit"
+    hang_from: int = 1  # the first call of ``hang_in`` that waits (2: the first one answers)
+    slow: dict[str, float] = field(default_factory=dict)  # function → seconds each call takes
+    as_bytes: bool = False  # older bindings return bytes for strings
+    processes: dict[int, list[SimpleNamespace]] = field(default_factory=dict)  # GPU → its own
+    mig_devices: dict[int, list[str]] = field(default_factory=dict)  # GPU → its MIG instances' UUIDs
+    nvlinks: int = 18  # links per GPU (the H200 pair's); 0: a PCIe-only board
+    nvlinks_down: frozenset[tuple[int, int]] = frozenset()  # (GPU, link)
+    field_values: dict[int, tuple[int, float]] = field(default_factory=dict)  # NVML_FI_* → (type, value)
+    log: str | None = None  # a file each call's name is appended to (a fake in another process)
     calls: list[str] = field(default_factory=list)
     shutdowns: int = 0
 
     # -- the pynvml surface --------------------------------------------------------------
     def _str(self, value: str) -> str | bytes:
         return value.encode() if self.as_bytes else value
+
+    def _gpu(self, handle: Any) -> int:
+        return int(handle[1]) if isinstance(handle, tuple) else int(handle) - _HANDLE_BASE
+
+    def uuid(self, index: int) -> str:
+        if index in self.uuids:
+            return self.uuids[index]
+        recorded = str(self.readings["uuid"])
+        return recorded if index == 0 else f"GPU-{index:08x}{recorded[12:]}"
 
     def nvmlInit(self) -> None:
         if self.init_exception is not None:
@@ -112,24 +146,26 @@ class FakeNvml:
     def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
         if index in self.handle_errors:
             raise pynvml.NVMLError(self.handle_errors[index])
-        return 1000 + index
+        return _HANDLE_BASE + index
 
-    def nvmlDeviceGetName(self, handle: int) -> str | bytes:
+    def nvmlDeviceGetName(self, handle: Any) -> str | bytes:
         return self._str(self.readings["name"])
 
-    def nvmlDeviceGetUUID(self, handle: int) -> str | bytes:
-        return self._str(self.readings["uuid"])
+    def nvmlDeviceGetUUID(self, handle: Any) -> str | bytes:
+        if isinstance(handle, tuple):
+            return self._str(self.mig_devices[handle[1]][handle[2]])
+        return self._str(self.uuid(self._gpu(handle)))
 
-    def nvmlDeviceGetBrand(self, handle: int) -> int:
+    def nvmlDeviceGetBrand(self, handle: Any) -> int:
         return 14  # NVML_BRAND_NVIDIA: nvidia-smi prints product_brand "NVIDIA" on the H200
 
-    def nvmlDeviceGetPciInfo(self, handle: int) -> SimpleNamespace:
+    def nvmlDeviceGetPciInfo(self, handle: Any) -> SimpleNamespace:
         return SimpleNamespace(busId=self._str(self.readings["pci_bus_id"]))
 
-    def nvmlDeviceGetCudaComputeCapability(self, handle: int) -> tuple[int, int]:
+    def nvmlDeviceGetCudaComputeCapability(self, handle: Any) -> tuple[int, int]:
         return tuple(self.readings["cc"])
 
-    def nvmlDeviceGetMemoryInfo(self, handle: int, version: int | None = None) -> SimpleNamespace:
+    def nvmlDeviceGetMemoryInfo(self, handle: Any, version: int | None = None) -> SimpleNamespace:
         v1 = self.readings["memory"]
         if version is None:
             return v1
@@ -139,63 +175,123 @@ class FakeNvml:
         # what the H200 answered to v2: v1's "used" is the driver's reservation
         return SimpleNamespace(total=v1.total, reserved=v1.used, free=v1.free, used=0)
 
-    def nvmlDeviceGetEccMode(self, handle: int) -> list[int]:
+    def nvmlDeviceGetEccMode(self, handle: Any) -> list[int]:
         return list(self.readings["ecc"])
 
-    def nvmlDeviceGetTotalEccErrors(self, handle: int, kind: int, counter: int) -> int:
+    def nvmlDeviceGetTotalEccErrors(self, handle: Any, kind: int, counter: int) -> int:
         assert (kind, counter) == (
             pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
             pynvml.NVML_VOLATILE_ECC,
         )
         return int(self.readings["uncorrected"])
 
-    def nvmlDeviceGetRetiredPagesPendingStatus(self, handle: int) -> int:
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, handle: Any) -> int:
         # the H200 retires no pages (nvidia-smi prints N/A): it remaps rows instead
         raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
 
-    def nvmlDeviceGetRemappedRows(self, handle: int) -> tuple[int, int, int, int]:
+    def nvmlDeviceGetRemappedRows(self, handle: Any) -> tuple[int, int, int, int]:
         return tuple(self.readings["remapped_rows"])
 
-    def nvmlDeviceGetPersistenceMode(self, handle: int) -> int:
+    def nvmlDeviceGetPersistenceMode(self, handle: Any) -> int:
         return int(self.readings["persistence"])
 
-    def nvmlDeviceGetMigMode(self, handle: int) -> list[int]:
-        return list(self.readings["mig"])
+    def nvmlDeviceGetMigMode(self, handle: Any) -> list[int]:
+        return [1, 1] if self._gpu(handle) in self.mig_devices else list(self.readings["mig"])
 
-    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: int) -> int:
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: Any) -> int:
+        return _MAX_MIG_DEVICES if self._gpu(handle) in self.mig_devices else 0
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Any, slot: int) -> tuple[str, int, int]:
+        gpu = self._gpu(handle)
+        if slot >= len(self.mig_devices.get(gpu, ())):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return ("mig", gpu, slot)
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: Any) -> int:
         return int(self.readings["pcie"][0])
 
-    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: int) -> int:
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: Any) -> int:
         return int(self.readings["pcie"][1])
 
-    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: int) -> int:
+    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: Any) -> int:
         return int(self.readings["pcie"][2])
 
-    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: int) -> int:
+    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: Any) -> int:
         return int(self.readings["pcie"][3])
 
-    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: int) -> int:
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any) -> int:
         return int(self.readings["clock_reasons"])
 
-    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: int) -> int:
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: Any) -> int:
         return int(self.readings["clock_reasons"])
 
-    def nvmlDeviceGetTemperature(self, handle: int, sensor: int) -> int:
+    def nvmlDeviceGetTemperature(self, handle: Any, sensor: int) -> int:
         assert sensor == pynvml.NVML_TEMPERATURE_GPU
         return int(self.readings["temperature"])
 
-    def nvmlDeviceGetPowerUsage(self, handle: int) -> int:
+    def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
         return int(self.readings["power_mw"])
 
-    def nvmlDeviceGetEnforcedPowerLimit(self, handle: int) -> int:
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: Any) -> int:
         return int(self.readings["limit_mw"])
 
-    def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[SimpleNamespace]:
-        return list(self.readings["processes"])
+    def nvmlDeviceGetClockInfo(self, handle: Any, kind: int) -> int:
+        assert kind == pynvml.NVML_CLOCK_SM
+        return int(self.readings["sm_clock"])
+
+    def nvmlDeviceGetMaxClockInfo(self, handle: Any, kind: int) -> int:
+        assert kind == pynvml.NVML_CLOCK_SM
+        return int(self.readings["sm_clock_max"])
+
+    def nvmlDeviceGetUtilizationRates(self, handle: Any) -> SimpleNamespace:
+        gpu, memory = self.readings["utilization"]
+        return SimpleNamespace(gpu=gpu, memory=memory)
+
+    def nvmlDeviceGetPcieThroughput(self, handle: Any, counter: int) -> int:
+        rx, tx = self.readings["pcie_kbps"]
+        return int(rx if counter == pynvml.NVML_PCIE_UTIL_RX_BYTES else tx)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[SimpleNamespace]:
+        return list(self.processes.get(self._gpu(handle), self.readings["processes"]))
+
+    def nvmlDeviceGetProcessUtilization(self, handle: Any, since: int) -> list[SimpleNamespace]:
+        rows = [
+            SimpleNamespace(pid=p.pid, timeStamp=since + 1, smUtil=self.readings["process_sm_util"], memUtil=10)
+            for p in self.nvmlDeviceGetComputeRunningProcesses(handle)
+        ]
+        if not rows:  # what NVML answers when no process ran a kernel since ``since``
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return rows
+
+    def nvmlDeviceGetNvLinkState(self, handle: Any, link: int) -> int:
+        if self.nvlinks == 0:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if link >= self.nvlinks:  # what the H200 answered for link 18
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return 0 if (self._gpu(handle), link) in self.nvlinks_down else pynvml.NVML_FEATURE_ENABLED
+
+    def nvmlDeviceGetNvLinkVersion(self, handle: Any, link: int) -> int:
+        return int(self.readings["nvlink_version"])
+
+    def nvmlDeviceGetFieldValues(self, handle: Any, fields: list[int | tuple[int, int]]) -> Any:
+        """The real binding's array of c_nvmlFieldValue_t, filled as the driver fills it."""
+        values = (pynvml.c_nvmlFieldValue_t * len(fields))()
+        members = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+        for entry, asked in zip(values, fields, strict=True):
+            field_id, entry.scopeId = asked if isinstance(asked, tuple) else (asked, 0)
+            entry.fieldId = field_id
+            if field_id not in self.field_values:
+                entry.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+                continue
+            kind, value = self.field_values[field_id]
+            entry.valueType = kind
+            setattr(entry.value, members[kind], value)
+        return values
 
     # -- building the module object ------------------------------------------------------
     def module(self) -> SimpleNamespace:
-        namespace = SimpleNamespace(NVMLError=pynvml.NVMLError)
+        namespace = SimpleNamespace(**{k: v for k, v in vars(pynvml).items() if k.startswith("NVML_")})
+        namespace.NVMLError = pynvml.NVMLError
         if "nvmlMemory_v2" not in self.missing:
             namespace.nvmlMemory_v2 = MEMORY_V2
         for attr in dir(self):
@@ -206,7 +302,11 @@ class FakeNvml:
     def _wrap(self, name: str, function: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
             self.calls.append(name)
-            if self.hang is not None and name == self.hang_in:
+            if self.log:
+                with open(self.log, "a", encoding="utf-8") as handle:
+                    handle.write(name + "\n")
+            time.sleep(self.slow.get(name, 0.0))
+            if self.hang is not None and name == self.hang_in and self.calls.count(name) >= self.hang_from:
                 self.hang.wait(60)
             if name in self.raises:
                 raise self.raises[name]

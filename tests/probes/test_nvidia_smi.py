@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from cuda_doctor.nvml.binding import VERSION_MISMATCH_MESSAGE
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.probes.nvidia_smi import collect_nvidia_smi, parse_query_gpu_csv, parse_query_xml
-from cuda_doctor.probes.nvml import VERSION_MISMATCH_MESSAGE
 
 
 def _nvml_recording(h200_dir: Path) -> dict[str, str]:

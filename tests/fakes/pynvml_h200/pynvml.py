@@ -1,9 +1,9 @@
-"""A ``pynvml`` module for tests that run cuda-doctor as a real process.
+"""The fake ``pynvml`` (``tests/fakes/fake_pynvml.py``) for tests that run cuda-doctor as a real process.
 
-Put this folder first on PYTHONPATH: ``import pynvml`` then answers with the H200 readings of
-``fake_pynvml.FakeNvml`` (two GPUs unless FAKE_PYNVML_GPUS says otherwise).  Errors and
-constants are the real binding's.  Each call's name is appended to the file named by
-FAKE_PYNVML_LOG, so a test can count them after the process has ended.
+Put this folder first on PYTHONPATH: ``import pynvml`` then answers with the H200 readings (two
+GPUs unless FAKE_PYNVML_GPUS says otherwise).  Errors and constants are the real binding's.  Each
+call's name is appended to the file named by FAKE_PYNVML_LOG, so a test can count them after the
+process has ended.
 """
 
 from __future__ import annotations
@@ -35,22 +35,9 @@ sys.modules["pynvml"] = _this
 _fake = _fakes.FakeNvml(
     readings=_fakes.h200_readings(FAKES.parent / "fixtures" / "h200" / "nvml.txt"),
     device_count=int(os.environ.get("FAKE_PYNVML_GPUS", "2")),
+    log=os.environ.get("FAKE_PYNVML_LOG") or None,
 )
-_log = os.environ.get("FAKE_PYNVML_LOG")
-
-
-def _logged(name: str, function):  # type: ignore[no-untyped-def]
-    def call(*args, **kwargs):  # type: ignore[no-untyped-def]
-        if _log:
-            with open(_log, "a", encoding="utf-8") as handle:
-                handle.write(name + "\n")
-        return function(*args, **kwargs)
-
-    return call
-
-
 for _name, _value in vars(_real).items():
     if not _name.startswith("__"):
         globals()[_name] = _value
-for _name, _value in vars(_fake.module()).items():
-    globals()[_name] = _logged(_name, _value) if callable(_value) and _name.startswith("nvml") else _value
+globals().update(vars(_fake.module()))

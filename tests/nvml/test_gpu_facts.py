@@ -1,10 +1,7 @@
-"""The NVML probe against a fake ``pynvml`` answering with a real H200's readings."""
+"""The driver and GPU facts read from a fake ``pynvml`` answering with a real H200's readings."""
 
 from __future__ import annotations
 
-import sys
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,18 +11,10 @@ import pynvml
 import pytest
 
 from cuda_doctor.facts import Facts
-from cuda_doctor.probes import nvml as nvml_probe
+from cuda_doctor.nvml.binding import VERSION_MISMATCH_MESSAGE
+from cuda_doctor.nvml.gpu_facts import GPU_FIELDS, cuda_version_text, reason_names
+from cuda_doctor.nvml.read import NvmlRead, collect_nvml
 from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.probes.nvml import (
-    GPU_FIELDS,
-    VERSION_MISMATCH_MESSAGE,
-    NvmlRead,
-    collect_nvml,
-    cuda_version_text,
-    prefetch,
-    reason_names,
-    take_prefetched,
-)
 
 MakeNvml = Callable[..., Any]
 
@@ -194,20 +183,6 @@ def test_init_errors(make_nvml: MakeNvml, ctx: ProbeContext, code: int, status: 
     assert fake.shutdowns == 0  # nothing to shut down when init failed
 
 
-def test_loader_oserror_means_library_not_found(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
-    error = OSError("libnvidia-ml.so.1: cannot open shared object file")
-    facts = collect_nvml(ctx, make_nvml(init_exception=error).module())
-    assert facts.get("driver.status") == "library_not_found"
-    assert "cannot open shared object file" in facts.get("driver.error")
-
-
-def test_missing_binding_means_library_not_found(ctx: ProbeContext, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", None)  # `import pynvml` now raises ImportError
-    facts = collect_nvml(ctx)
-    assert facts.get("driver.status") == "library_not_found"
-    assert "nvidia-ml-py (module pynvml) cannot be imported" in facts.get("driver.error")
-
-
 def test_no_gpu(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
     fake = make_nvml(device_count=0)
     facts = read_and_close(ctx, fake.module())
@@ -215,28 +190,6 @@ def test_no_gpu(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
     assert facts.get("gpu.count") == 0
     assert facts.get("driver.version") == "580.159.04"
     assert facts.indices("gpu") == []
-    assert fake.shutdowns == 1
-
-
-def test_a_hung_init_is_abandoned(make_nvml: MakeNvml, tmp_path: Path) -> None:
-    fake = make_nvml(hang=threading.Event())
-    facts = collect_nvml(ProbeContext(root=tmp_path, timeout=0.5), fake.module())
-    assert facts.get("driver.status") == "error"
-    assert facts.get("driver.error") == "NVML did not answer in 0.5 s"
-    assert facts.unknown["driver.version"] == "NVML did not answer in 0.5 s"
-    assert fake.shutdowns == 0
-
-
-def test_a_hang_after_init_still_shuts_down(make_nvml: MakeNvml, tmp_path: Path) -> None:
-    release = threading.Event()
-    fake = make_nvml(hang=release, hang_in="nvmlDeviceGetCount")
-    facts = collect_nvml(ProbeContext(root=tmp_path, timeout=0.5), fake.module())
-    assert facts.get("driver.error") == "NVML did not answer in 0.5 s"
-    assert "gpu.count" not in facts
-    release.set()  # the abandoned worker finishes and must close NVML
-    deadline = time.monotonic() + 10
-    while fake.shutdowns == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
     assert fake.shutdowns == 1
 
 
@@ -263,157 +216,3 @@ def test_helpers() -> None:
     assert reason_names(0) == []
     assert reason_names(0x1 | 0x4 | 0x80) == ["gpu_idle", "sw_power_cap", "hw_power_brake"]
     assert reason_names(0x200) == ["bit_0x200"]
-
-
-def test_facts_are_handed_over_before_nvml_is_shut_down(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
-    release = threading.Event()
-    fake = make_nvml(hang=release, hang_in="nvmlShutdown")
-    facts = collect_nvml(ctx, fake.module())  # returns although nvmlShutdown has not returned
-    assert facts.get("driver.status") == "ok"
-    assert facts.get("gpu[0].name") == "NVIDIA H200"
-    assert fake.shutdowns == 0
-    release.set()
-    deadline = time.monotonic() + 10
-    while fake.shutdowns == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert fake.shutdowns == 1
-
-
-def test_a_failed_shutdown_is_kept_for_debugging(
-    make_nvml: MakeNvml, ctx: ProbeContext, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    errors: list[str] = []
-    monkeypatch.setattr(nvml_probe, "shutdown_errors", errors)
-    facts = read_and_close(ctx, make_nvml(errors={"nvmlShutdown": pynvml.NVML_ERROR_UNKNOWN}).module())
-    assert facts.get("driver.status") == "ok"  # the readings stand
-    assert errors == ["Unknown Error"]
-
-
-def test_a_prefetched_read_is_taken_over_once(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
-    fake = make_nvml(device_count=2)
-    prefetch(ctx, fake.module())
-    facts = collect_nvml(ctx)  # no module given: the probe of a real run
-    assert facts.get("gpu.count") == 2
-    assert facts.get("gpu[1].name") == "NVIDIA H200"
-    assert fake.calls.count("nvmlInit") == 1
-    assert take_prefetched(ctx) is None  # a second probe reads afresh
-
-
-def test_a_read_prefetched_for_another_file_system_is_not_used(make_nvml: MakeNvml, tmp_path: Path) -> None:
-    fake = make_nvml()
-    read = prefetch(ProbeContext(root=tmp_path / "host"), fake.module())
-    assert take_prefetched(ProbeContext(root=tmp_path / "fixture")) is None
-    assert take_prefetched(ProbeContext(root=tmp_path / "host")) is None  # discarded, not kept
-    assert read.closed.wait(10) and fake.shutdowns == 1  # it still ends on its own
-
-
-#: The questions asked of each GPU ahead of pynvml, with their arguments after the handle.
-EARLY_ASKS = {
-    "nvmlDeviceGetTotalEccErrors": (pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC, "out"),
-    "nvmlDeviceGetEccMode": ("out", "out"),
-    "nvmlDeviceGetPowerUsage": ("out",),
-    "nvmlDeviceGetCurrentClocksEventReasons": ("out",),
-}
-
-
-class FakeLibrary:
-    """libnvidia-ml.so.1 as ctypes sees it: functions taking pointers, returning NVML codes."""
-
-    def __init__(self, gpus: int = 2, init_code: int = 0, missing: str | None = None) -> None:
-        self.gpus = gpus
-        self.init_code = init_code
-        self.missing = missing  # a function this (older) library lacks
-        self.calls: list[tuple[str, int | None]] = []
-
-    def nvmlInit_v2(self) -> int:
-        self.calls.append(("nvmlInit_v2", None))
-        return self.init_code
-
-    def nvmlDeviceGetCount_v2(self, count: Any) -> int:
-        count.contents.value = self.gpus
-        self.calls.append(("nvmlDeviceGetCount_v2", None))
-        return 0
-
-    def nvmlDeviceGetHandleByIndex_v2(self, index: int, handle: Any) -> int:
-        handle.contents.value = 1000 + index
-        self.calls.append(("nvmlDeviceGetHandleByIndex_v2", index))
-        return 0
-
-    def __getattr__(self, name: str) -> Any:
-        if name not in EARLY_ASKS or name == self.missing:
-            raise AttributeError(f"undefined symbol: {name}")
-
-        def ask(handle: Any, *args: Any) -> int:
-            expected = EARLY_ASKS[name]
-            for arg, want in zip(args, expected, strict=True):
-                assert hasattr(arg, "contents") if want == "out" else arg == want  # outputs are pointers
-            self.calls.append((name, handle.value))
-            return 0
-
-        return ask
-
-
-def ask_early(library: FakeLibrary) -> None:
-    opened: list[str] = []
-
-    def load(name: str) -> FakeLibrary:
-        opened.append(name)
-        return library
-
-    nvml_probe.open_driver_early(load).join(10)
-    assert opened == ["libnvidia-ml.so.1"]
-
-
-def test_the_slow_first_asks_are_made_for_every_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(nvml_probe, "early_errors", [])
-    library = FakeLibrary(gpus=2)
-    ask_early(library)
-    per_gpu = list(EARLY_ASKS)
-    assert library.calls == [
-        ("nvmlInit_v2", None),
-        ("nvmlDeviceGetCount_v2", None),
-        ("nvmlDeviceGetHandleByIndex_v2", 0),
-        *[(name, 1000) for name in per_gpu],
-        ("nvmlDeviceGetHandleByIndex_v2", 1),
-        *[(name, 1001) for name in per_gpu],
-    ]
-    assert nvml_probe.early_errors == []
-
-
-def test_nothing_more_is_asked_when_init_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(nvml_probe, "early_errors", [])
-    library = FakeLibrary(init_code=pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
-    ask_early(library)
-    assert library.calls == [("nvmlInit_v2", None)]
-    assert nvml_probe.early_errors == []  # pynvml's own nvmlInit names the failure
-
-
-def test_an_older_library_stops_the_early_asks_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
-    errors: list[str] = []
-    monkeypatch.setattr(nvml_probe, "early_errors", errors)
-    library = FakeLibrary(gpus=2, missing="nvmlDeviceGetCurrentClocksEventReasons")
-    ask_early(library)
-    assert ("nvmlDeviceGetPowerUsage", 1000) in library.calls
-    assert ("nvmlDeviceGetHandleByIndex_v2", 1) not in library.calls  # stopped at the first gap
-    assert errors == ["undefined symbol: nvmlDeviceGetCurrentClocksEventReasons"]
-
-
-def test_no_driver_library(monkeypatch: pytest.MonkeyPatch) -> None:
-    errors: list[str] = []
-    monkeypatch.setattr(nvml_probe, "early_errors", errors)
-
-    def load(name: str) -> Any:
-        raise OSError(f"{name}: cannot open shared object file")
-
-    nvml_probe.open_driver_early(load).join(10)
-    assert errors == ["libnvidia-ml.so.1: cannot open shared object file"]
-
-
-def test_wait_closed_waits_for_the_background_shutdown(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
-    release = threading.Event()
-    fake = make_nvml(hang=release, hang_in="nvmlShutdown")
-    collect_nvml(ctx, fake.module())
-    assert nvml_probe.wait_closed(0.2) is False  # still inside nvmlShutdown
-    release.set()
-    assert nvml_probe.wait_closed(10) is True
-    assert fake.shutdowns == 1

@@ -1,0 +1,7 @@
+"""NVML through nvidia-ml-py (module ``pynvml``).
+
+``binding``: load the binding, open and close NVML, name its errors, decode its strings, ask it.
+``gpu_facts``: the ``driver.*``, ``nvml.*`` and ``gpu[i].*`` facts read from an open NVML.
+``read``: one read of those facts on its own thread, started at process entry or by the probe.
+``early_open``: the C library opened through ctypes before ``pynvml`` is even imported.
+"""

@@ -1,0 +1,362 @@
+"""The driver and GPU facts read from an open NVML: ``driver.*``, ``nvml.version``, ``gpu.count``
+and ``gpu[i].*``.
+
+NVML is the library nvidia-smi itself is built on, so this is their primary source.  Every fact
+is one question: a reading the GPU does not support is recorded as null, any other failure as
+unknown with NVML's message.  The nvidia-smi fallback records the same names, and shares the
+tables here (brands, clock-event reasons, the failure marking).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from cuda_doctor.facts import Facts, indexed
+from cuda_doctor.nvml import binding
+from cuda_doctor.nvml.binding import Refusal
+from cuda_doctor.probes.base import ProbeContext
+
+MIB = 1024 * 1024
+
+#: nvmlClocksEventReason* bits (nvml.h) and the names the facts use for them.
+CLOCK_EVENT_REASONS: dict[int, str] = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal",
+    0x40: "hw_thermal",
+    0x80: "hw_power_brake",
+    0x100: "display_clocks",
+}
+
+#: The per-GPU facts this source records (without the ``gpu[i].`` prefix).
+GPU_FIELDS: tuple[str, ...] = (
+    "index",
+    "name",
+    "uuid",
+    "brand",
+    "pci_bus_id",
+    "compute_capability",
+    "memory_total_mib",
+    "memory_used_mib",
+    "ecc_enabled",
+    "ecc_uncorrected_volatile",
+    "retired_pages_pending",
+    "remapped_rows_pending",
+    "remapped_rows_failure",
+    "persistence_mode",
+    "mig_enabled",
+    "pcie_gen_current",
+    "pcie_gen_max",
+    "pcie_width_current",
+    "pcie_width_max",
+    "clock_event_reasons",
+    "clock_event_reason_names",
+    "temperature_c",
+    "power_w",
+    "power_limit_w",
+    "processes",
+    "process_count",
+)
+
+SYSTEM_FACTS: tuple[str, ...] = (
+    "driver.version",
+    "driver.cuda_version",
+    "nvml.version",
+    "gpu.count",
+)
+
+
+def reason_names(mask: int) -> list[str]:
+    """``0x5`` → ``["gpu_idle", "sw_power_cap"]``; unnamed bits come out as ``bit_0x…``."""
+    names = [name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit]
+    known = sum(CLOCK_EVENT_REASONS)
+    rest = mask & ~known
+    bit = 1
+    while rest:
+        if rest & bit:
+            names.append(f"bit_{bit:#x}")
+            rest &= ~bit
+        bit <<= 1
+    return names
+
+
+def cuda_version_text(value: int) -> str:
+    """NVML's CUDA driver version integer: 13000 → "13.0", 12040 → "12.4"."""
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+def mark_failed(facts: Facts, status: str, error: str, source: str) -> None:
+    """Record a driver-level failure: the status, the message, and every fact it hides."""
+    facts.set("driver.source", source)
+    facts.set("driver.status", status)
+    facts.set("driver.error", error)
+    for name in SYSTEM_FACTS:
+        facts.mark_unknown(name, error)
+    facts.mark_unknown("gpu", error)
+
+
+def nvml_failure(status: str, message: str) -> Facts:
+    """The facts of an NVML conversation that failed: ``mark_failed`` plus NVML's own reason."""
+    facts = Facts()
+    mark_failed(facts, status, message, "nvml")
+    facts.set("nvml.error", message)
+    return facts
+
+
+def read_facts(ctx: ProbeContext, nvml: Any) -> Facts:
+    """Every fact of the driver and the GPUs, from an NVML already initialised."""
+    facts = Facts()
+    _read_system(ctx, nvml, _Reader(nvml, facts))
+    return facts
+
+
+def _read_system(ctx: ProbeContext, nvml: Any, reader: _Reader) -> None:
+    facts = reader.facts
+    facts.set("driver.source", "nvml")
+    facts.set("nvml.error", None)
+    reader.read("driver.version", ("nvmlSystemGetDriverVersion",), convert=binding.text)
+    reader.read(
+        "driver.cuda_version",
+        ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"),
+        convert=lambda v: cuda_version_text(int(v)),
+    )
+    reader.read("nvml.version", ("nvmlSystemGetNVMLVersion",), convert=binding.text)
+    try:
+        count = int(nvml.nvmlDeviceGetCount())
+    except nvml.NVMLError as exc:
+        message = f"NVML could not count the GPUs: {exc}"
+        facts.set("driver.status", "error")
+        facts.set("driver.error", message)
+        facts.mark_unknown("gpu.count", message)
+        facts.mark_unknown("gpu", message)
+        return
+    facts.set("gpu.count", count)
+    if count == 0:
+        facts.set("driver.status", "no_gpu")
+        facts.set("driver.error", "NVML reports no NVIDIA GPU")
+        return
+    facts.set("driver.status", "ok")
+    facts.set("driver.error", None)
+    if count == 1:
+        _read_gpu(ctx, nvml, reader, 0)
+        return
+    # NVML is thread-safe and its calls release the GIL: read the GPUs side by side
+    errors: list[BaseException] = []
+
+    def read_one(index: int) -> None:
+        try:
+            _read_gpu(ctx, nvml, reader, index)
+        except BaseException as exc:  # re-raised below, in the probe's own thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read_one, args=(i,), daemon=True) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+#: NVML's nvmlBrandType_t, named as the NVIDIA Container Toolkit names brands in
+#: NVIDIA_REQUIRE_CUDA ("brand=tesla,driver>=470,driver<471"): libnvidia-container's nvc_info.
+BRANDS = {
+    0: "unknown", 1: "quadro", 2: "tesla", 3: "nvs", 4: "grid", 5: "geforce", 6: "titan",
+    7: "vapps", 8: "vpc", 9: "vcs", 10: "vws", 11: "cloudgaming", 12: "quadrortx",
+    13: "nvidiartx", 14: "nvidia", 15: "geforcertx", 16: "titanrtx",
+}  # fmt: skip
+#: nvidia-smi's product_brand texts for the virtual-GPU brands.
+SMI_BRANDS = {
+    "nvidia virtual applications": "vapps", "nvidia virtual pc": "vpc",
+    "nvidia virtual compute server": "vcs", "nvidia rtx virtual workstation": "vws",
+    "nvidia cloud gaming": "cloudgaming",
+}  # fmt: skip
+
+
+def brand_name(value: object) -> str:
+    if isinstance(value, int):
+        return BRANDS.get(value, "unknown")
+    label = str(value).strip().lower()
+    return SMI_BRANDS.get(label, label.replace(" ", ""))
+
+
+def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None:
+    facts = reader.facts
+    facts.set(indexed("gpu", index, "index"), index)
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    except nvml.NVMLError as exc:
+        facts.mark_unknown(f"gpu[{index}]", f"NVML could not open GPU {index}: {exc}")
+        return
+
+    def read(field: str, names: Sequence[str], *args: Any, convert: Callable[[Any], Any]) -> None:
+        reader.read(indexed("gpu", index, field), names, handle, *args, convert=convert)
+
+    read("name", ("nvmlDeviceGetName",), convert=binding.text)
+    read("uuid", ("nvmlDeviceGetUUID",), convert=binding.text)
+    read("brand", ("nvmlDeviceGetBrand",), convert=lambda value: brand_name(int(value)))
+    read("pci_bus_id", ("nvmlDeviceGetPciInfo",), convert=lambda info: binding.text(info.busId))
+    read(
+        "compute_capability",
+        ("nvmlDeviceGetCudaComputeCapability",),
+        convert=lambda cc: f"{int(cc[0])}.{int(cc[1])}",
+    )
+    memory_total = indexed("gpu", index, "memory_total_mib")
+    memory_used = indexed("gpu", index, "memory_used_mib")
+    memory = _memory_info(nvml, reader, memory_total, handle)
+    if memory is _FAILED:
+        facts.mark_unknown(memory_used, facts.unknown[memory_total])
+    else:
+        facts.set(memory_total, _mib(memory, "total"))
+        facts.set(memory_used, _mib(memory, "used"))
+    read("ecc_enabled", ("nvmlDeviceGetEccMode",), convert=lambda mode: bool(mode[0]))
+    read(
+        "ecc_uncorrected_volatile",
+        ("nvmlDeviceGetTotalEccErrors",),
+        binding.MEMORY_ERROR_TYPE_UNCORRECTED,
+        binding.VOLATILE_ECC,
+        convert=int,
+    )
+    read("retired_pages_pending", ("nvmlDeviceGetRetiredPagesPendingStatus",), convert=bool)
+    rows_pending = indexed("gpu", index, "remapped_rows_pending")
+    rows_failure = indexed("gpu", index, "remapped_rows_failure")
+    rows = reader.call(rows_pending, ("nvmlDeviceGetRemappedRows",), handle)
+    if rows is _FAILED:
+        facts.mark_unknown(rows_failure, facts.unknown[rows_pending])
+    else:
+        # (corrected rows, uncorrected rows, remapping pending, remapping failed)
+        facts.set(rows_pending, None if rows is None else bool(rows[2]))
+        facts.set(rows_failure, None if rows is None else bool(rows[3]))
+    read("persistence_mode", ("nvmlDeviceGetPersistenceMode",), convert=bool)
+    # A board without MIG support answers NOT_SUPPORTED: MIG is then certainly off.
+    reader.read(
+        indexed("gpu", index, "mig_enabled"),
+        ("nvmlDeviceGetMigMode",),
+        handle,
+        convert=lambda mode: bool(mode[0]),
+        not_supported=False,
+    )
+    read("pcie_gen_current", ("nvmlDeviceGetCurrPcieLinkGeneration",), convert=int)
+    read("pcie_gen_max", ("nvmlDeviceGetMaxPcieLinkGeneration",), convert=int)
+    read("pcie_width_current", ("nvmlDeviceGetCurrPcieLinkWidth",), convert=int)
+    read("pcie_width_max", ("nvmlDeviceGetMaxPcieLinkWidth",), convert=int)
+    read(
+        "clock_event_reasons",
+        ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"),
+        convert=int,
+    )
+    mask_name = indexed("gpu", index, "clock_event_reasons")
+    names_name = indexed("gpu", index, "clock_event_reason_names")
+    if mask_name in facts.values:
+        mask = facts.values[mask_name]
+        facts.set(names_name, None if mask is None else reason_names(mask))
+    else:
+        facts.mark_unknown(names_name, facts.unknown.get(mask_name, "clock event reasons unknown"))
+    read("temperature_c", ("nvmlDeviceGetTemperature",), binding.TEMPERATURE_GPU, convert=int)
+    read("power_w", ("nvmlDeviceGetPowerUsage",), convert=_watts)
+    read("power_limit_w", ("nvmlDeviceGetEnforcedPowerLimit",), convert=_watts)
+    read(
+        "processes",
+        ("nvmlDeviceGetComputeRunningProcesses",),
+        convert=lambda procs: [_process(ctx, proc) for proc in procs],
+    )
+    procs_name = indexed("gpu", index, "processes")
+    count_name = indexed("gpu", index, "process_count")
+    if procs_name in facts.values:
+        procs = facts.values[procs_name]
+        facts.set(count_name, None if procs is None else len(procs))
+    else:
+        facts.mark_unknown(count_name, facts.unknown.get(procs_name, "processes unknown"))
+
+
+def _memory_info(nvml: Any, reader: _Reader, name: str, handle: Any) -> Any:
+    """Memory info v2 when the binding and driver have it: its "used" leaves out the memory
+    the driver reserves (as nvidia-smi does); v1's "used" counts it."""
+    version = getattr(nvml, "nvmlMemory_v2", None)
+    v2_error = None
+    if version is not None and hasattr(nvml, "nvmlDeviceGetMemoryInfo"):
+        try:
+            return nvml.nvmlDeviceGetMemoryInfo(handle, version=version)
+        except Exception as exc:  # an older driver or binding (NVMLError, ctypes or type errors)
+            v2_error = str(exc)  # ask with v1 below
+    memory = reader.call(name, ("nvmlDeviceGetMemoryInfo",), handle)
+    if memory is _FAILED and v2_error is not None and v2_error not in reader.facts.unknown[name]:
+        reader.facts.mark_unknown(name, f"{reader.facts.unknown[name]} (v2: {v2_error})")
+    return memory
+
+
+def _mib(memory: Any, attr: str) -> int | None:
+    if memory is None:
+        return None
+    return int(getattr(memory, attr)) // MIB
+
+
+def _watts(milliwatts: Any) -> float:
+    return round(int(milliwatts) / 1000.0, 3)
+
+
+def _process(ctx: ProbeContext, proc: Any) -> dict[str, Any]:
+    pid = int(proc.pid)
+    used = getattr(proc, "usedGpuMemory", None)
+    return {
+        "pid": pid,
+        "name": _process_name(ctx, pid),
+        "used_mib": None if used is None else round(int(used) / MIB, 1),
+    }
+
+
+def _process_name(ctx: ProbeContext, pid: int) -> str | None:
+    try:
+        return ctx.file(f"/proc/{pid}/comm").read_text(errors="replace").strip() or None
+    except OSError:
+        # another PID namespace (container) or no permission: the name is simply not known
+        return None
+
+
+class _Failed:
+    """Marker for a call whose failure is already recorded."""
+
+
+_FAILED = _Failed()
+
+
+class _Reader:
+    """Calls one NVML function per fact and records the value, null or the reason."""
+
+    def __init__(self, nvml: Any, facts: Facts) -> None:
+        self.nvml = nvml
+        self.facts = facts
+
+    def call(self, name: str, functions: Sequence[str], *args: Any) -> Any:
+        """The raw answer, ``None`` when not supported, or ``_FAILED`` (reason recorded)."""
+        answer = binding.ask(self.nvml, functions, *args)
+        if not isinstance(answer, Refusal):
+            return answer
+        if answer.not_supported:
+            return None
+        self.facts.mark_unknown(name, answer.reason)
+        return _FAILED
+
+    def read(
+        self,
+        name: str,
+        functions: Sequence[str],
+        *args: Any,
+        convert: Callable[[Any], Any],
+        not_supported: Any = None,
+    ) -> None:
+        raw = self.call(name, functions, *args)
+        if raw is _FAILED:
+            return
+        if raw is None:
+            self.facts.set(name, not_supported)
+            return
+        try:
+            self.facts.set(name, convert(raw))
+        except (TypeError, ValueError, AttributeError, IndexError) as exc:
+            self.facts.mark_unknown(name, f"NVML answered {raw!r}, which could not be read: {exc}")
