@@ -7,24 +7,31 @@ or when two or more GPUs may be visible.  The GPU count is learned here (NVML, n
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from cuda_doctor.deadline import call_with_deadline
+from cuda_doctor.deadline import Outcome, call_with_deadline
 from cuda_doctor.facts import Facts
 from cuda_doctor.nccl import runner, topology
+from cuda_doctor.nvml import binding
 from cuda_doctor.probes.base import ProbeContext
 
 #: Extra seconds on top of ``ctx.smoke_timeout``: N processes import torch and set up NCCL.
 _GROUP_SLACK_S = 60.0
 
 
-def visible_count(nvml_count: int, cuda_visible_devices: str | None) -> int:
+def visible_count(
+    nvml_count: int,
+    cuda_visible_devices: str | None,
+    uuids: Sequence[str] = (),
+    mig_parents: Mapping[str, int] | None = None,
+) -> int:
     """How many CUDA devices a process will see, given NVML's count and CUDA_VISIBLE_DEVICES,
-    read as the CUDA_VISIBLE_DEVICES rule reads it (``knowledge.visible_devices``)."""
+    read as the CUDA_VISIBLE_DEVICES rule reads it (``knowledge.visible_devices``).  UUID
+    entries are taken on trust where ``uuids`` are not known; MIG ones where ``mig_parents`` are not."""
     from cuda_doctor.knowledge import visible_devices
 
-    visible = visible_devices(cuda_visible_devices, nvml_count, []).visible  # UUIDs: not known here
+    visible = visible_devices(cuda_visible_devices, nvml_count, list(uuids), mig_parents).visible
     return nvml_count if visible is None else visible
 
 
@@ -33,7 +40,7 @@ class NcclProbe:
 
     def __init__(
         self,
-        nvml_loader: Callable[[], Any] = topology.load_nvml,
+        nvml_loader: Callable[[], Any] = binding.load,
         backend: str = "nccl",
         sizes: tuple[int, ...] = runner.DEFAULT_SIZES,
         iters: int = 20,
@@ -46,8 +53,8 @@ class NcclProbe:
         self._warmup = warmup
 
     def deadline(self, ctx: ProbeContext) -> float:
-        # two NVML calls and `nvidia-smi topo -m`, each within ctx.timeout, then the ranks
-        return 3 * ctx.timeout + ctx.smoke_timeout + _GROUP_SLACK_S + 30
+        # one NVML conversation and `nvidia-smi topo -m`, each within ctx.timeout, then the ranks
+        return 2 * ctx.timeout + ctx.smoke_timeout + _GROUP_SLACK_S + 30
 
     def applies(self, ctx: ProbeContext) -> bool:
         # The GPU count is not known yet: collect() decides "one GPU → not applicable".
@@ -55,20 +62,14 @@ class NcclProbe:
 
     def collect(self, ctx: ProbeContext) -> Facts:
         facts = Facts()
-        nvml: Any = None
-        try:
-            nvml = self._nvml_loader()
-            counted = call_with_deadline(lambda: topology.nvml_gpu_count(nvml), ctx.timeout, "nccl-nvml")
-            if counted.timed_out:
-                raise TimeoutError(f"NVML did not answer in {ctx.timeout:g} s")
-            if counted.error is not None:
-                raise counted.error
-            count = visible_count(int(counted.value or 0), ctx.env.get("CUDA_VISIBLE_DEVICES"))
-        except Exception as exc:  # no NVML: the all-reduce cannot be sized, say why
-            reason = f"cannot count GPUs: NVML: {topology.nvml_error(exc)}"
+        read = call_with_deadline(lambda: topology.read_nvml(self._nvml_loader()), ctx.timeout, "nccl-nvml")
+        nvml = read.value
+        if nvml is None or nvml.uuids is None:  # no NVML: the all-reduce cannot be sized, say why
+            reason = f"cannot count GPUs: {_why_uncounted(read, ctx.timeout)}"
             facts.mark_unknown("nccl.status", reason)
             _mark_results_unknown(facts, reason)
             return facts
+        count = visible_count(len(nvml.uuids), ctx.env.get("CUDA_VISIBLE_DEVICES"), nvml.uuids, nvml.mig_parents)
         facts.set("nccl.visible_gpus", count)
         if count < 2:
             reason = "one GPU" if count == 1 else "no GPU visible"
@@ -78,13 +79,7 @@ class NcclProbe:
             facts.set("nccl.world_size", count)
             _mark_results_unknown(facts, f"not applicable: {reason}")
             return facts
-
-        links = call_with_deadline(lambda: topology.nvlink_facts(nvml), ctx.timeout, "nccl-nvlink")
-        if links.value is not None:
-            facts.merge(links.value)
-        else:
-            why = f"NVML did not answer in {ctx.timeout:g} s" if links.timed_out else f"NVML: {links.error}"
-            facts.mark_unknown("nvlink", why)
+        facts.merge(nvml.facts)
         facts.merge(topology.topo_facts(ctx))
         timeout = ctx.smoke_timeout + _GROUP_SLACK_S
         result = runner.run_group(
@@ -99,6 +94,14 @@ class NcclProbe:
         )
         facts.merge(result_facts(result))
         return facts
+
+
+def _why_uncounted(read: Outcome[topology.NvmlTopology], timeout: float) -> str:
+    if read.timed_out:
+        return f"NVML did not answer in {timeout:g} s"
+    if read.error is not None:
+        return f"NVML: {binding.describe(read.error)}"
+    return (read.value and read.value.facts.reason("nvlink")) or "NVML gave no answer"
 
 
 def result_facts(result: runner.GroupResult) -> Facts:

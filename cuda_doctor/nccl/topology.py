@@ -10,9 +10,12 @@ Note: ``nvidia-smi`` numbers GPUs in PCI bus order; torch uses CUDA ordinals, wh
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from cuda_doctor.facts import Facts, indexed
+from cuda_doctor.nvml import binding
+from cuda_doctor.nvml.binding import Refusal
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.process import run_command
 
@@ -20,81 +23,70 @@ _DEVICE_COLUMN = re.compile(r"^(GPU|NIC)\d+$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def load_nvml() -> Any:
-    """The real NVML binding (nvidia-ml-py); ImportError when it is not installed."""
-    import pynvml
+@dataclass(frozen=True)
+class NvmlTopology:
+    """What the NCCL probe learns from its one conversation with NVML."""
 
-    return pynvml
-
-
-def nvml_error(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".strip()
+    uuids: tuple[str, ...] | None  # every GPU's ("" where unreadable); None: NVML could not list them
+    mig_parents: dict[str, int] | None  # MIG instance UUID → its GPU's index; None: not known
+    facts: Facts  # nvlink[i].*, or why they are unknown ("nvlink")
 
 
-def nvml_gpu_count(nvml: Any) -> int:
-    """Number of GPUs NVML sees; raises on any NVML error (the caller records it)."""
-    nvml.nvmlInit()
-    try:
-        return int(nvml.nvmlDeviceGetCount())
-    finally:
-        nvml.nvmlShutdown()
-
-
-def nvlink_facts(nvml: Any) -> Facts:
-    """``nvlink[i].active_links`` (0 where NVLink is not supported) and ``nvlink[i].supported``."""
+def read_nvml(nvml: Any) -> NvmlTopology:
+    """Open NVML once: the GPUs (to read CUDA_VISIBLE_DEVICES against) and their NVLink facts."""
     facts = Facts()
     try:
-        nvml.nvmlInit()
-    except Exception as exc:  # NVML missing or driver not loaded: a reason, not a crash
-        facts.mark_unknown("nvlink", f"NVML: {nvml_error(exc)}")
-        return facts
+        binding.init(nvml)
+    except binding.NvmlUnavailable as exc:  # NVML missing or driver not loaded: a reason, not a crash
+        facts.mark_unknown("nvlink", f"NVML: {exc}")
+        return NvmlTopology(None, None, facts)
     try:
-        count = int(nvml.nvmlDeviceGetCount())
-        max_links = int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))
-        enabled = getattr(nvml, "NVML_FEATURE_ENABLED", 1)
-        for i in range(count):
-            handle = nvml.nvmlDeviceGetHandleByIndex(i)
-            active, supported = 0, True
-            version: int | str | None = None
-            for link in range(max_links):
-                try:
-                    state = nvml.nvmlDeviceGetNvLinkState(handle, link)
-                except nvml.NVMLError as exc:
-                    if link == 0 and _not_supported(nvml, exc):
-                        supported = False  # a PCIe-only board: no NVLink at all
-                    break  # links are numbered densely; the first missing one ends the list
-                if state == enabled:
-                    active += 1
-                    if version is None:
-                        version = _link_version(nvml, handle, link)
-            facts.set(indexed("nvlink", i, "supported"), supported)
-            facts.set(indexed("nvlink", i, "active_links"), active)
-            # NVML's version numbering is not the marketing generation: kept raw
-            if isinstance(version, str):
-                facts.mark_unknown(indexed("nvlink", i, "version_raw"), version)
-            else:
-                facts.set(indexed("nvlink", i, "version_raw"), version)
-    except Exception as exc:  # any other NVML failure is recorded for the whole family
-        facts.mark_unknown("nvlink", f"NVML: {nvml_error(exc)}")
-    finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception as exc:
-            facts.mark_unknown("nvlink.shutdown", f"NVML shutdown: {nvml_error(exc)}")
-    return facts
-
-
-def _not_supported(nvml: Any, exc: BaseException) -> bool:
-    code = getattr(exc, "value", None)
-    return bool(code == getattr(nvml, "NVML_ERROR_NOT_SUPPORTED", 3))
-
-
-def _link_version(nvml: Any, handle: Any, link: int) -> int | str:
-    """The raw NVML link version, or why it could not be read (an optional detail)."""
-    try:
-        return int(nvml.nvmlDeviceGetNvLinkVersion(handle, link))
+        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(int(nvml.nvmlDeviceGetCount()))]
+        uuids = tuple(_uuid(nvml, handle) for handle in handles)
+        found = NvmlTopology(uuids, binding.mig_parents(nvml, handles), nvlink_facts(nvml, handles))
     except Exception as exc:
-        return nvml_error(exc)
+        facts.mark_unknown("nvlink", f"NVML: {binding.describe(exc)}")
+        found = NvmlTopology(None, None, facts)
+    error = binding.shutdown(nvml)
+    if error is not None:
+        found.facts.mark_unknown("nvlink.shutdown", f"NVML shutdown: {error}")
+    return found
+
+
+def _uuid(nvml: Any, handle: Any) -> str:
+    uuid = binding.ask(nvml, ("nvmlDeviceGetUUID",), handle)
+    return "" if isinstance(uuid, Refusal) else binding.text(uuid)
+
+
+def nvlink_facts(nvml: Any, handles: list[Any]) -> Facts:
+    """``nvlink[i].active_links`` (0 where NVLink is not supported), ``nvlink[i].supported`` and
+    ``nvlink[i].version_raw``; the whole family unknown when the binding itself fails."""
+    facts = Facts()
+    max_links = int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))
+    enabled = getattr(nvml, "NVML_FEATURE_ENABLED", 1)
+    for i, handle in enumerate(handles):
+        active, supported = 0, True
+        version: Any = None
+        for link in range(max_links):
+            state = binding.ask(nvml, ("nvmlDeviceGetNvLinkState",), handle, link)
+            if isinstance(state, Refusal):
+                if state.code is None:  # not an NVML answer: nothing about the links is known
+                    facts.mark_unknown("nvlink", state.reason)
+                    return facts
+                supported = not (link == 0 and state.not_supported)  # False: a PCIe-only board
+                break  # links are numbered densely; the first missing one ends the list
+            if state == enabled:
+                active += 1
+                if version is None:
+                    version = binding.ask(nvml, ("nvmlDeviceGetNvLinkVersion",), handle, link)
+        facts.set(indexed("nvlink", i, "supported"), supported)
+        facts.set(indexed("nvlink", i, "active_links"), active)
+        # NVML's version numbering is not the marketing generation: kept raw
+        if isinstance(version, Refusal):
+            facts.mark_unknown(indexed("nvlink", i, "version_raw"), version.reason)
+        else:
+            facts.set(indexed("nvlink", i, "version_raw"), None if version is None else int(version))
+    return facts
 
 
 def parse_topo_matrix(text: str) -> tuple[str, dict[str, str]]:

@@ -3,7 +3,11 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pynvml
 
 from cuda_doctor.facts import Facts
 from cuda_doctor.nccl import runner
@@ -11,7 +15,8 @@ from cuda_doctor.nccl.allreduce_child import STALL_ENV
 from cuda_doctor.nccl.probe import NcclProbe, result_facts, visible_count
 from cuda_doctor.probes.base import ProbeContext
 from tests.nccl.conftest import FIXTURES
-from tests.nccl.test_topology import FakeNvml
+
+MakeNvml = Callable[..., Any]
 
 
 def _ctx(tmp_path: Path, python: str = "python3", **env: str) -> ProbeContext:
@@ -41,17 +46,54 @@ def test_visible_count() -> None:
     assert visible_count(2, "0,0") == 0  # as the CUDA_VISIBLE_DEVICES rule reads it: a duplicate exposes none
 
 
-def test_one_gpu_is_not_applicable(tmp_path: Path) -> None:
-    facts = NcclProbe(nvml_loader=lambda: FakeNvml(count=1)).collect(_ctx(tmp_path))
+def gpus(make_nvml: MakeNvml, count: int, **options: Any) -> Callable[[], Any]:
+    """An ``nvml_loader`` giving the fake NVML with ``count`` GPUs."""
+    module = make_nvml(device_count=count, **options).module()
+    return lambda: module
+
+
+def test_one_gpu_is_not_applicable(tmp_path: Path, make_nvml: MakeNvml) -> None:
+    facts = NcclProbe(nvml_loader=gpus(make_nvml, 1)).collect(_ctx(tmp_path))
     assert facts.get("nccl.status") == "not_applicable"
     assert facts.get("nccl.reason") == "one GPU"
     assert facts.unknown["nccl.busbw_gbps"] == "not applicable: one GPU"
 
 
-def test_cuda_visible_devices_narrows_to_one_gpu(tmp_path: Path) -> None:
+def test_cuda_visible_devices_narrows_to_one_gpu(tmp_path: Path, make_nvml: MakeNvml) -> None:
     ctx = _ctx(tmp_path, CUDA_VISIBLE_DEVICES="0")
-    facts = NcclProbe(nvml_loader=lambda: FakeNvml(count=2)).collect(ctx)
+    facts = NcclProbe(nvml_loader=gpus(make_nvml, 2)).collect(ctx)
     assert (facts.get("nccl.status"), facts.get("nccl.world_size")) == ("not_applicable", 1)
+
+
+def test_visible_count_reads_mig_as_check_does() -> None:
+    assert visible_count(2, "MIG-5c0a7b2e") == 1  # one MIG instance, its GPU not known here
+    assert visible_count(2, "MIG-5c0a7b2e", mig_parents={"MIG-5c0a7b2e-6d1f": 1}) == 1
+    assert visible_count(2, "MIG-5c0a7b2e", mig_parents={}) == 0  # no MIG instance on this machine
+    assert visible_count(2, "0,GPU-ffff", ["GPU-3d95cf99", "GPU-a3493707"]) == 1  # real UUIDs: no such GPU
+
+
+def test_a_gpu_listed_twice_is_not_applicable(tmp_path: Path, make_nvml: MakeNvml) -> None:
+    facts = NcclProbe(nvml_loader=gpus(make_nvml, 2)).collect(_ctx(tmp_path, CUDA_VISIBLE_DEVICES="0,0"))
+    assert (facts.get("nccl.status"), facts.get("nccl.reason")) == ("not_applicable", "no GPU visible")
+
+
+def test_a_mig_instance_is_one_device(tmp_path: Path, make_nvml: MakeNvml) -> None:
+    loader = gpus(make_nvml, 2, mig_devices={1: ["MIG-5c0a7b2e-6d1f-5e4a-9b3c-2f1e0d9c8b7a"]})
+    facts = NcclProbe(nvml_loader=loader).collect(_ctx(tmp_path, CUDA_VISIBLE_DEVICES="MIG-5c0a7b2e"))
+    assert (facts.get("nccl.status"), facts.get("nccl.world_size")) == ("not_applicable", 1)
+
+
+def test_nvml_that_does_not_answer_in_time(tmp_path: Path, make_nvml: MakeNvml) -> None:
+    probe = NcclProbe(nvml_loader=gpus(make_nvml, 2, slow={"nvmlDeviceGetCount": 2.0}))
+    facts = probe.collect(_ctx(tmp_path).but(timeout=0.3))
+    assert facts.unknown["nccl.status"] == "cannot count GPUs: NVML did not answer in 0.3 s"
+
+
+def test_an_nvml_init_failure_is_the_reason(tmp_path: Path, make_nvml: MakeNvml) -> None:
+    loader = gpus(make_nvml, 2, init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+    facts = NcclProbe(nvml_loader=loader).collect(_ctx(tmp_path))
+    why = "NVIDIA kernel driver not loaded (Driver Not Loaded)"
+    assert facts.unknown["nccl.status"] == f"cannot count GPUs: NVML: {why}"
 
 
 def test_recorded_one_gpu_run_matches() -> None:
@@ -60,7 +102,7 @@ def test_recorded_one_gpu_run_matches() -> None:
 
 
 def test_no_nvml_leaves_status_unknown_with_reason(tmp_path: Path) -> None:
-    def broken() -> FakeNvml:
+    def broken() -> Any:
         raise ImportError("No module named 'pynvml'")
 
     facts = NcclProbe(nvml_loader=broken).collect(_ctx(tmp_path))
@@ -68,8 +110,8 @@ def test_no_nvml_leaves_status_unknown_with_reason(tmp_path: Path) -> None:
     assert "pynvml" in facts.unknown["nccl.status"]
 
 
-def test_two_processes_end_to_end_with_gloo(torch_python: str, tmp_path: Path) -> None:
-    probe = NcclProbe(nvml_loader=lambda: FakeNvml(count=2), backend="gloo", sizes=(4096, 65536), iters=2, warmup=1)
+def test_two_processes_end_to_end_with_gloo(torch_python: str, tmp_path: Path, make_nvml: MakeNvml) -> None:
+    probe = NcclProbe(nvml_loader=gpus(make_nvml, 2), backend="gloo", sizes=(4096, 65536), iters=2, warmup=1)
     facts = probe.collect(_ctx(tmp_path, python=torch_python))
     assert facts.get("nccl.status") == "ok", facts.get("nccl.error")
     assert facts.get("nccl.sum_ok") is True
@@ -82,8 +124,8 @@ def test_two_processes_end_to_end_with_gloo(torch_python: str, tmp_path: Path) -
     assert "GPUs only" in facts.unknown["nccl.p2p"]
 
 
-def test_timeout_through_the_probe(torch_python: str, tmp_path: Path) -> None:
-    probe = NcclProbe(nvml_loader=lambda: FakeNvml(count=2), backend="gloo", sizes=(4096,))
+def test_timeout_through_the_probe(torch_python: str, tmp_path: Path, make_nvml: MakeNvml) -> None:
+    probe = NcclProbe(nvml_loader=gpus(make_nvml, 2), backend="gloo", sizes=(4096,))
     ctx = _ctx(tmp_path, python=torch_python, **{STALL_ENV: "1"}).but(smoke_timeout=-52.0)
     facts = probe.collect(ctx)  # smoke_timeout + 60 s of slack = 8 s
     assert facts.get("nccl.status") == "timeout"

@@ -2,86 +2,70 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pynvml
+import pytest
 
 from cuda_doctor.nccl import topology
 from cuda_doctor.probes.base import ProbeContext
 from tests.nccl.conftest import FIXTURES
 
-
-class FakeNvml:
-    """NVML as the H200 pair answered (tests/nccl/fixtures/h200x2/nvml-nvlink.txt)."""
-
-    NVMLError = pynvml.NVMLError
-    NVML_NVLINK_MAX_LINKS = pynvml.NVML_NVLINK_MAX_LINKS
-    NVML_FEATURE_ENABLED = pynvml.NVML_FEATURE_ENABLED
-    NVML_ERROR_NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED
-
-    def __init__(
-        self, count: int = 2, links: int = 18, supported: bool = True, down: frozenset[tuple[int, int]] = frozenset()
-    ) -> None:
-        self.count, self.links, self.supported, self.down = count, links, supported, down
-        self.initialised = 0
-
-    def nvmlInit(self) -> None:
-        self.initialised += 1
-
-    def nvmlShutdown(self) -> None:
-        self.initialised -= 1
-
-    def nvmlDeviceGetCount(self) -> int:
-        return self.count
-
-    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
-        return i
-
-    def nvmlDeviceGetNvLinkState(self, handle: int, link: int) -> int:
-        if not self.supported:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        if link >= self.links:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        return 0 if (handle, link) in self.down else 1
-
-    def nvmlDeviceGetNvLinkVersion(self, handle: int, link: int) -> int:
-        return 6
+MakeNvml = Callable[..., Any]
 
 
-def test_recorded_nvml_answers_match_the_fake() -> None:
+def test_recorded_nvml_answers_match_the_fake(make_nvml: MakeNvml) -> None:
     lines = (FIXTURES / "nvml-nvlink.txt").read_text().splitlines()
     assert "0 17 state 1 version 6" in lines
     assert lines[18].startswith("0 18 ERR NVMLError_InvalidArgument")
+    nvml = make_nvml(device_count=2).module()
+    assert (nvml.nvmlDeviceGetNvLinkState(1000, 17), nvml.nvmlDeviceGetNvLinkVersion(1000, 17)) == (1, 6)
+    with pytest.raises(pynvml.NVMLError_InvalidArgument):
+        nvml.nvmlDeviceGetNvLinkState(1000, 18)
 
 
-def test_nvlink_all_links_active() -> None:
-    nvml = FakeNvml()
-    facts = topology.nvlink_facts(nvml)
+def test_nvlink_all_links_active(make_nvml: MakeNvml) -> None:
+    nvml = make_nvml(device_count=2)
+    facts = topology.read_nvml(nvml.module()).facts
     assert facts.get("nvlink[0].active_links") == 18
     assert facts.get("nvlink[1].supported") is True
     assert facts.get("nvlink[1].version_raw") == 6
-    assert nvml.initialised == 0
+    assert nvml.calls.count("nvmlInit") == nvml.shutdowns == 1  # opened once, and closed
 
 
-def test_nvlink_counts_inactive_links() -> None:
-    facts = topology.nvlink_facts(FakeNvml(down=frozenset({(1, 3), (1, 4)})))
+def test_nvlink_counts_inactive_links(make_nvml: MakeNvml) -> None:
+    facts = topology.read_nvml(make_nvml(device_count=2, nvlinks_down=frozenset({(1, 3), (1, 4)})).module()).facts
     assert facts.get("nvlink[0].active_links") == 18
     assert facts.get("nvlink[1].active_links") == 16
 
 
-def test_pcie_board_has_no_nvlink() -> None:
-    facts = topology.nvlink_facts(FakeNvml(count=1, supported=False))
+def test_pcie_board_has_no_nvlink(make_nvml: MakeNvml) -> None:
+    facts = topology.read_nvml(make_nvml(device_count=1, nvlinks=0).module()).facts
     assert facts.get("nvlink[0].supported") is False
     assert facts.get("nvlink[0].active_links") == 0
 
 
-def test_nvml_init_failure_is_a_reason() -> None:
-    class Broken(FakeNvml):
-        def nvmlInit(self) -> None:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
-
-    facts = topology.nvlink_facts(Broken())
+def test_nvml_init_failure_is_a_reason(make_nvml: MakeNvml) -> None:
+    found = topology.read_nvml(make_nvml(device_count=2, init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND).module())
+    facts = found.facts
     assert "nvlink" in facts.unknown and "NVML" in facts.unknown["nvlink"]
+    assert found.uuids is None  # the GPUs could not be counted either
+
+
+def test_the_gpus_are_listed_in_the_same_conversation(make_nvml: MakeNvml) -> None:
+    fake = make_nvml(device_count=2, mig_devices={1: ["MIG-5c0a7b2e-6d1f-5e4a-9b3c-2f1e0d9c8b7a"]})
+    found = topology.read_nvml(fake.module())
+    assert found.uuids == (fake.uuid(0), fake.uuid(1))
+    assert found.mig_parents == {"MIG-5c0a7b2e-6d1f-5e4a-9b3c-2f1e0d9c8b7a": 1}
+
+
+def test_a_binding_error_leaves_the_links_unknown(make_nvml: MakeNvml) -> None:
+    fake = make_nvml(device_count=2, raises={"nvmlDeviceGetNvLinkState": TypeError("bad struct")})
+    facts = topology.read_nvml(fake.module()).facts
+    assert facts.unknown["nvlink"] == "NVML nvmlDeviceGetNvLinkState: TypeError: bad struct"
+    assert "nvlink[0].supported" not in facts  # not "supported, 0 links"
 
 
 def test_parse_recorded_topo_matrix() -> None:
