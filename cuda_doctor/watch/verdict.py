@@ -69,7 +69,9 @@ MEMORY_FULL_FIXES = (
 
 
 @dataclass(frozen=True)
-class Finding:
+class Diagnosis:
+    """What a run's samples say about one GPU (or the run): a kind, in words, why, and what to try."""
+
     kind: str
     title: str
     evidence: tuple[str, ...] = ()
@@ -116,8 +118,8 @@ class GpuAnalysis:
     mean_busy_sm_clock_mhz: float | None
     sm_clock_max_mhz: float | None
     throttle_shares: dict[str, float]  # reason → share of busy steady samples
-    verdict: Finding
-    findings: tuple[Finding, ...] = ()
+    verdict: Diagnosis
+    findings: tuple[Diagnosis, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -129,7 +131,7 @@ class GpuAnalysis:
 
 @dataclass(frozen=True)
 class Analysis:
-    verdict: Finding
+    verdict: Diagnosis
     gpus: tuple[GpuAnalysis, ...]
     notes: tuple[str, ...] = ()
 
@@ -225,28 +227,13 @@ def _pct(x: float | None) -> str:
     return "?" if x is None else f"{x * 100:.0f}%"
 
 
-def _judge(
-    steady: PhaseStats,
-    samples: Sequence[Sample],
-    throttle: dict[str, float],
-    peak_share: float | None,
-    used: bool | None,
-) -> tuple[Finding, list[Finding]]:
-    util = steady.mean_sm_util
-    extra: list[Finding] = []
-    base: list[str] = [
-        f"steady state {steady.start_s:.0f}–{steady.end_s:.0f} s: mean SM utilisation {util:.0f}%"
-        if util is not None
-        else "no SM utilisation readings",
-        f"idle (<{IDLE_UTIL:.0f}%) {_pct(steady.idle_share)} of the time, under "
-        f"{BUSY_UTIL:.0f}% busy {_pct(steady.under_busy_share)}",
-    ]
-    thermal = sum(v for k, v in throttle.items() if k in THERMAL_REASONS)
+def _side_diagnoses(throttle: dict[str, float], peak_share: float | None) -> list[Diagnosis]:
+    """What is worth saying besides the verdict: a GPU at its power limit, memory nearly full."""
+    extra: list[Diagnosis] = []
     power_cap = throttle.get("sw_power_cap", 0.0)
-    brake = throttle.get("hw_power_brake", 0.0)
     if power_cap >= THROTTLE_SHARE:
         extra.append(
-            Finding(
+            Diagnosis(
                 "power_capped",
                 f"at the power limit {_pct(power_cap)} of the busy time (normal for a fully loaded GPU)",
                 (f"clock-event reason sw_power_cap in {_pct(power_cap)} of busy samples",),
@@ -255,23 +242,44 @@ def _judge(
         )
     if peak_share is not None and peak_share >= MEMORY_FULL_SHARE:
         extra.append(
-            Finding(
+            Diagnosis(
                 "memory_full",
                 f"GPU memory nearly full (peak {_pct(peak_share)} of capacity)",
                 (f"peak memory used {_pct(peak_share)} of the GPU's capacity",),
                 MEMORY_FULL_FIXES,
             )
         )
+    return extra
+
+
+def _judge(
+    steady: PhaseStats,
+    samples: Sequence[Sample],
+    throttle: dict[str, float],
+    peak_share: float | None,
+    used: bool | None,
+) -> tuple[Diagnosis, list[Diagnosis]]:
+    util = steady.mean_sm_util
+    extra = _side_diagnoses(throttle, peak_share)
+    base: list[str] = [
+        f"steady state {steady.start_s:.0f}–{steady.end_s:.0f} s: mean SM utilisation {util:.0f}%"
+        if util is not None
+        else "no SM utilisation readings",
+        f"idle (<{IDLE_UTIL:.0f}%) {_pct(steady.idle_share)} of the time, under "
+        f"{BUSY_UTIL:.0f}% busy {_pct(steady.under_busy_share)}",
+    ]
+    thermal = sum(v for k, v in throttle.items() if k in THERMAL_REASONS)
+    brake = throttle.get("hw_power_brake", 0.0)
     if util is None:
-        return Finding("no_data", "no utilisation readings for this GPU"), extra
+        return Diagnosis("no_data", "no utilisation readings for this GPU"), extra
     if used is False and util < IDLE_UTIL:
-        return Finding("unused", "the command did not use this GPU", tuple(base)), extra
+        return Diagnosis("unused", "the command did not use this GPU", tuple(base)), extra
     if util < IDLE_UTIL and not any(s.child_on_gpu for s in samples):
-        return Finding("idle", "the GPU stayed idle: the work did not reach it", tuple(base), IDLE_FIXES), extra
+        return Diagnosis("idle", "the GPU stayed idle: the work did not reach it", tuple(base), IDLE_FIXES), extra
     if thermal >= THROTTLE_SHARE:
         names = ", ".join(k for k in throttle if k in THERMAL_REASONS)
         ev = (*base, f"thermal slowdown ({names}) in {_pct(thermal)} of busy samples")
-        return Finding(
+        return Diagnosis(
             "thermal_limited",
             "thermally limited: the GPU slows itself down to cool",
             ev,
@@ -279,7 +287,9 @@ def _judge(
         ), extra
     if brake >= THROTTLE_SHARE:
         ev = (*base, f"hw_power_brake in {_pct(brake)} of busy samples")
-        return Finding("power_limited", "power limited: an external power brake slows the GPU", ev, POWER_FIXES), extra
+        return Diagnosis(
+            "power_limited", "power limited: an external power brake slows the GPU", ev, POWER_FIXES
+        ), extra
     rx = steady.mean_pcie_rx_mbps
     if util < BUSY_UTIL and rx is not None and rx >= TRANSFER_RX_MBPS:
         high_rx_low_sm = [
@@ -294,7 +304,7 @@ def _judge(
                 f"host→device PCIe traffic {rx / 1000:.1f} GB/s on average while the SMs are mostly idle",
                 f"{_pct(share)} of samples copy ≥{TRANSFER_RX_MBPS / 1000:.0f} GB/s with SM under {BUSY_UTIL:.0f}%",
             )
-            return Finding(
+            return Diagnosis(
                 "transfer_bound",
                 "host-to-device-transfer-bound: the GPU waits for copies",
                 ev,
@@ -306,13 +316,13 @@ def _judge(
             input_ev.append(f"{steady.gaps} idle gaps between bursts of work")
         if rx is not None:
             input_ev.append(f"host→device PCIe only {rx:.0f} MB/s: not what the GPU waits for")
-        return Finding("input_bound", "input-bound: the GPU waits for data", tuple(input_ev), INPUT_FIXES), extra
+        return Diagnosis("input_bound", "input-bound: the GPU waits for data", tuple(input_ev), INPUT_FIXES), extra
     if util < GPU_BOUND_UTIL:
         ev = (
             *base,
             f"{steady.gaps} idle gaps between bursts" if steady.gaps else "short stalls between steps",
         )
-        return Finding(
+        return Diagnosis(
             "partly_input_bound",
             "mostly busy, with stalls: the input pipeline leaves some GPU time unused",
             ev,
@@ -328,7 +338,7 @@ def _judge(
     gpu_ev = list(base)
     if peak_share is not None:
         gpu_ev.append(f"peak memory {_pct(peak_share)} of capacity")
-    return Finding(
+    return Diagnosis(
         "gpu_bound",
         "GPU-bound: the GPU is busy; make each step cheaper",
         tuple(gpu_ev),
@@ -356,7 +366,7 @@ def analyse_gpu(series: Series, info: GpuInfo, warmup_s: float | None = None) ->
     attributed = [s.child_on_gpu for s in samples if s.child_on_gpu is not None]
     used = any(attributed) if attributed else None
     if steady is None:
-        verdict, extra = Finding("no_data", "no samples for this GPU"), list[Finding]()
+        verdict, extra = Diagnosis("no_data", "no samples for this GPU"), list[Diagnosis]()
     else:
         verdict, extra = _judge(steady, steady_samples, throttle, peak_share, used)
     return GpuAnalysis(
@@ -385,15 +395,15 @@ def analyse(series: Series, warmup_s: float | None = None) -> Analysis:
     notes = list(series.notes)
     if series.nvml_error and not series.samples:
         title = f"no GPU samples (the command still ran): {series.nvml_error}"
-        return Analysis(Finding("no_data", title), (), tuple(notes))
+        return Analysis(Diagnosis("no_data", title), (), tuple(notes))
     if series.nvml_error:
         notes.append(series.nvml_error)
     gpus = tuple(analyse_gpu(series, info, warmup_s) for info in series.gpus)
     if not gpus:
-        return Analysis(Finding("no_data", "no GPU was sampled"), (), tuple(notes))
+        return Analysis(Diagnosis("no_data", "no GPU was sampled"), (), tuple(notes))
     if not series.samples:
         title = "no samples: the command ended before the first one was taken"
-        return Analysis(Finding("no_data", title), (), tuple(notes))
+        return Analysis(Diagnosis("no_data", title), (), tuple(notes))
     in_scope = [g for g in gpus if g.used_by_command]
     if not in_scope:
         # No attribution: judge the GPUs that did something, else every visible one.
@@ -409,7 +419,7 @@ def analyse(series: Series, warmup_s: float | None = None) -> Analysis:
     if len(kinds) == 1 and len(judged) > 1:
         first = judged[0].verdict
         evidence = tuple(f"GPU {g.index}: {e}" for g in judged for e in g.verdict.evidence[:2])
-        headline = Finding(first.kind, first.title, evidence, first.fixes)
+        headline = Diagnosis(first.kind, first.title, evidence, first.fixes)
     else:
         # GPUs disagree: the least busy one holds the others back.
         slowest = min(
@@ -417,7 +427,7 @@ def analyse(series: Series, warmup_s: float | None = None) -> Analysis:
             key=lambda g: g.steady.mean_sm_util if g.steady and g.steady.mean_sm_util is not None else 101,
         )
         v = slowest.verdict
-        headline = Finding(v.kind, v.title, tuple(f"GPU {slowest.index}: {e}" for e in v.evidence), v.fixes)
+        headline = Diagnosis(v.kind, v.title, tuple(f"GPU {slowest.index}: {e}" for e in v.evidence), v.fixes)
         if len(judged) > 1:
             notes.append("the GPUs disagree: " + ", ".join(f"GPU {g.index} {g.verdict.kind}" for g in judged))
     return Analysis(headline, gpus, tuple(notes))
