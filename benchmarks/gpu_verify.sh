@@ -17,17 +17,21 @@ check)
   run facts doctor facts --format json ;;
 fail)
   CUDA_VISIBLE_DEVICES=7 run fail-cvd7 doctor check
+  CUDA_VISIBLE_DEVICES=0,0 run fail-cvd-twice doctor check
   CUDA_DOCTOR_SMOKE_TEST_HANG="matmul bf16" CUDA_VISIBLE_DEVICES=0 run fail-hang doctor smoke --smoke-timeout 15
   python3 -m venv --without-pip /tmp/notorch && run smoke-notorch doctor smoke --python /tmp/notorch/bin/python -v
   run check-fast doctor check --fast ;;
 bench)
   run bench-check-speed python3 benchmarks/check_speed.py --runs 5 --torch-python python3
   CUDA_VISIBLE_DEVICES=0 run bench-smoke-cost python3 benchmarks/smoke_cost.py --runs 2
-  run bench-exec python3 benchmarks/exec_startup.py --runs 15 ;;
+  run bench-exec python3 benchmarks/exec_startup.py --runs 15
+  run bench-nvml-fields python3 benchmarks/nvml_field_values.py ;;
 watch)
   run watch-starved doctor watch -- python3 benchmarks/watch_scripts/starved.py
   run watch-gpu-bound doctor watch -- python3 benchmarks/watch_scripts/gpu_bound.py
+  CUDA_VISIBLE_DEVICES=0,0 run watch-cvd-twice doctor watch -- python3 -c "import time; time.sleep(3)"
   run bench-watch python3 benchmarks/watch_overhead.py --seconds 10 ;;
 nccl)
-  run smoke-nccl doctor smoke --nccl -v ;;
+  run smoke-nccl doctor smoke --nccl -v
+  CUDA_VISIBLE_DEVICES=0,0 run smoke-nccl-cvd-twice doctor smoke --nccl -v ;;
 esac; done
