@@ -22,7 +22,7 @@ def _non_empty(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 
 
 @click.command("check")
-@format_option()
+@format_option(("text", "json", "markdown", "oneline"))
 @click.option(
     "--fast",
     is_flag=True,
@@ -150,11 +150,19 @@ def _show_smoke_steps(progress: Progress) -> None:
 
 def emit(report: Report, fmt: str, verbose: bool, fail_on: str, save: Path | None) -> None:
     severity = Severity(fail_on)
+    code = report.exit_code(severity)
+    if fmt == "oneline":  # for schedulers: exit 2 when there is no verdict (report/oneline.py)
+        from cuda_doctor.report.oneline import judge_oneline
+
+        verdict = judge_oneline(report, severity)
+        text, code = verdict.line + "\n", verdict.exit_code
+    else:
+        text = render(report, fmt, verbose=verbose, terminal=sys.stdout.isatty(), fail_on=fail_on)
     # the checklist first: a report that cannot be saved must not be lost as well
-    click.echo(render(report, fmt, verbose=verbose, terminal=sys.stdout.isatty(), fail_on=fail_on), nl=False)
+    click.echo(text, nl=False)
     if save is not None:
         save_report(report, severity, save)
-    sys.exit(report.exit_code(severity))
+    sys.exit(code)
 
 
 def save_report(report: Report, severity: Severity, path: Path) -> None:

@@ -1,0 +1,147 @@
+"""One line for schedulers: a Slurm drain reason, a node-problem-detector condition message.
+
+The line starts with its verdict word and is plain ASCII of at most ``LIMIT`` characters, so
+that a consumer cutting it at a byte count (node-problem-detector's ``max_output_length``)
+never splits a character, and nothing from the environment (a variable's value with an
+escape sequence or a newline in it) reaches a terminal, a log or the Slurm controller as
+anything but visible text:
+
+* ``OK …``       exit 0: nothing reached ``--fail-on``.
+* ``FAIL CD401 …`` exit 1: the worst finding, then the ids of the others.
+* ``UNKNOWN …``  exit 2: nothing failed, but the driver itself could not be checked (or
+  nothing at all was), so there is no verdict; node-problem-detector reads exit 2 as
+  Unknown, and a health check must neither drain nor resume on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cuda_doctor.report.common import ORDER, plural
+from cuda_doctor.results import Result, Severity, Status
+
+if TYPE_CHECKING:
+    from cuda_doctor.pipeline import Report
+
+#: Longest line, in characters (all ASCII, so also in bytes).
+LIMIT = 200
+#: Exit status of an UNKNOWN verdict: that of "no verdict" (usage or internal error) too.
+EXIT_UNKNOWN = 2
+#: Categories whose facts everything else rests on: unknown there means no verdict.
+CORE_CATEGORIES = frozenset({"driver"})
+_MAX_IDS = 6
+_ASCII = str.maketrans(
+    {"…": "...", "—": "-", "–": "-", "×": "x", "→": "->", "‘": "'", "’": "'", "“": '"', "”": '"', "≥": ">=", "≤": "<="}
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    word: str  # OK | FAIL | UNKNOWN
+    exit_code: int
+    line: str  # without the newline
+
+
+def render_oneline(report: Report, fail_on: Severity = Severity.ERROR, limit: int = LIMIT) -> str:
+    return judge_oneline(report, fail_on, limit).line + "\n"
+
+
+def judge_oneline(report: Report, fail_on: Severity = Severity.ERROR, limit: int = LIMIT) -> Verdict:
+    results = report.results
+    findings = _worst_first(r for r in results if r.rank() >= fail_on.rank)
+    if findings:
+        return Verdict("FAIL", 1, _fit(f"FAIL {_describe(findings[0])}", _more(findings[1:], "more"), limit))
+    unknown = _worst_first(r for r in results if r.status is Status.UNKNOWN)
+    judged = [r for r in results if r.status in (Status.PASS, Status.INFO, Status.WARN)]
+    core = [r for r in unknown if r.category in CORE_CATEGORIES]
+    if core or (unknown and not judged):
+        first = (core or unknown)[0]
+        rest = [r for r in unknown if r is not first]
+        head = f"UNKNOWN {_describe(first)}{_probe_trouble(report)}"
+        return Verdict("UNKNOWN", EXIT_UNKNOWN, _fit(head, _more(rest, "more could not check"), limit))
+    return Verdict("OK", 0, _fit(_ok_head(report, judged, unknown, fail_on), "", limit))
+
+
+def clean(text: object) -> str:
+    """``text`` as printable ASCII: typographic marks spelled out, anything else escaped."""
+    out = []
+    for char in str(text).translate(_ASCII):
+        code = ord(char)
+        if char == "\\":
+            out.append("\\\\")
+        elif 0x20 <= code < 0x7F:
+            out.append(char)
+        elif code < 0x100:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    return "".join(out)
+
+
+def _worst_first(results: Iterable[Result]) -> list[Result]:
+    return sorted(results, key=lambda r: (-r.rank(), ORDER.index(r.status), r.rule_id, r.subject or ""))
+
+
+def _describe(result: Result) -> str:
+    subject = f"{result.subject}: " if result.subject else ""
+    return clean(f"{result.rule_id} {subject}{result.message}")
+
+
+def _more(results: list[Result], what: str) -> str:
+    if not results:
+        return ""
+    ids = list(dict.fromkeys(r.rule_id for r in results))
+    shown = ", ".join(ids[:_MAX_IDS]) + (", ..." if len(ids) > _MAX_IDS else "")
+    return clean(f" (+{len(results)} {what}: {shown})")
+
+
+def _probe_trouble(report: Report) -> str:
+    """A probe that crashed or overran explains why its facts are unknown; say which."""
+    facts = report.facts
+    names = sorted(
+        n.split(".")[1]
+        for n, v in facts.values.items()
+        if n.startswith("probe.") and n.endswith(".status") and v in ("timeout", "error")
+    )
+    reasons = [facts.unknown.get(name) or f"the {name} probe failed" for name in names]
+    return clean(f" ({'; '.join(reasons)})") if reasons else ""
+
+
+def _ok_head(report: Report, judged: list[Result], unknown: list[Result], fail_on: Severity) -> str:
+    bits = [plural(sum(r.status is Status.PASS for r in judged), "check") + " passed"]
+    below = _worst_first(r for r in judged if r.status is Status.WARN)
+    if below:
+        bits.append(plural(len(below), "warning") + _ids(below))
+    if unknown:
+        bits.append(f"{len(unknown)} could not check{_ids(unknown)}")
+    machine = _machine(report)
+    return clean(f"OK {machine + ': ' if machine else ''}{', '.join(bits)}")
+
+
+def _ids(results: list[Result]) -> str:
+    ids = list(dict.fromkeys(r.rule_id for r in results))
+    return f" ({', '.join(ids[:_MAX_IDS])}{', ...' if len(ids) > _MAX_IDS else ''})"
+
+
+def _machine(report: Report) -> str:
+    facts = report.facts
+    bits = []
+    if facts.has("driver.version"):
+        cuda = facts.get("driver.cuda_version")
+        bits.append(f"driver {facts.get('driver.version')}" + (f" (CUDA {cuda})" if cuda else ""))
+    names = [facts.get(f"gpu[{i}].name") for i in facts.indices("gpu")]
+    if names:
+        bits.append(f"{len(names)}x {names[0]}" if len(set(names)) == 1 else f"{len(names)} GPUs")
+    return ", ".join(bits)
+
+
+def _fit(head: str, tail: str, limit: int) -> str:
+    """``head`` then ``tail``, cutting the head (never the verdict word) to stay within ``limit``."""
+    if len(head) + len(tail) <= limit:
+        return head + tail
+    room = max(limit - len(tail) - 3, len(head.split(" ", 1)[0]))
+    return (head[:room].rstrip() + "..." + tail)[:limit]
