@@ -18,4 +18,5 @@ COMMANDS: dict[str, str] = {
     "exec": "cuda_doctor.commands.exec_",
     "smoke": "cuda_doctor.commands.smoke",
     "lint": "cuda_doctor.commands.lint",
+    "slurm": "cuda_doctor.commands.slurm",
 }
