@@ -1,7 +1,9 @@
 """A real Docker engine for the container tests, and images made without a registry.
 
-``docker_engine`` uses ``DOCKER_HOST`` when it answers; otherwise, as root, it starts a private
-engine with ``.ci/start-dockerd.sh``; otherwise the test is skipped with the reason.  Images are
+``docker_engine`` uses ``DOCKER_HOST`` when it answers, else the engine that ``.ci/run`` starts
+(``.ci/start-dockerd.sh``'s socket) when that one answers; both are left running.  Otherwise,
+as root, it starts a private engine (own folder) with ``.ci/start-dockerd.sh`` and stops it
+when the test session ends; otherwise the test is skipped with the reason.  Images are
 ``docker import``-ed from a rootfs tarball built here (with a static busybox when the machine has
 one, so containers have a shell), tagged like real CUDA images and given their environment.
 """
@@ -11,8 +13,12 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import signal
 import subprocess
 import tarfile
+import tempfile
+import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,29 +68,85 @@ def _answers(host: str) -> str | None:
     return None
 
 
-def _find_engine() -> tuple[str | None, str]:
+def _find_engine() -> tuple[str | None, str, Path | None]:
+    """(engine, why there is none, the folder of a private engine started here)."""
     host = os.environ.get("DOCKER_HOST")
     if host:
         problem = _answers(host)
         if problem is None:
-            return host, ""
+            return host, "", None
         reason = f"DOCKER_HOST={host} does not answer ({problem})"
     else:
         reason = "DOCKER_HOST is not set"
+    shared = f"unix://{os.environ.get('CUDA_DOCTOR_CI_DIR', '/tmp/cuda-doctor-ci')}/docker.sock"
+    if shared != host and _answers(shared) is None:
+        return shared, "", None
     if os.geteuid() != 0:
-        return None, f"{reason}, and starting dockerd needs root"
+        return None, f"{reason}, and starting dockerd needs root", None
     if shutil.which("bash") is None:
-        return None, f"{reason}, and bash is missing to run {START_SCRIPT.name}"
-    proc = subprocess.run(["bash", str(START_SCRIPT)], capture_output=True, text=True, timeout=900, check=False)
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return None, f"{reason}, and {START_SCRIPT.name} failed: {tail}"
+        return None, f"{reason}, and bash is missing to run {START_SCRIPT.name}", None
+    folder = Path(tempfile.mkdtemp(prefix="cd-dockerd-"))
+    env = {**os.environ, "CUDA_DOCTOR_CI_DIR": str(folder)}
+    proc = subprocess.run(["bash", str(START_SCRIPT)], capture_output=True, text=True, env=env, timeout=900)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("export DOCKER_HOST=")), "")
     started = line.partition("=")[2]
-    problem = _answers(started) if started else "it printed no DOCKER_HOST"
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        problem = f"{START_SCRIPT.name} failed: {tail}"
+    else:
+        problem = _answers(started) if started else f"{START_SCRIPT.name} printed no DOCKER_HOST"
     if problem is not None:
-        return None, f"{reason}, and the engine it started does not answer ({problem})"
-    return started, ""
+        stop_private_engine(folder)
+        return None, f"{reason}, and no private engine: {problem}", None
+    return started, "", folder
+
+
+def stop_private_engine(folder: Path) -> None:
+    """Stop the dockerd of ``folder`` (and the containerd it started), then remove the folder."""
+    pid_file = folder / "docker.pid"
+    pid = int(pid_file.read_text().strip() or 0) if pid_file.exists() else 0
+    if pid:
+        _end(pid, timeout=30)
+    for leftover in _processes_using(folder):  # dockerd's own containerd, should it outlive it
+        _end(leftover, timeout=10)
+    shutil.rmtree(folder, onerror=lambda *a: warnings.warn(f"could not remove {a[1]}: {a[2][1]}", stacklevel=1))
+
+
+def _end(pid: int, timeout: float) -> None:
+    """SIGTERM ``pid``, SIGKILL it if it is still there after ``timeout`` s."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return
+        time.sleep(0.1)
+    warnings.warn(f"pid {pid} ignored SIGTERM for {timeout:g} s; killing it", stacklevel=1)
+    os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"  # a zombie has exited; only its parent's wait is missing
+
+
+def _processes_using(folder: Path) -> list[int]:
+    """Processes whose command line names ``folder``: started with this private engine."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(folder) in cmdline:
+                found.append(int(entry.name))
+    return found
 
 
 def rootfs_tar() -> tuple[bytes, bool]:
@@ -119,15 +181,22 @@ def _is_static(path: Path) -> bool:
 
 
 @pytest.fixture(scope="session")
-def docker_engine() -> Engine:
-    host, reason = _find_engine()
+def docker_engine() -> Iterator[Engine]:
+    host, reason, private = _find_engine()
     if host is None:
         pytest.skip(f"no Docker engine: {reason}")
     import docker
 
     client = docker.DockerClient(base_url=host, timeout=60)
     _, has_shell = rootfs_tar()
-    return Engine(host, client, has_shell)
+    try:
+        yield Engine(host, client, has_shell)
+    finally:
+        client.close()
+        if private is not None:
+            stop_private_engine(private)
+            left = _processes_using(private)
+            assert not left, f"processes of the private Docker engine still run: {left}"
 
 
 @pytest.fixture(scope="session")
