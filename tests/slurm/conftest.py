@@ -47,6 +47,8 @@ class Cluster:
 
 def _answers(conf: str) -> str | None:
     """None when the cluster of ``conf`` answers and has a node, else why not."""
+    if not Path(conf).is_file():
+        return "no such file"
     env = {**os.environ, "SLURM_CONF": conf}
     try:
         ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, env=env, timeout=10, check=False)
