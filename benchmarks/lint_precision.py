@@ -1,0 +1,603 @@
+"""Lint precision on real code: run `cuda-doctor lint` over a folder of checkouts and judge the findings.
+
+    python benchmarks/lint_precision.py CORPUS                      # findings per rule and per repository
+    python benchmarks/lint_precision.py CORPUS --dump findings.jsonl  # every finding, for a person to label
+    python benchmarks/lint_precision.py CORPUS --labels labels.jsonl  # precision per rule and per severity
+    python benchmarks/lint_precision.py CORPUS --alone              # each file linted alone vs the whole checkout
+
+CORPUS is a folder whose sub-folders are checkouts (`owner__name/`); a checkout is named by its folder
+(`owner__name` is shown as `owner/name`). Lint runs as `python -I -m cuda_doctor lint --format json` of
+this interpreter, inside each checkout (`--backend api` calls `lint_paths` in this process instead).
+
+A finding's key survives line shifts: `repo|path|rule|hash|n`, where hash is a digest of the stripped
+source line the finding points at and n counts repeats of that (repo, path, rule, hash) in line order.
+A labels file has one JSON object per line: {"key": …, "label": "right" | "wrong" | "debatable",
+"reason": "…", "severity": "warning"} — `severity` (optional) is the severity the finding should have.
+right = an ML engineer would agree it is a real problem and the printed fix is right; wrong = a false
+positive; debatable = reasonable people disagree. Precision is right / labelled ("strict") and
+(right + debatable) / labelled ("lenient"). Labels whose key no longer matches a finding are listed
+by label: a vanished `right` is a lost true positive, a vanished `wrong` a removed false positive.
+
+`--expected FILE` (JSON lines {"repo", "path", "rule", "line", "why"}) reports which findings that
+should exist are found. `--alone` lints every file lint reads on its own (as pre-commit does with
+changed files) and compares its findings with those the whole-checkout run gave that file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+LABELS = ("right", "wrong", "debatable")
+SEVERITIES = ("error", "warning", "info")
+LINT_TIMEOUT_S = 1800.0  # one whole checkout; a file alone gets ALONE_TIMEOUT_S
+ALONE_TIMEOUT_S = 120.0
+MAX_FILE_BYTES = 5 * 1024 * 1024  # source lines are read for keys and context, never more than this
+SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "dist-packages"})
+
+
+# -- records -------------------------------------------------------------------------------
+
+
+@dataclass
+class Record:
+    """One finding of one checkout, with its path relative to the checkout."""
+
+    repo: str
+    path: str
+    rule: str
+    severity: str
+    line: int
+    column: int
+    message: str
+    fix: str | None
+    key: str = ""
+
+    def signature(self) -> tuple[str, int, int, str, str]:
+        return (self.rule, self.line, self.column, self.severity, self.message)
+
+
+@dataclass
+class LintRun:
+    repo: str
+    files: int = 0
+    seconds: float = 0.0
+    records: list[Record] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Label:
+    key: str
+    label: str
+    reason: str = ""
+    severity: str | None = None
+
+
+def repo_name(folder: Path) -> str:
+    return folder.name.replace("__", "/", 1)
+
+
+def line_hash(text: str) -> str:
+    return hashlib.sha1(text.strip().encode("utf-8", "surrogateescape")).hexdigest()[:12]
+
+
+def assign_keys(records: list[Record], source_line: Callable[[Record], str]) -> None:
+    """Give each record its stable key; repeats of one (repo, path, rule, line text) count up in line order."""
+    seen: Counter[tuple[str, str, str, str]] = Counter()
+    for record in sorted(records, key=lambda r: (r.repo, r.path, r.line, r.column, r.rule, r.message)):
+        base = (record.repo, record.path, record.rule, line_hash(source_line(record)))
+        record.key = "|".join((*base, str(seen[base])))
+        seen[base] += 1
+
+
+class SourceLines:
+    """The lines of corpus files, read once each (size-bounded; an unreadable file has no lines)."""
+
+    def __init__(self, corpus: Path) -> None:
+        self.corpus = corpus
+        self.cache: dict[tuple[str, str], list[str]] = {}
+
+    def lines(self, repo: str, path: str) -> list[str]:
+        if (repo, path) not in self.cache:
+            self.cache[(repo, path)] = self._read(self.corpus / repo.replace("/", "__", 1) / path)
+        return self.cache[(repo, path)]
+
+    @staticmethod
+    def _read(path: Path) -> list[str]:
+        try:
+            with path.open("rb") as handle:
+                data = handle.read(MAX_FILE_BYTES)
+        except OSError:
+            return []
+        return data.decode("utf-8", "replace").splitlines()
+
+    def line(self, record: Record) -> str:
+        lines = self.lines(record.repo, record.path)
+        return lines[record.line - 1] if 0 < record.line <= len(lines) else ""
+
+    def context(self, record: Record, around: int) -> list[str]:
+        lines = self.lines(record.repo, record.path)
+        start, stop = max(1, record.line - around), min(len(lines), record.line + around)
+        return [f"{'>' if n == record.line else ' '}{n:6} {lines[n - 1]}" for n in range(start, stop + 1)]
+
+
+# -- running lint --------------------------------------------------------------------------
+
+
+def to_records(repo: str, checkout: Path, findings: Iterable[dict[str, Any]]) -> list[Record]:
+    out = []
+    for item in findings:
+        path = os.path.normpath(os.path.relpath(os.path.join(checkout, item["path"]), checkout))
+        out.append(
+            Record(
+                repo=repo,
+                path=Path(path).as_posix(),
+                rule=str(item["rule"]),
+                severity=str(item["severity"]),
+                line=int(item["line"]),
+                column=int(item.get("column") or 1),
+                message=str(item["message"]),
+                fix=item.get("fix"),
+            )
+        )
+    return out
+
+
+def lint_cli(checkout: Path, paths: Sequence[str], jobs: int, timeout: float) -> LintRun:
+    """`cuda-doctor lint --format json` in the checkout; -I keeps the checkout's modules off sys.path."""
+    run = LintRun(repo_name(checkout))
+    argv = [sys.executable, "-I", "-m", "cuda_doctor", "lint", "--format", "json", "-j", str(jobs), *paths]
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(argv, cwd=checkout, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        run.error = f"lint did not finish in {timeout:.0f} s"
+        return run
+    finally:
+        run.seconds = time.perf_counter() - start
+    if done.returncode not in (0, 1):
+        run.error = f"lint exited {done.returncode}: {done.stderr.strip()[-500:]}"
+        return run
+    try:
+        document = json.loads(done.stdout)
+    except ValueError as exc:
+        run.error = f"lint printed no JSON document ({exc}): {done.stdout[:200]!r}"
+        return run
+    run.files = int(document.get("files", 0))
+    run.records = to_records(run.repo, checkout, document.get("findings", []))
+    return run
+
+
+@contextmanager
+def working_directory(path: Path) -> Iterator[None]:
+    before = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def lint_api(checkout: Path, paths: Sequence[str], jobs: int, timeout: float) -> LintRun:
+    """`lint_paths` in this process (no interpreter start per call; follows the engine's current API)."""
+    from cuda_doctor.lint.engine import LintOptions, lint_paths
+
+    del timeout  # in-process: bounded by the caller's patience only
+    run = LintRun(repo_name(checkout))
+    start = time.perf_counter()
+    with working_directory(checkout):
+        try:
+            report = lint_paths([Path(p) for p in paths], LintOptions(jobs=jobs))
+        except Exception as exc:  # a crash of lint is a result to report, not a reason to stop
+            run.error = f"lint raised {type(exc).__name__}: {exc}"
+            return run
+        finally:
+            run.seconds = time.perf_counter() - start
+    run.files = report.files
+    run.records = to_records(run.repo, checkout, (f.to_dict() for f in report.findings))
+    return run
+
+
+BACKENDS: dict[str, Callable[[Path, Sequence[str], int, float], LintRun]] = {"cli": lint_cli, "api": lint_api}
+
+
+def checkouts(corpus: Path, only: Sequence[str]) -> list[Path]:
+    folders = sorted(p for p in corpus.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if only:
+        wanted = {name.replace("/", "__", 1) for name in only}
+        folders = [p for p in folders if p.name in wanted]
+    return folders
+
+
+# -- precision arithmetic ------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    findings: int = 0
+    right: int = 0
+    wrong: int = 0
+    debatable: int = 0
+
+    @property
+    def labelled(self) -> int:
+        return self.right + self.wrong + self.debatable
+
+    @property
+    def unlabelled(self) -> int:
+        return self.findings - self.labelled
+
+    @property
+    def strict(self) -> float | None:
+        return self.right / self.labelled if self.labelled else None
+
+    @property
+    def lenient(self) -> float | None:
+        return (self.right + self.debatable) / self.labelled if self.labelled else None
+
+    def add(self, label: str | None) -> None:
+        self.findings += 1
+        if label in LABELS:
+            setattr(self, label, getattr(self, label) + 1)
+
+
+def tally(rows: Iterable[tuple[str, str | None]]) -> dict[str, Tally]:
+    """(group, label or None) pairs → a Tally per group, plus the group 'all'."""
+    out: dict[str, Tally] = defaultdict(Tally)
+    for group, label in rows:
+        out[group].add(label)
+        out["all"].add(label)
+    return dict(out)
+
+
+def read_labels(path: Path) -> dict[str, Label]:
+    labels: dict[str, Label] = {}
+    with path.open(encoding="utf-8") as handle:
+        for number, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            item = json.loads(text)
+            if item.get("label") not in LABELS:
+                raise ValueError(
+                    f"{path}:{number}: label must be one of {', '.join(LABELS)}, not {item.get('label')!r}"
+                )
+            key = str(item["key"])
+            if key in labels:
+                raise ValueError(f"{path}:{number}: key labelled twice: {key}")
+            labels[key] = Label(key, item["label"], str(item.get("reason", "")), item.get("severity"))
+    return labels
+
+
+# -- output --------------------------------------------------------------------------------
+
+
+def percent(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.0f}%"
+
+
+def print_table(title: str, header: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(header)]
+    print(f"\n{title}")
+    for row in [list(header), *cells]:
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))))
+
+
+def print_counts(runs: Sequence[LintRun]) -> None:
+    records = [r for run in runs for r in run.records]
+    rules = sorted({r.rule for r in records})
+    by_repo = Counter((r.repo, r.rule) for r in records)
+    rows = [
+        [run.repo, run.files, len(run.records), *(by_repo[(run.repo, rule)] or "" for rule in rules)] for run in runs
+    ]
+    totals = Counter(r.rule for r in records)
+    rows.append(["all", sum(run.files for run in runs), len(records), *(totals[rule] for rule in rules)])
+    print_table("Findings per repository and rule", ["repository", "files", "findings", *rules], rows)
+    severity = Counter((r.rule, r.severity) for r in records)
+    print_table(
+        "Findings per rule and severity",
+        ["rule", *SEVERITIES],
+        [[rule, *(severity[(rule, s)] for s in SEVERITIES)] for rule in rules],
+    )
+    files, seconds = sum(run.files for run in runs), sum(run.seconds for run in runs)
+    print(f"\n{files} files in {seconds:.1f} s = {files / seconds if seconds else 0:,.0f} files/s (lint wall time)")
+    for run in runs:
+        if run.error:
+            print(f"ERROR {run.repo}: {run.error}")
+
+
+def print_precision(records: Sequence[Record], labels: dict[str, Label]) -> None:
+    def rows(groups: dict[str, Tally], order: Sequence[str]) -> list[list[object]]:
+        return [
+            [g, t.findings, t.labelled, t.right, t.debatable, t.wrong, percent(t.strict), percent(t.lenient)]
+            for g in order
+            if (t := groups.get(g))
+        ]
+
+    header = ["", "findings", "labelled", "right", "debatable", "wrong", "precision", "+debatable"]
+    label_of = {r.key: labels[r.key].label if r.key in labels else None for r in records}
+    by_rule = tally((r.rule, label_of[r.key]) for r in records)
+    print_table("Precision per rule", ["rule", *header[1:]], rows(by_rule, [*sorted(by_rule.keys() - {"all"}), "all"]))
+    by_severity = tally((r.severity, label_of[r.key]) for r in records)
+    print_table("Precision per severity", ["severity", *header[1:]], rows(by_severity, [*SEVERITIES, "all"]))
+    by_repo = tally((r.repo, label_of[r.key]) for r in records)
+    print_table("Precision per repository", ["repository", *header[1:]], rows(by_repo, sorted(by_repo)))
+    print_severity_disagreements(records, labels)
+    print_vanished(records, labels)
+
+
+def print_severity_disagreements(records: Sequence[Record], labels: dict[str, Label]) -> None:
+    moved = Counter(
+        (r.rule, r.severity, label.severity)
+        for r in records
+        if (label := labels.get(r.key)) and label.severity and label.severity != r.severity
+    )
+    if moved:
+        print_table(
+            "Severity the labels ask for, where it differs",
+            ["rule", "now", "should be", "findings"],
+            [[rule, now, want, n] for (rule, now, want), n in sorted(moved.items())],
+        )
+
+
+def print_vanished(records: Sequence[Record], labels: dict[str, Label], shown: int = 20) -> None:
+    current = {r.key for r in records}
+    gone = [label for key, label in labels.items() if key not in current]
+    counts = Counter(label.label for label in gone)
+    print(
+        f"\nLabelled findings no longer reported: {len(gone)} "
+        f"({', '.join(f'{counts[name]} {name}' for name in LABELS)})"
+    )
+    for label in [g for g in gone if g.label == "right"][:shown]:
+        print(f"  lost true positive: {label.key}  ({label.reason})")
+
+
+def write_jsonl(path: Path, items: Iterable[dict[str, Any]]) -> None:
+    """Written beside the target and renamed into place, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            for item in items:
+                handle.write(json.dumps(item, ensure_ascii=False) + "\n")
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def dump_items(records: Sequence[Record], lines: SourceLines, around: int) -> Iterator[dict[str, Any]]:
+    for r in sorted(records, key=lambda r: (r.repo, r.path, r.line, r.rule)):
+        yield {
+            "key": r.key,
+            "repo": r.repo,
+            "path": r.path,
+            "line": r.line,
+            "column": r.column,
+            "rule": r.rule,
+            "severity": r.severity,
+            "message": r.message,
+            "fix": r.fix,
+            "context": lines.context(r, around),
+        }
+
+
+def print_expected(records: Sequence[Record], path: Path) -> None:
+    have = {(r.repo, r.path, r.rule, r.line) for r in records}
+    found = missed = 0
+    with path.open(encoding="utf-8") as handle:
+        wanted = [json.loads(t) for t in handle if t.strip()]
+    print(f"\nExpected findings ({path}):")
+    for item in wanted:
+        ok = (item["repo"], item["path"], item["rule"], int(item["line"])) in have
+        found, missed = found + ok, missed + (not ok)
+        print(f"  {'found ' if ok else 'MISSED'} {item['rule']} {item['repo']}:{item['path']}:{item['line']}")
+    print(f"  {found} found, {missed} missed")
+
+
+# -- each file alone -----------------------------------------------------------------------
+
+
+def lint_kind(name: str, parent: str) -> bool:
+    """Whether lint reads a file of this name when it walks a folder (the kinds its help lists)."""
+    lower = name.lower()
+    return (
+        lower.endswith((".py", ".pyw", ".ipynb", ".sh", ".bash"))
+        or lower in ("dockerfile", "containerfile", "pyproject.toml")
+        or lower.startswith(("dockerfile.", "containerfile."))
+        or lower.endswith((".dockerfile", ".containerfile"))
+        or (
+            lower.endswith((".txt", ".in"))
+            and ("requirements" in lower or "constraints" in lower or parent == "requirements")
+        )
+    )
+
+
+def lintable_files(checkout: Path) -> list[str]:
+    out = []
+    for folder, dirs, files in os.walk(checkout):
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if not d.startswith(".")
+            and d not in SKIP_DIRS
+            and not os.path.exists(os.path.join(folder, d, "pyvenv.cfg"))
+        )
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            if lint_kind(name, os.path.basename(folder)) and os.path.isfile(path) and not os.path.islink(path):
+                out.append(Path(os.path.relpath(path, checkout)).as_posix())
+    return out
+
+
+def pick(files: Sequence[str], keep: set[str], limit: int | None) -> list[str]:
+    """Files with whole-checkout findings, plus up to ``limit`` others spread evenly over the list."""
+    others = [f for f in files if f not in keep]
+    if limit is not None and len(others) > limit:
+        step = len(others) / limit if limit else 0.0
+        others = [others[int(i * step)] for i in range(limit)]
+    return sorted(keep | set(others))
+
+
+@dataclass
+class AloneDiff:
+    repo: str
+    path: str
+    only_whole: list[Record]
+    only_alone: list[Record]
+
+
+def unmatched(records: Sequence[Record], other: Sequence[Record]) -> list[Record]:
+    """The records of ``records`` with no equal one left in ``other`` (a multiset difference)."""
+    left = Counter(r.signature() for r in other)
+    out = []
+    for record in records:
+        if left[record.signature()] > 0:
+            left[record.signature()] -= 1
+        else:
+            out.append(record)
+    return out
+
+
+def diff_file(repo: str, path: str, whole: Sequence[Record], alone: Sequence[Record]) -> AloneDiff:
+    return AloneDiff(repo, path, unmatched(whole, alone), unmatched(alone, whole))
+
+
+def compare_alone(
+    whole: LintRun, checkout: Path, backend: str, jobs: int, limit: int | None
+) -> tuple[list[AloneDiff], int, float]:
+    by_path: dict[str, list[Record]] = defaultdict(list)
+    for r in whole.records:
+        by_path[r.path].append(r)
+    files = pick(lintable_files(checkout), set(by_path), limit)
+    lint = BACKENDS[backend]
+    start = time.perf_counter()
+
+    def one(path: str) -> AloneDiff:
+        run = lint(checkout, [path], 1, ALONE_TIMEOUT_S)
+        if run.error:
+            raise RuntimeError(f"{whole.repo}:{path}: {run.error}")
+        return diff_file(whole.repo, path, by_path.get(path, []), run.records)
+
+    workers = 1 if backend == "api" else (jobs or os.cpu_count() or 1)  # the API changes the working directory
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        diffs = [d for d in pool.map(one, files) if d.only_whole or d.only_alone]
+    return diffs, len(files), time.perf_counter() - start
+
+
+def print_alone(results: Sequence[tuple[list[AloneDiff], int, float]], shown: int) -> None:
+    diffs = [d for result, _, _ in results for d in result]
+    files, seconds = sum(n for _, n, _ in results), sum(s for _, _, s in results)
+    print(
+        f"\nEach file alone: {files} files in {seconds:.0f} s; "
+        f"{len(diffs)} files get other findings than in the whole run"
+    )
+    whole = Counter(r.rule for d in diffs for r in d.only_whole)
+    alone = Counter(r.rule for d in diffs for r in d.only_alone)
+    rules = sorted(whole.keys() | alone.keys())
+    print_table(
+        "Findings that differ, per rule",
+        ["rule", "only in whole run", "only alone"],
+        [[rule, whole[rule], alone[rule]] for rule in rules],
+    )
+    for rule in rules:
+        examples = [
+            (d, r, side)
+            for d in diffs
+            for side, rs in (("whole", d.only_whole), ("alone", d.only_alone))
+            for r in rs
+            if r.rule == rule
+        ]
+        for d, r, side in examples[:shown]:
+            print(f"  {rule} only {side}: {d.repo}:{d.path}:{r.line} [{r.severity}] {r.message[:100]}")
+
+
+def alone_items(results: Sequence[tuple[list[AloneDiff], int, float]]) -> Iterator[dict[str, Any]]:
+    for diffs, _, _ in results:
+        for d in diffs:
+            for side, rs in (("whole", d.only_whole), ("alone", d.only_alone)):
+                for r in rs:
+                    yield {
+                        "repo": d.repo,
+                        "path": d.path,
+                        "only_in": side,
+                        "rule": r.rule,
+                        "line": r.line,
+                        "severity": r.severity,
+                        "message": r.message,
+                    }
+
+
+# -- main ----------------------------------------------------------------------------------
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 2)[2],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("corpus", type=Path, help="folder of checkouts, one sub-folder each")
+    parser.add_argument("--repo", action="append", default=[], help="only this checkout (owner/name); repeatable")
+    parser.add_argument("--backend", choices=sorted(BACKENDS), default="cli", help="how lint runs (default: cli)")
+    parser.add_argument("-j", "--jobs", type=int, default=0, help="lint's --jobs for a whole checkout (0: one per CPU)")
+    parser.add_argument("--dump", type=Path, metavar="FILE", help="write every finding as JSON lines, for labelling")
+    parser.add_argument("--context", type=int, default=3, help="source lines each side of a finding in --dump")
+    parser.add_argument("--labels", type=Path, metavar="FILE", help="labels (JSON lines): print precision")
+    parser.add_argument("--expected", type=Path, metavar="FILE", help="findings that should exist (JSON lines)")
+    parser.add_argument("--alone", action="store_true", help="also lint each file alone and compare")
+    parser.add_argument(
+        "--alone-limit", type=int, metavar="N", help="--alone: at most N files without findings per checkout"
+    )
+    parser.add_argument("--alone-dump", type=Path, metavar="FILE", help="--alone: write the differences as JSON lines")
+    parser.add_argument("--show", type=int, default=3, help="examples printed per rule for --alone (default 3)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    folders = checkouts(args.corpus, args.repo)
+    if not folders:
+        print(f"no checkouts under {args.corpus}", file=sys.stderr)
+        return 2
+    lint = BACKENDS[args.backend]
+    runs = [lint(folder, ["."], args.jobs, LINT_TIMEOUT_S) for folder in folders]
+    records = [r for run in runs for r in run.records]
+    lines = SourceLines(args.corpus)
+    assign_keys(records, lines.line)
+    print_counts(runs)
+    if args.dump:
+        write_jsonl(args.dump, dump_items(records, lines, args.context))
+        print(f"\n{len(records)} findings written to {args.dump}")
+    if args.labels:
+        print_precision(records, read_labels(args.labels))
+    if args.expected:
+        print_expected(records, args.expected)
+    if args.alone:
+        results = [
+            compare_alone(run, folder, args.backend, args.jobs, args.alone_limit)
+            for run, folder in zip(runs, folders, strict=True)
+            if not run.error
+        ]
+        print_alone(results, args.show)
+        if args.alone_dump:
+            write_jsonl(args.alone_dump, alone_items(results))
+    return 1 if any(run.error for run in runs) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
