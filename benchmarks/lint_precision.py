@@ -18,9 +18,10 @@ positive; debatable = reasonable people disagree. Precision is right / labelled 
 (right + debatable) / labelled ("lenient"). Labels whose key no longer matches a finding are listed
 by label: a vanished `right` is a lost true positive, a vanished `wrong` a removed false positive.
 
-`--expected FILE` (JSON lines {"repo", "path", "rule", "line", "why"}) reports which findings that
-should exist are found. `--alone` lints every file lint reads on its own (as pre-commit does with
-changed files) and compares its findings with those the whole-checkout run gave that file.
+`--expected FILE` (JSON lines {"repo", "path", "rule", "line", "why"}; rule "*" for any rule, line a
+number or a list of numbers) reports which findings that should exist are found. `--alone` lints
+every file lint reads on its own (as pre-commit does with changed files) and compares its findings
+with those the whole-checkout run gave that file.
 """
 
 from __future__ import annotations
@@ -401,17 +402,28 @@ def dump_items(records: Sequence[Record], lines: SourceLines, around: int) -> It
         }
 
 
+def expected_found(records: Sequence[Record], item: dict[str, Any]) -> bool:
+    """An expected finding is found when a record has its repo, path and rule ("*": any rule) at
+    its line (one line, or a list of lines any of which will do)."""
+    lines = item["line"] if isinstance(item["line"], list) else [item["line"]]
+    wanted = {int(n) for n in lines}
+    return any(
+        r.repo == item["repo"] and r.path == item["path"] and r.line in wanted and item["rule"] in ("*", r.rule)
+        for r in records
+    )
+
+
 def print_expected(records: Sequence[Record], path: Path) -> None:
-    have = {(r.repo, r.path, r.rule, r.line) for r in records}
-    found = missed = 0
     with path.open(encoding="utf-8") as handle:
         wanted = [json.loads(t) for t in handle if t.strip()]
     print(f"\nExpected findings ({path}):")
+    found = 0
     for item in wanted:
-        ok = (item["repo"], item["path"], item["rule"], int(item["line"])) in have
-        found, missed = found + ok, missed + (not ok)
-        print(f"  {'found ' if ok else 'MISSED'} {item['rule']} {item['repo']}:{item['path']}:{item['line']}")
-    print(f"  {found} found, {missed} missed")
+        ok = expected_found(records, item)
+        found += ok
+        where = f"{item['repo']}:{item['path']}:{item['line']}"
+        print(f"  {'found ' if ok else 'MISSED'} {item['rule']} {where}  {item.get('why', '')[:80]}")
+    print(f"  {found} found, {len(wanted) - found} missed")
 
 
 # -- each file alone -----------------------------------------------------------------------

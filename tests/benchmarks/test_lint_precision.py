@@ -83,10 +83,20 @@ def test_pick_keeps_files_with_findings_and_spreads_the_rest() -> None:
     assert lp.pick(files, set(), None) == sorted(files)
 
 
+def test_expected_findings_match_repo_path_rule_and_line() -> None:
+    records = [record(line=7, rule="CDL006")]
+    item = {"repo": "o/n", "path": "train.py", "rule": "CDL006", "line": 7}
+    assert lp.expected_found(records, item)
+    assert lp.expected_found(records, {**item, "rule": "*", "line": [3, 7]})
+    assert not lp.expected_found(records, {**item, "rule": "CDL002"})
+    assert not lp.expected_found(records, {**item, "line": 8})
+
+
 def test_lint_kind_names() -> None:
     assert lp.lint_kind("train.py", "src") and lp.lint_kind("Dockerfile.cuda", "docker")
     assert lp.lint_kind("base.txt", "requirements") and lp.lint_kind("requirements-dev.in", "x")
     assert not lp.lint_kind("README.md", "x") and not lp.lint_kind("notes.txt", "docs")
+    assert lp.workflow_file(".github/workflows/ci.yml") and not lp.workflow_file(".github/dependabot.yml")
 
 
 def test_a_real_run_dumps_keys_that_the_labels_match(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
