@@ -204,8 +204,9 @@ def gather(
             for name in PROBES:
                 if not runs_fast(name, ctx.images):
                     _skip(facts, name, ctx)
-    for phase in phases:
-        facts.merge(collect(ctx, phase, progress))
+    with ctx.handoff.open():  # a child left for a later phase is stopped when the phases end
+        for phase in phases:
+            facts.merge(collect(ctx, phase, progress))
     return facts
 
 

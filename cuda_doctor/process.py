@@ -1,22 +1,33 @@
-"""Time-bounded subprocesses that never raise.
+"""Time-bounded subprocesses that never raise, and the registry of every one still running.
 
 Every external program cuda-doctor runs goes through ``run_command``: a missing binary, a
-non-zero exit, a hang (killed with its whole process group at the timeout) or an OS error
-all come back as a ``CommandResult`` with a human-readable ``error``.
+non-zero exit, a hang (killed with its whole process group at the timeout), a flood of output
+(killed once it passes ``OUTPUT_CAP``) or an OS error all come back as a ``CommandResult`` with
+a human-readable ``error``.  Children read while they run (``cuda_doctor.children``) start
+with ``start_streaming`` and are read through ``Pipe``, under the same caps.
+
+Each child starts in its own session and stays in a registry until it is reaped, so that
+``stop_children_on_signals`` can kill every group on SIGINT or SIGTERM: an interrupted
+cuda-doctor leaves nothing running.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 import signal
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     import subprocess
+
+#: Bytes of one output stream of a child that are kept; the rest is read and dropped.
+OUTPUT_CAP = 8 << 20
+_CHUNK = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -28,6 +39,7 @@ class CommandResult:
     seconds: float
     error: str | None = None  # set when the command could not give an answer
     timed_out: bool = False
+    cut: bool = False  # an output stream passed its cap: what is kept is only part of it
 
     @property
     def ok(self) -> bool:
@@ -35,7 +47,202 @@ class CommandResult:
 
 
 def which(program: str, path: str | None) -> str | None:
+    import shutil
+
     return shutil.which(program, path=path)
+
+
+# -- the registry of running children ------------------------------------------------------------
+
+#: pid → (process, whether it leads its own process group).  Plain dict operations only: the
+#: signal handler reads it in the main thread, possibly while that thread was adding to it.
+_RUNNING: dict[int, tuple[subprocess.Popen[bytes], bool]] = {}
+_STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def track(proc: subprocess.Popen[bytes], own_group: bool = True) -> None:
+    """Record a child so that an interrupt kills it: its whole group when it leads one (started
+    with ``start_new_session``), else the process alone (it shares cuda-doctor's group)."""
+    _RUNNING[proc.pid] = (proc, own_group)
+
+
+def untrack(proc: subprocess.Popen[bytes]) -> None:
+    _RUNNING.pop(proc.pid, None)
+
+
+def kill_all(wait: float = 1.0) -> int:
+    """SIGKILL every child cuda-doctor started (each group it leads; one sharing our group
+    alone) and reap them, waiting up to ``wait`` seconds in all (one stuck in the kernel may
+    outlive SIGKILL); returns how many.
+
+    Besides the registry, the children are looked up in /proc: a child another thread has just
+    forked is not recorded until its ``Popen`` returns, and an interrupt may fall in between.
+    """
+    import subprocess
+
+    recorded = dict(_RUNNING)
+    pids = set(recorded) | _direct_children()
+    for pid in pids:
+        own_group = recorded[pid][1] if pid in recorded else _leads_group(pid)
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
+            if own_group:
+                os.killpg(pid, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+    end = time.monotonic() + wait
+    for pid in pids:
+        if pid in recorded:
+            with contextlib.suppress(subprocess.TimeoutExpired):  # left to the kernel, as it must be
+                recorded[pid][0].wait(timeout=max(end - time.monotonic(), 0.0))
+            untrack(recorded[pid][0])
+        else:
+            _reap(pid, end)
+    return len(pids)
+
+
+def _direct_children() -> set[int]:
+    """Our children according to /proc (empty where there is no /proc)."""
+    me = os.getpid()
+    found = set()
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[1]) == me:
+            found.add(int(pid))
+    return found
+
+
+def _leads_group(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) == pid
+    except ProcessLookupError:
+        return False
+
+
+def _reap(pid: int, end: float) -> None:
+    while True:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # reaped by its Popen in another thread
+            return
+        if done or time.monotonic() >= end:
+            return
+        time.sleep(0.01)
+
+
+def stop_children_on_signals() -> None:
+    """On SIGINT, SIGTERM or SIGHUP: kill every recorded child group, say so in one line on
+    stderr and exit 128 + the signal's number (130, 143, 129), as a shell reports it.  Nothing
+    Python-level runs after the signal (no KeyboardInterrupt, no traceback, a second Ctrl-C is
+    ignored).  Call from the main thread."""
+    for signum in _STOPPING:
+        signal.signal(signum, _on_signal)
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    for other in _STOPPING:
+        signal.signal(other, signal.SIG_IGN)  # the cleanup below is not interrupted again
+    killed = kill_all()
+    children = f"; {killed} child process group(s) killed" if killed else ""
+    name = signal.Signals(signum).name
+    os.write(2, f"cuda-doctor: stopped by {name}{children}\n".encode())
+    os._exit(128 + signum)  # 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP
+
+
+# -- reading a child's output within a cap --------------------------------------------------------
+
+
+class Pipe:
+    """One output stream of a child, read to its end on a daemon thread, keeping at most ``cap``
+    bytes: the first ones (``keep="head"``) or the last ones (``keep="tail"``).
+
+    Past the cap the rest is still read, so the child never blocks on a full pipe, but dropped;
+    ``cut`` says so and ``on_cut`` is called once.  ``on_line`` gets each complete line within
+    the cap (and a last line without its newline at the end), ``on_end`` the end of the stream.
+    """
+
+    def __init__(
+        self,
+        stream: IO[bytes],
+        cap: int = OUTPUT_CAP,
+        *,
+        keep: Literal["head", "tail"] = "head",
+        on_line: Callable[[bytes], None] | None = None,
+        on_cut: Callable[[], None] | None = None,
+        on_end: Callable[[], None] | None = None,
+    ) -> None:
+        self.cap = cap
+        self.cut = False
+        self.error: str | None = None
+        self._stream = stream
+        self._keep = keep
+        self._kept = bytearray()
+        self._total = 0
+        self._line_start = 0
+        self._on_line, self._on_cut, self._on_end = on_line, on_cut, on_end
+        self._thread = threading.Thread(target=self._read, name="cuda-doctor-pipe", daemon=True)
+        self._thread.start()
+
+    def text(self) -> str:
+        kept = self._kept if self._keep == "head" else self._kept[-self.cap :]
+        return kept.decode("utf-8", errors="replace")
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def _read(self) -> None:
+        fd = self._stream.fileno()
+        try:
+            while chunk := os.read(fd, _CHUNK):
+                self._take(chunk)
+        except OSError as exc:  # kept: the output above it still counts
+            self.error = f"reading the child's output failed: {exc.strerror or exc}"
+        if self._on_line is not None and self._line_start < len(self._kept) and not self.cut:
+            self._on_line(bytes(self._kept[self._line_start :]))
+        self._stream.close()
+        if self._on_end is not None:
+            self._on_end()
+
+    def _take(self, chunk: bytes) -> None:
+        self._total += len(chunk)
+        if self._keep == "tail":
+            self._kept += chunk
+            if len(self._kept) > 2 * self.cap:  # trimmed now and then, not on every chunk
+                del self._kept[: len(self._kept) - self.cap]
+            if self._total > self.cap:
+                self._set_cut()
+            return
+        room = self.cap - len(self._kept)
+        if room > 0:
+            self._kept += chunk[:room]
+            self._lines()
+        if len(chunk) > room:
+            self._set_cut()
+
+    def _lines(self) -> None:
+        if self._on_line is None:
+            return
+        while (end := self._kept.find(b"\n", self._line_start)) >= 0:
+            self._on_line(bytes(self._kept[self._line_start : end]))
+            self._line_start = end + 1
+
+    def _set_cut(self) -> None:
+        if not self.cut:
+            self.cut = True
+            if self._on_cut is not None:
+                self._on_cut()
+
+
+def megabytes(size: int) -> str:
+    return f"{size / 2**20:g} MiB"
+
+
+# -- starting, waiting, killing ------------------------------------------------------------------
 
 
 def run_command(
@@ -43,10 +250,11 @@ def run_command(
     *,
     timeout: float,
     env: Mapping[str, str] | None = None,
-    input_text: str | None = None,
     cwd: str | None = None,
+    cap: int = OUTPUT_CAP,
 ) -> CommandResult:
-    """Run ``argv``; on timeout kill its process group and say so."""
+    """Run ``argv``; on timeout, or once its output passes ``cap`` bytes, kill its process
+    group and say so."""
     args = tuple(argv)
     name = os.path.basename(args[0]) if args else "?"
     start = time.monotonic()
@@ -54,66 +262,56 @@ def run_command(
     exe = args[0] if os.sep in args[0] else which(args[0], search_path)
     if exe is None:
         return CommandResult(args, None, "", "", 0.0, f"{name} not found on PATH")
-    import subprocess  # imported here: a fast check that never runs a program does not pay for it
+    proc = start_streaming([exe, *args[1:]], env, cwd=cwd)
+    if isinstance(proc, str):
+        return CommandResult(args, None, "", "", time.monotonic() - start, f"{name}: {proc}")
+    assert proc.stdout is not None and proc.stderr is not None
+    pipes = [Pipe(stream, cap, on_cut=lambda: kill_group(proc)) for stream in (proc.stdout, proc.stderr)]
+    timed_out, survived = wait_or_kill(proc, timeout)
+    for pipe in pipes:
+        pipe.join(timeout=2)
+    out, err = (pipe.text() for pipe in pipes)
+    cut = any(pipe.cut for pipe in pipes)
+    seconds = time.monotonic() - start
+    if cut:
+        error = f"{name} produced more than {megabytes(cap)} of output and was stopped"
+    elif timed_out:
+        error = f"{name} did not answer in {timeout:g} s" + (" (and survived SIGKILL)" if survived else "")
+    elif proc.returncode != 0:
+        detail = (err.strip() or out.strip()).splitlines()
+        last = detail[-1][:500] if detail else ""
+        error = f"{name} exited with status {proc.returncode}" + (f": {last}" if last else "")
+    else:
+        error = None
+    code = None if timed_out or cut else proc.returncode
+    return CommandResult(args, code, out, err, seconds, error, timed_out=timed_out, cut=cut)
+
+
+def start_streaming(
+    argv: Sequence[str], env: Mapping[str, str] | None, *, stdin: bool = False, cwd: str | None = None
+) -> subprocess.Popen[bytes] | str:
+    """Start a child whose output the caller reads: its own session (so that a kill takes the
+    whole group), recorded for ``kill_all``, byte pipes, a stdin pipe only when asked for.
+    Returns the process, or the OS error as text."""
+    import subprocess
 
     try:
         proc = subprocess.Popen(
-            [exe, *args[1:]],
-            stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+            list(argv),
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=dict(env) if env is not None else None,
             cwd=cwd,
-            text=True,
-            errors="replace",
-            start_new_session=True,  # lets us kill the whole group on timeout
-        )
-    except OSError as exc:
-        return CommandResult(args, None, "", "", time.monotonic() - start, f"{name}: {exc.strerror or exc}")
-    try:
-        out, err = proc.communicate(input=input_text, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        out, err = _drain(proc)
-        return CommandResult(
-            args,
-            None,
-            out,
-            err,
-            time.monotonic() - start,
-            f"{name} did not answer in {timeout:g} s",
-            timed_out=True,
-        )
-    seconds = time.monotonic() - start
-    error = None
-    if proc.returncode != 0:
-        detail = (err.strip() or out.strip()).splitlines()
-        last = detail[-1] if detail else ""
-        error = f"{name} exited with status {proc.returncode}" + (f": {last}" if last else "")
-    return CommandResult(args, proc.returncode, out, err, seconds, error)
-
-
-def start_streaming(argv: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[str] | str:
-    """Start a child whose output the caller streams: its own session (so that a kill takes the
-    whole group), text pipes, no stdin.  Returns the process, or the OS error as text."""
-    import subprocess
-
-    try:
-        return subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=dict(env),
-            text=True,
-            errors="replace",
             start_new_session=True,
         )
     except OSError as exc:
         return str(exc.strerror or exc)
+    track(proc)
+    return proc
 
 
-def kill_group(proc: subprocess.Popen[str]) -> None:
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the child's whole process group (it was started in its own session)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -121,13 +319,15 @@ def kill_group(proc: subprocess.Popen[str]) -> None:
         proc.kill()
 
 
-def wait_or_kill(proc: subprocess.Popen[str], timeout: float) -> tuple[bool, bool]:
+def wait_or_kill(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bool, bool]:
     """Wait up to ``timeout`` s; past it, kill the group.  Returns (timed out, survived the kill):
-    a process stuck in the kernel (state D, a wedged driver) can outlive SIGKILL for a while."""
+    a process stuck in the kernel (state D, a wedged driver) can outlive SIGKILL for a while.
+    A reaped child leaves the registry."""
     import subprocess
 
     try:
         proc.wait(timeout=max(timeout, 0.0))
+        untrack(proc)
         return False, False
     except subprocess.TimeoutExpired:
         kill_group(proc)
@@ -135,14 +335,5 @@ def wait_or_kill(proc: subprocess.Popen[str], timeout: float) -> tuple[bool, boo
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:
         return True, True
+    untrack(proc)
     return True, False
-
-
-def _drain(proc: subprocess.Popen[str]) -> tuple[str, str]:
-    import subprocess
-
-    try:
-        out, err = proc.communicate(timeout=2)
-    except subprocess.TimeoutExpired:
-        return "", ""
-    return out or "", err or ""

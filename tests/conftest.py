@@ -5,8 +5,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import stat
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +20,50 @@ import pytest
 from cuda_doctor.probes.base import ProbeContext
 
 TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
 H200 = TESTS / "fixtures" / "h200"
+TORCH_CPU_VERSION = "2.13.0"
+
+
+def gone(pid: int) -> bool:
+    """No such process any more, or only its zombie (waiting for whoever adopted it to reap it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def group_gone(pgid: int) -> bool:
+    """No live process is left in process group ``pgid``."""
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = entry.read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return False
+    return True
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = 30.0) -> bool:
+    """Whether ``condition`` became true within ``seconds`` (polled)."""
+    end = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def wait_for_file(path: Path, seconds: float = 60.0) -> str:
+    """The text of ``path`` once a process has written it whole (ending in a newline)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if path.exists() and path.read_text().endswith("\n"):
+            return path.read_text()
+        time.sleep(0.02)
+    raise AssertionError(f"{path} was not written within {seconds:g} s")
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -102,3 +147,31 @@ def make_nvml() -> Iterator[Callable[..., Any]]:
     for fake in made:
         if isinstance(fake.hang, threading.Event):
             fake.hang.set()
+
+
+@pytest.fixture(scope="session")
+def torch_cpu_python() -> Path:
+    """A real interpreter with a real CPU-only torch, cached in ``.cache/torch-cpu-venv``.
+
+    Building it takes a while the first time; afterwards the ready marker makes it instant.
+    """
+    venv = REPO / ".cache" / "torch-cpu-venv"
+    python = venv / "bin" / "python"
+    marker = venv / ".ready"
+    ready = marker.is_file() and marker.read_text(encoding="utf-8").strip() == TORCH_CPU_VERSION
+    if ready and python.exists():
+        return python
+    steps = (
+        [sys.executable, "-m", "venv", "--clear", str(venv)],
+        [str(python), "-m", "pip", "install", "--quiet", f"torch=={TORCH_CPU_VERSION}"],
+    )
+    for argv in steps:
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            pytest.skip(f"could not build a CPU-only torch venv ({' '.join(argv[:4])}): {exc}")
+        if done.returncode != 0:
+            tail = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or [""]
+            pytest.skip(f"could not install torch=={TORCH_CPU_VERSION} into a venv (exit {done.returncode}): {tail[0]}")
+    marker.write_text(TORCH_CPU_VERSION + "\n", encoding="utf-8")
+    return python

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -127,7 +128,7 @@ def command(
 
         with probe_progress(fmt == "text") as progress:
             if progress is not None and ctx.smoke:
-                _show_smoke_steps(progress)
+                ctx = ctx.but(smoke_progress=_smoke_steps(progress))
             report = run_check(ctx, config, select=select, ignore=ignore, progress=progress)
     emit(report, fmt, verbose, fail_on or config.fail_on or "error", save)
 
@@ -139,13 +140,11 @@ def _only_judging(**given: object) -> None:
         raise click.UsageError(f"{', '.join(used)} cannot be combined with --facts (nothing is probed)")
 
 
-def _show_smoke_steps(progress: Progress) -> None:
-    from cuda_doctor.smoke.probe import PROBE as SMOKE
-
+def _smoke_steps(progress: Progress) -> Callable[[str, str], None]:
     def step(level: str, name: str) -> None:
         progress("step", f"smoke ({level}): {name}")
 
-    SMOKE.progress = step
+    return step
 
 
 def emit(report: Report, fmt: str, verbose: bool, fail_on: str, save: Path | None) -> None:

@@ -105,7 +105,7 @@ def run_smoke_check(ctx: ProbeContext, config: Config, progress: ProgressCallbac
     # The GPU is read idle first, so that the smoke child is not counted as "another process".
     gpu = load_probe(GPU_PROBE)
     facts = collect(ctx, [gpu]) if gpu is not None else None
-    smoke_facts = collect(ctx, [SmokeProbe(progress)])
+    smoke_facts = collect(ctx.but(smoke_progress=progress), [SmokeProbe()])
     if facts is None:
         facts = smoke_facts
     else:

@@ -2,10 +2,11 @@
 
 Self-contained on purpose: it imports only the standard library and torch, never
 cuda_doctor, because it runs inside the user's environment.  The launcher
-(``cuda_doctor.nccl.runner``) starts one of these per GPU with ``RANK``, ``WORLD_SIZE``,
-``MASTER_ADDR`` and ``MASTER_PORT`` set, and reads the JSON lines it prints:
+(``cuda_doctor.nccl.runner``) starts one of these per GPU (``python -c <this source> ARGS``)
+with ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` set, and reads the records
+(``cuda_doctor.children``) it prints:
 
-    {"event": "started", ...}   before torch is imported
+    {"started": true, ...}      before torch is imported
     {"event": "joining", ...}   torch imported, entering init_process_group
     {"event": "joined", ...}    once init_process_group has returned
     {"event": "result", ...}    the one result line of this rank (or {"event": "error", ...})
@@ -22,11 +23,6 @@ import os
 import sys
 import time
 from typing import Any
-
-# Running this file as a script puts its folder first on sys.path; drop it so sibling
-# modules can never shadow what torch imports.
-if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
-    sys.path.pop(0)
 
 #: Test-only switch: the rank named here never joins the group (exercises the timeout path).
 STALL_ENV = "CUDA_DOCTOR_NCCL_TEST_STALL_RANK"
@@ -50,7 +46,7 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
-    emit("started", rank=rank, pid=os.getpid())
+    print(json.dumps({"started": True, "rank": rank, "pid": os.getpid()}), flush=True)
     if os.environ.get(STALL_ENV) == str(rank):
         while True:  # never joins; the launcher's hard timeout must kill us
             time.sleep(3600)

@@ -1,19 +1,15 @@
 """Launch one all-reduce rank per GPU under one hard deadline, and read back their results.
 
-``process.run_command`` runs one program to completion; a process group needs N programs
-running at once under one shared deadline, so this module starts them itself with the same
-policy: each rank in its own session, and on timeout or on the first failing rank every
-rank's whole process group is killed.  Nothing here raises: every outcome is a
+The ranks are a group of children of the target interpreter (``cuda_doctor.children.run_group``):
+each in its own session, all under one shared deadline, and on timeout or on the first failing
+rank every rank's whole process group is killed.  Nothing here raises: every outcome is a
 ``GroupResult``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-import subprocess
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +17,8 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from cuda_doctor.process import kill_group
+from cuda_doctor import children
+from cuda_doctor.process import CommandResult
 
 CHILD = Path(__file__).with_name("allreduce_child.py")
 DEFAULT_SIZES = (1 << 20, 16 << 20, 256 << 20)  # 1 MiB, 16 MiB, 256 MiB
@@ -58,34 +55,9 @@ class GroupResult:
         return next((r for r in self.ranks if r.get("rank") == 0), {})
 
 
-@dataclass
-class _Rank:
-    rank: int
-    proc: subprocess.Popen[str]
-    events: list[dict[str, Any]] = field(default_factory=list)
-    stderr: list[str] = field(default_factory=list)
-
-    def has(self, event: str) -> bool:
-        return any(e.get("event") == event for e in self.events)
-
-    def first(self, event: str) -> dict[str, Any] | None:
-        return next((e for e in self.events if e.get("event") == event), None)
-
-
 def parse_events(text: str) -> list[dict[str, Any]]:
-    """JSON-object lines of a rank's stdout; anything else (library chatter) is skipped."""
-    events = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict) and "event" in value:
-            events.append(value)
-    return events
+    """The event records of a rank's stdout; anything else (library chatter) is skipped."""
+    return [record for record in children.parse_records(text) if "event" in record]
 
 
 def free_port() -> int:
@@ -126,6 +98,10 @@ def run_group(
 ) -> GroupResult:
     """Run ``world_size`` ranks of ``script`` with ``python``; kill them all at ``timeout``."""
     start = time.monotonic()
+    try:
+        source = script.read_text(encoding="utf-8")
+    except OSError as exc:
+        return GroupResult("failed", f"cannot read {script}: {exc.strerror or exc}", world_size)
     base = dict(os.environ if env is None else env)
     port = free_port()
     argv_tail = [
@@ -142,75 +118,28 @@ def run_group(
         "--init-timeout",
         str(timeout + 30.0),
     ]
-    ranks: list[_Rank] = []
-    threads: list[threading.Thread] = []
-    for rank in range(world_size):
-        try:
-            proc = subprocess.Popen(
-                [python, str(script), *argv_tail],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=child_env(base, rank, world_size, port),
-                text=True,
-                errors="replace",
-                start_new_session=True,  # one process group per rank, killed as a whole
-            )
-        except OSError as exc:
-            _kill_all(ranks)
-            return GroupResult(
-                "failed",
-                f"cannot start rank {rank} with {python}: {exc.strerror or exc}",
-                world_size,
-                seconds=time.monotonic() - start,
-            )
-        r = _Rank(rank, proc)
-        ranks.append(r)
-        threads += [
-            threading.Thread(target=_read_events, args=(r,), daemon=True),
-            threading.Thread(target=_read_stderr, args=(r,), daemon=True),
-        ]
-    for t in threads:
-        t.start()
-
-    deadline = start + timeout
-    failed: _Rank | None = None
-    while True:
-        codes = [r.proc.poll() for r in ranks]
-        failed = next((r for r, c in zip(ranks, codes, strict=False) if c not in (None, 0)), None)
-        if failed is not None or all(c is not None for c in codes):
-            break
-        if time.monotonic() >= deadline:
-            _kill_all(ranks)
-            _join(threads)
-            return GroupResult(
-                "timeout",
-                _timeout_message(ranks, timeout),
-                world_size,
-                seconds=time.monotonic() - start,
-                stderr_tails=_tails(ranks),
-            )
-        time.sleep(0.05)
-
-    if failed is not None:
-        _kill_all(ranks)  # the others would wait for the failed rank until their own timeout
-    _join(threads)
+    members = [(argv_tail, child_env(base, rank, world_size, port)) for rank in range(world_size)]
+    group = children.run_group(python, source, members, timeout=timeout)
     seconds = time.monotonic() - start
-    if failed is not None:
-        return GroupResult("failed", _failure_message(failed), world_size, seconds=seconds, stderr_tails=_tails(ranks))
+    ranks = group.results
+    tails = {rank: r.stderr[-_STDERR_TAIL:] for rank, r in enumerate(ranks) if r.stderr}
+    if group.timed_out:
+        return GroupResult("timeout", _timeout_message(ranks, timeout), world_size, seconds=seconds, stderr_tails=tails)
+    if group.failed is not None:
+        rank, failed = group.failed, ranks[group.failed]
+        if failed.returncode is None:
+            error = f"cannot start rank {rank} with {python}: {failed.error}"
+        else:
+            error = _failure_message(rank, failed)
+        return GroupResult("failed", error, world_size, seconds=seconds, stderr_tails=tails)
     results = []
-    for r in ranks:
-        result = r.first("result")
+    for rank, r in enumerate(ranks):
+        result = _first(r, "result")
         if result is None:
-            return GroupResult(
-                "failed",
-                f"rank {r.rank} exited without a result" + _last_line(r),
-                world_size,
-                seconds=seconds,
-                stderr_tails=_tails(ranks),
-            )
+            error = f"rank {rank} exited without a result" + _last_line(r)
+            return GroupResult("failed", error, world_size, seconds=seconds, stderr_tails=tails)
         results.append({k: v for k, v in result.items() if k != "event"})
-    return GroupResult("ok", None, world_size, tuple(results), seconds, _tails(ranks))
+    return GroupResult("ok", None, world_size, tuple(results), seconds, tails)
 
 
 def per_rank(result: GroupResult, key: str) -> list[float | None]:
@@ -234,58 +163,30 @@ def outliers(
 
 
 # -- helpers ---------------------------------------------------------------------------------
-def _read_events(r: _Rank) -> None:
-    assert r.proc.stdout is not None
-    for line in r.proc.stdout:
-        r.events.extend(parse_events(line))
+def _first(rank: CommandResult, event: str) -> dict[str, Any] | None:
+    return next((e for e in parse_events(rank.stdout) if e.get("event") == event), None)
 
 
-def _read_stderr(r: _Rank) -> None:
-    assert r.proc.stderr is not None
-    for line in r.proc.stderr:
-        r.stderr.append(line)
-        if len(r.stderr) > 200:
-            del r.stderr[:100]
+def _last_line(rank: CommandResult) -> str:
+    lines = [ln.strip() for ln in rank.stderr.splitlines() if ln.strip()]
+    return f": {children.excerpt(lines[-1])}" if lines else ""
 
 
-def _kill_all(ranks: Sequence[_Rank]) -> None:
-    for r in ranks:
-        if r.proc.poll() is None:
-            kill_group(r.proc)
-    for r in ranks:
-        try:
-            r.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            r.stderr.append(f"rank {r.rank} (pid {r.proc.pid}) survived SIGKILL for 5 s\n")
-
-
-def _join(threads: Sequence[threading.Thread]) -> None:
-    for t in threads:
-        t.join(timeout=2)
-
-
-def _tails(ranks: Sequence[_Rank]) -> dict[int, str]:
-    return {r.rank: "".join(r.stderr)[-_STDERR_TAIL:] for r in ranks if r.stderr}
-
-
-def _last_line(r: _Rank) -> str:
-    lines = [ln.strip() for ln in r.stderr if ln.strip()]
-    return f": {lines[-1]}" if lines else ""
-
-
-def _failure_message(r: _Rank) -> str:
-    error = r.first("error")
+def _failure_message(rank: int, result: CommandResult) -> str:
+    error = _first(result, "error")
     if error is not None:
-        return f"rank {r.rank}: {error.get('error')}"
-    return f"rank {r.rank} exited with status {r.proc.returncode}" + _last_line(r)
+        return f"rank {rank}: {error.get('error')}"
+    return f"rank {rank} exited with status {result.returncode}" + _last_line(result)
 
 
-def _timeout_message(ranks: Sequence[_Rank], timeout: float) -> str:
+def _timeout_message(ranks: Sequence[CommandResult], timeout: float) -> str:
     # A rank that never reached init_process_group is the culprit; the others merely wait.
-    missing = [r.rank for r in ranks if not r.has("joining")] or [r.rank for r in ranks if not r.has("joined")]
-    if missing:
-        who = f"rank {missing[0]}" if len(missing) == 1 else "ranks " + ", ".join(str(m) for m in missing)
+    def missing(event: str) -> list[int]:
+        return [rank for rank, r in enumerate(ranks) if _first(r, event) is None]
+
+    absent = missing("joining") or missing("joined")
+    if absent:
+        who = f"rank {absent[0]}" if len(absent) == 1 else "ranks " + ", ".join(str(m) for m in absent)
         return f"timeout: {who} did not join within {timeout:g} s"
-    running = [r.rank for r in ranks if not r.has("result")]
-    names = ", ".join(str(m) for m in running) or "none"
+    names = ", ".join(str(m) for m in missing("result")) or "none"
     return f"timeout: all-reduce did not finish within {timeout:g} s (ranks still running: {names})"

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from cuda_doctor.children import Handoff
 from cuda_doctor.facts import Facts
 
 
@@ -37,6 +38,10 @@ class ProbeContext:
     images: tuple[str, ...] = ()
     run_images: bool = False
     nccl: bool = False
+    #: Called with (level, step) whenever a smoke child starts a step (a terminal shows it).
+    smoke_progress: Callable[[str, str], None] | None = field(default=None, compare=False, repr=False)
+    #: Children one probe leaves running for a later phase (the framework probe's torch child).
+    handoff: Handoff = field(default_factory=Handoff, compare=False, repr=False)
 
     @property
     def path(self) -> str:

@@ -3,9 +3,9 @@
 This file is run as a script by the *target* interpreter (``python -c <this source> CONFIG``),
 so it imports nothing from cuda_doctor and stays compatible with old Pythons.  It tells a
 broken driver apart from a broken framework: no torch is needed, the driver's own JIT
-compiles the PTX.  Output, one JSON object per line on stdout: ``{"step": …}`` before each
-step, then ``{"result": {…}}``.  CONFIG is a JSON object: ``{"candidates": [paths of
-libcuda.so.1 to try first], "search_default": true}``.
+compiles the PTX.  Output, one JSON object per line on stdout (``cuda_doctor.children``):
+``{"started": true}``, ``{"step": …}`` before each step, then ``{"result": {…}}``.  CONFIG is
+a JSON object: ``{"candidates": [paths of libcuda.so.1 to try first], "search_default": true}``.
 """
 
 from __future__ import annotations
@@ -271,6 +271,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
+    emit({"started": True})
     config = json.loads(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1] else {}
     try:
         result = run(config)

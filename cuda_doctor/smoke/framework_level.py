@@ -8,8 +8,10 @@ convolution.  Every step's error is kept as text with the step's name; one broke
 not stop the others.  When ``pynvml`` is importable, the PCIe link and clock-event reasons
 are read *while* the GPU is busy (the link trains down at idle).
 
-Output, one JSON object per line on stdout: ``{"step": …}`` before each step, then
-``{"result": {…}}``.  CONFIG is a JSON object: ``{"size": 4096}``.
+Output, one JSON object per line on stdout (``cuda_doctor.children``): ``{"started": true}``,
+``{"step": …}`` before each step, ``{"device": {…}}`` after each GPU, then ``{"result": {…}}``.
+CONFIG is a JSON object: ``{"size": 4096}``.  In ``cuda-doctor check`` this script runs inside
+the framework probe's torch child, torch imported already (``_framework_child.run_next``).
 """
 
 from __future__ import annotations
@@ -428,6 +430,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
+    emit({"started": True})
     config = json.loads(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1] else {}
     try:
         result = run(config)

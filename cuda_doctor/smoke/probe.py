@@ -26,7 +26,7 @@ from typing import Any
 
 from cuda_doctor.facts import Facts, indexed
 from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.smoke.runner import ChildRun, ProgressCallback, SmokeRun, run_smoke
+from cuda_doctor.smoke.runner import ChildRun, SmokeRun, run_smoke
 
 #: Per-GPU figures the framework level measures, and the step that measures each.
 MEASURED: dict[str, str] = {
@@ -90,9 +90,6 @@ class SmokeProbe:
 
     name = "smoke"
 
-    def __init__(self, progress: ProgressCallback | None = None) -> None:
-        self.progress = progress
-
     def applies(self, ctx: ProbeContext) -> bool:
         return ctx.smoke and not ctx.fast
 
@@ -101,7 +98,7 @@ class SmokeProbe:
 
     def collect(self, ctx: ProbeContext) -> Facts:
         try:
-            run = run_smoke(ctx, self.progress)
+            run = run_smoke(ctx, ctx.smoke_progress)
         except Exception as exc:  # a broken runner must become a reason, not a traceback
             facts = Facts()
             facts.set("smoke.status", "failed")

@@ -1,13 +1,15 @@
-"""Run the smoke scripts in child processes of the target interpreter, under one hard limit.
+"""Run the smoke scripts in children of the target interpreter, under one hard limit.
 
-The children print a JSON line ``{"step": …}`` before each step, ``{"device": {…}}`` after
-each GPU (framework level) and ``{"result": {…}}`` at the end.  Lines are read as they come,
-so when the limit is reached the child's whole process group is killed and the outcome
-still says which step was running ("killed after 30 s while running: matmul bf16 on GPU 0")
-and keeps the figures of the GPUs that finished.
+The children (``cuda_doctor.children``) print ``{"step": …}`` before each step, ``{"device":
+{…}}`` after each GPU (framework level) and ``{"result": {…}}`` at the end.  When the limit is
+reached the child's whole process group is killed and the outcome still says which step was
+running ("killed after 30 s while running: matmul bf16 on GPU 0") and keeps the figures of the
+GPUs that finished.
 
-``run_command`` collects output only at the end, so this module streams with its own
-``Popen`` under the same rules: a new session, the group killed on timeout, never raising.
+The framework level runs in the torch child that the framework probe left in ``ctx.handoff``
+when there is one (``cuda-doctor check``: torch is imported once per check), else in a child of
+its own (``cuda-doctor smoke``).  An interpreter that could not even start the framework probe
+gets no smoke run at all: it would only fail the same way, after waiting for it again.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from cuda_doctor import children
 from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.process import start_streaming, wait_or_kill
+from cuda_doctor.probes.framework import TORCH_CHILD
+from cuda_doctor.process import CommandResult
 
 #: Called with ("driver" | "framework", step label) whenever a child starts a step.
 ProgressCallback = Callable[[str, str], None]
@@ -86,98 +90,57 @@ class SmokeRun:
 def parse_output(text: str) -> ParsedOutput:
     """Read progress lines, per-GPU records and the final result; ignore anything else.
 
-    A last line without its newline was cut off (the child was killed mid-write) and is
-    dropped rather than guessed at.
+    A last line without its newline was cut off (the child was killed mid-write): ``truncated``.
     """
-    lines = text.split("\n")
-    truncated = bool(lines and lines[-1].strip())
     steps: list[str] = []
     devices: list[dict[str, Any]] = []
     result: dict[str, Any] | None = None
-    for line in lines[:-1]:
-        record = _record(line)
-        if record is None:
-            continue
+    for record in children.parse_records(text):
         if isinstance(record.get("step"), str):
             steps.append(record["step"])
         elif isinstance(record.get("device"), dict):
             devices.append(record["device"])
         elif isinstance(record.get("result"), dict):
             result = record["result"]
+    truncated = bool(text.rsplit("\n", 1)[-1].strip())
     return ParsedOutput(tuple(steps), tuple(devices), result, truncated)
-
-
-def _record(line: str) -> dict[str, Any] | None:
-    line = line.strip()
-    if not line.startswith("{"):
-        return None  # a library's own print, not ours
-    try:
-        value = json.loads(line)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def script_source(level: str) -> str:
     return (_HERE / f"{level}_level.py").read_text(encoding="utf-8")
 
 
-def run_child(
+def child_run(
     level: str,
-    argv: Sequence[str],
-    *,
-    env: Mapping[str, str],
-    timeout: float,
-    limit_for_message: float,
-    on_step: ProgressCallback | None = None,
+    result: CommandResult,
+    limit: float,
+    python: str,
+    start_limit: float | None = None,
+    script: str = "the smoke script",
 ) -> ChildRun:
-    """Start ``argv``, stream its stdout, kill its process group after ``timeout`` seconds."""
-    start = time.monotonic()
-    proc = start_streaming(argv, env)
-    if isinstance(proc, str):
-        error = f"the interpreter {argv[0]} could not run the smoke script: {proc}"
+    """What one child said, judged: ``limit`` is the time it had, as messages name it."""
+    if result.returncode is None and not result.timed_out:
+        error = f"the interpreter {python} could not run {script}: {result.error}"
         return ChildRun(level, ParsedOutput(), 0.0, error=error, interpreter_failed=True)
-    out_chunks: list[str] = []
-    err_chunks: list[str] = []
-
-    def read_stdout() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            out_chunks.append(line)
-            record = _record(line) if line.endswith("\n") else None
-            if on_step is not None and record is not None and isinstance(record.get("step"), str):
-                on_step(level, record["step"])
-
-    def read_stderr() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            err_chunks.append(line)
-            if len(err_chunks) > 200:
-                del err_chunks[:100]
-
-    readers = [threading.Thread(target=f, daemon=True) for f in (read_stdout, read_stderr)]
-    for reader in readers:
-        reader.start()
-    timed_out, survived = wait_or_kill(proc, timeout)
-    if survived:  # stuck in the kernel driver (state D): say so; the readers are daemon threads
-        err_chunks.append("the child did not exit after SIGKILL (stuck in the driver?)\n")
-    for reader in readers:
-        reader.join(timeout=2)
-    seconds = time.monotonic() - start
-    parsed = parse_output("".join(out_chunks))
-    stderr_tail = "".join(err_chunks)[-2000:]
-    head = "".join(out_chunks)[:200]
-    run = ChildRun(level, parsed, seconds, proc.returncode, timed_out, stderr_tail, stdout_head=head)
-    return _with_error(run, limit_for_message, argv[0])
+    run = ChildRun(
+        level,
+        parse_output(result.stdout),
+        result.seconds,
+        result.returncode,
+        result.timed_out,
+        result.stderr[-2000:],
+        stdout_head=result.stdout[:200],
+    )
+    return _with_error(run, limit, python, start_limit, script)
 
 
 def _stderr_detail(stderr_tail: str, lines: int = 1) -> str:
-    last = [line.strip() for line in stderr_tail.splitlines() if line.strip()]
+    last = [children.excerpt(line) for line in stderr_tail.splitlines() if line.strip()]
     return " | ".join(last[-lines:])
 
 
-def _interpreter_error(run: ChildRun, limit: float, python: str) -> str:
-    what = f"the interpreter {python} could not run the smoke script"
+def _interpreter_error(run: ChildRun, limit: float, python: str, script: str = "the smoke script") -> str:
+    what = f"the interpreter {python} could not run {script}"
     if run.timed_out:
         return f"{what}: it printed nothing in {limit:g} s and was killed"
     shown = run.stdout_head.strip()
@@ -187,11 +150,18 @@ def _interpreter_error(run: ChildRun, limit: float, python: str) -> str:
     return f"{what}: it exited with status {run.returncode} before any progress line{said}{stderr}"
 
 
-def _with_error(run: ChildRun, limit: float, python: str = "python") -> ChildRun:
+def _with_error(
+    run: ChildRun,
+    limit: float,
+    python: str = "python",
+    start_limit: float | None = None,
+    script: str = "the smoke script",
+) -> ChildRun:
     step = run.last_step
     if not run.parsed.steps and run.result is None:
         # Not one line of our protocol: the script never ran, so the driver is not in question.
-        return replace(run, error=_interpreter_error(run, limit, python), interpreter_failed=True)
+        error = _interpreter_error(run, limit if start_limit is None else start_limit, python, script)
+        return replace(run, error=error, interpreter_failed=True)
     if run.timed_out:
         where = f"while running: {step}" if step else "before it reported a step"
         error = f"killed after {limit:g} s {where}"
@@ -223,57 +193,96 @@ def run_smoke(ctx: ProbeContext, progress: ProgressCallback | None = None) -> Sm
     """Both levels within ``ctx.smoke_timeout`` seconds in total.
 
     The framework level starts as soon as the driver level has found libcuda (its "cuInit"
-    step), so the two run side by side; with no driver at all, torch is never imported.
+    step), so the two run side by side; with no driver at all, torch is never imported for it.
     """
     limit = float(ctx.smoke_timeout)
     start = time.monotonic()
+    torch = ctx.handoff.take(TORCH_CHILD)
+    if torch is not None and torch.result is not None and not torch.started:
+        return _not_started(ctx, torch, limit)
+    first = children.start_timeout(ctx.timeout, limit)
     candidates, search_default = library_candidates(ctx)
     config = json.dumps({"candidates": candidates, "search_default": search_default})
-    env = dict(ctx.env)
     found_driver = threading.Event()
     runs: dict[str, ChildRun] = {}
 
-    def on_driver_step(level: str, step: str) -> None:
+    def on_driver_step(step: str) -> None:
         if step == "cuInit":
             found_driver.set()
         if progress is not None:
-            progress(level, step)
+            progress("driver", step)
 
     def driver_level() -> None:
-        runs["driver"] = run_child(
-            "driver",
-            [ctx.python, "-c", script_source("driver"), config],
-            env=env,
-            timeout=limit,
-            limit_for_message=limit,
-            on_step=on_driver_step,
+        source = script_source("driver")
+        result = children.run(
+            ctx.python, source, [config], env=ctx.env, timeout=limit, start_timeout=first, on_step=on_driver_step
         )
+        runs["driver"] = child_run("driver", result, limit, ctx.python, first)
         found_driver.set()
 
     thread = threading.Thread(target=driver_level, name="smoke-driver", daemon=True)
     thread.start()
     found_driver.wait(timeout=limit + 10)
-    framework: ChildRun | None = None
-    skipped: str | None = None
-    finished = runs.get("driver")
     left = limit - (time.monotonic() - start)
-    if finished is not None and (finished.result or {}).get("status") == "no_driver":
-        skipped = "no NVIDIA driver to run on (libcuda.so.1 not found)"
-    elif finished is not None and finished.interpreter_failed:
-        skipped = f"the interpreter {ctx.python} could not run the smoke script"
-    elif (finished is not None and finished.timed_out) or left < _MIN_FRAMEWORK_SECONDS:
-        skipped = f"no time left of the {limit:g} s smoke limit"
-    else:
-        framework = run_child(
-            "framework",
-            [ctx.python, "-c", script_source("framework"), json.dumps({"size": 4096})],
-            env=env,
-            timeout=left,
-            limit_for_message=limit,
-            on_step=progress,
-        )
+    skipped = _why_no_framework_level(runs.get("driver"), ctx.python, limit, left)
+    framework: ChildRun | None = None
+    if skipped is None:
+        framework = _framework_level(ctx, torch, left, limit, first, progress)
+    elif torch is not None:
+        torch.stop()
     thread.join(timeout=max(limit - (time.monotonic() - start), 0.0) + 10)
     driver = runs.get("driver") or ChildRun(
         "driver", ParsedOutput(), time.monotonic() - start, error="the driver-level child did not finish"
     )
     return SmokeRun(limit, driver, framework, skipped, time.monotonic() - start)
+
+
+def _why_no_framework_level(driver: ChildRun | None, python: str, limit: float, left: float) -> str | None:
+    if driver is not None and (driver.result or {}).get("status") == "no_driver":
+        return "no NVIDIA driver to run on (libcuda.so.1 not found)"
+    if driver is not None and driver.interpreter_failed:
+        return f"the interpreter {python} could not run the smoke script"
+    if (driver is not None and driver.timed_out) or left < _MIN_FRAMEWORK_SECONDS:
+        return f"no time left of the {limit:g} s smoke limit"
+    return None
+
+
+def _framework_level(
+    ctx: ProbeContext,
+    torch: children.Child | None,
+    left: float,
+    limit: float,
+    first: float,
+    progress: ProgressCallback | None,
+) -> ChildRun:
+    """The framework level: in the framework probe's torch child when it is waiting (or in what
+    it said, when it ended before its report), else in a child of its own."""
+
+    def on_step(step: str) -> None:
+        if progress is not None:
+            progress("framework", step)
+
+    config = json.dumps({"size": 4096})
+    if torch is None:
+        source = script_source("framework")
+        result = children.run(
+            ctx.python, source, [config], env=ctx.env, timeout=left, start_timeout=min(first, left), on_step=on_step
+        )
+        return child_run("framework", result, limit, ctx.python, first)
+    if torch.result is not None:  # it ended in the framework probe (a hang or a crash at the import)
+        return child_run("framework", torch.result, torch.limit, ctx.python)
+    # Waiting since its report, torch imported: it runs the same script in its own process.
+    sent = time.monotonic()
+    torch.on_step = on_step
+    torch.give_more_time(left)
+    torch.send({"run": script_source("framework"), "argv": [config]})
+    run = child_run("framework", torch.finish(), limit, ctx.python)
+    return replace(run, seconds=time.monotonic() - sent)
+
+
+def _not_started(ctx: ProbeContext, torch: children.Child, limit: float) -> SmokeRun:
+    """The interpreter could not start the framework probe: a smoke run would only repeat that."""
+    assert torch.result is not None
+    failed = child_run("driver", torch.result, limit, ctx.python, torch.start_limit, "the framework probe")
+    error = f"{failed.error}; the smoke run was skipped"
+    return SmokeRun(limit, replace(failed, seconds=0.0, error=error), None, error, 0.0)

@@ -327,3 +327,30 @@ def test_recorded_h200_reports_shape_unchanged(visible: str) -> None:
     report = _h200_reports()[visible]
     facts = interpret(_result("warning on stdout\n" + json.dumps(report)), "/py", 60)
     assert facts.to_dict() == Facts.from_dict(report).to_dict()
+
+
+@pytest.mark.parametrize(
+    ("raised", "recorded"),
+    [
+        ("ImportError('libcudart.so.13: cannot open shared object file')", "ImportError: libcudart.so.13: cannot open"),
+        ("OSError('[WinError 126] loading c10.dll\\nError loading the last dependency')", "OSError: Error loading the"),
+    ],
+)
+def test_a_failing_import_is_recorded_with_its_last_line(
+    plain_python: Path, tmp_path: Path, base_env: dict[str, str], raised: str, recorded: str
+) -> None:
+    pkg = tmp_path / "site" / "torch"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(f"raise {raised}\n", encoding="utf-8")
+    env = {**base_env, "PYTHONPATH": str(tmp_path / "site")}
+    facts = PROBE.collect(ProbeContext(python=str(plain_python), env=env))
+    assert facts.values["torch.installed"] is True
+    assert str(facts.values["torch.import_error"]).startswith(recorded)  # a fact, not "torch None"
+    assert facts.unknown["torch.version"].startswith("import torch failed: ")
+
+
+def test_the_probe_on_its_own_leaves_no_child(plain_python: Path, base_env: dict[str, str]) -> None:
+    ctx = ProbeContext(python=str(plain_python), env=base_env)  # smoke on, but no pipeline run
+    assert not ctx.handoff.accepting
+    PROBE.collect(ctx)
+    assert ctx.handoff.take("torch") is None

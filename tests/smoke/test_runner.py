@@ -1,4 +1,4 @@
-"""The child-process runner: output parsing, the hard limit, the kill path, progress."""
+"""The smoke runner: output parsing, the hard limit, the kill path, progress, the torch child handed over."""
 
 from __future__ import annotations
 
@@ -8,9 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from cuda_doctor.facts import Facts
+from cuda_doctor.pipeline import collect
 from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.probes.framework import FrameworkProbe
 from cuda_doctor.smoke.probe import SmokeProbe
 from cuda_doctor.smoke.runner import HANG_VARIABLE, parse_output, run_smoke
+from tests.conftest import gone, wait_until
 
 
 def test_parse_output_reads_steps_devices_and_result() -> None:
@@ -153,3 +157,125 @@ def test_no_driver_fails_the_smoke_run(clean_env: dict[str, str], tmp_path: Path
     assert facts.get("smoke.driver_level.status") == "no_driver"
     assert facts.get("smoke.status") == "failed"
     assert facts.get("smoke.error") == "no NVIDIA driver: libcuda.so.1 not found — the GPU smoke run could not run"
+
+
+# -- one torch child per check: the framework probe's child runs the smoke steps ------------------------
+def _counted(tmp_path: Path, python: str) -> tuple[str, Path]:
+    """An interpreter that logs its pid once per start, then becomes ``python``."""
+    log = tmp_path / "starts.log"
+    wrapper = tmp_path / "counted-python"
+    wrapper.write_text(f'#!/bin/sh\necho $$ >> {log}\nexec {python} "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper), log
+
+
+def _starts(log: Path) -> list[int]:
+    return [int(pid) for pid in log.read_text().split()] if log.exists() else []
+
+
+def _check(ctx: ProbeContext, framework: FrameworkProbe | None = None) -> Facts:
+    """The framework probe in phase 1, the smoke probe in phase 2, in one run as `check` does."""
+    with ctx.handoff.open():
+        facts = collect(ctx, [framework or FrameworkProbe()])
+        facts.merge(collect(ctx, [SmokeProbe()]))
+    return facts
+
+
+def test_the_framework_probes_child_runs_the_smoke_steps(
+    clean_env: dict[str, str], fake_root: Path, python_without_torch: str, tmp_path: Path
+) -> None:
+    python, log = _counted(tmp_path, python_without_torch)
+    steps: list[tuple[str, str]] = []
+    ctx = ProbeContext(root=fake_root, env=clean_env, python=python, smoke_progress=lambda *s: steps.append(s))
+    facts = _check(ctx)
+    assert facts.get("torch.installed") is False
+    assert facts.get("smoke.driver_level.status") == "ok"
+    assert facts.get("smoke.framework_level.status") == "skipped"
+    assert facts.get("smoke.framework_level.error") == (
+        f"torch is not installed for {python} (ModuleNotFoundError: No module named 'torch')"
+    )
+    assert ("framework", "import torch") in steps
+    assert len(_starts(log)) == 2  # the framework probe's child and the driver-level child, no third
+    assert wait_until(lambda: all(gone(pid) for pid in _starts(log)))
+
+
+@pytest.mark.slow
+def test_one_torch_import_for_facts_and_smoke(
+    clean_env: dict[str, str], fake_root: Path, torch_cpu_python: Path, tmp_path: Path
+) -> None:
+    python, log = _counted(tmp_path, str(torch_cpu_python))
+    facts = _check(ProbeContext(root=fake_root, env=clean_env, python=python))
+    assert facts.get("torch.version") == "2.13.0+cpu"
+    assert facts.get("torch.import_error") is None
+    assert facts.get("smoke.framework_level.torch_version") == "2.13.0+cpu"
+    assert facts.get("smoke.framework_level.status") == "failed"
+    error = facts.get("smoke.framework_level.error")
+    assert error == "torch.cuda.is_available() is False: this torch is a CPU-only build"
+    assert len(_starts(log)) == 2
+
+
+def test_a_hang_at_a_step_of_the_handed_over_child_is_killed_and_named(
+    clean_env: dict[str, str], fake_root: Path, python_without_torch: str
+) -> None:
+    env = {**clean_env, HANG_VARIABLE: "import torch"}
+    facts = _check(ProbeContext(root=fake_root, env=env, smoke_timeout=3, python=python_without_torch))
+    assert facts.get("torch.installed") is False  # phase 1 answered; the hang is in the smoke steps
+    assert facts.get("smoke.status") == "timeout"
+    assert facts.get("smoke.error") == "killed after 3 s while running: import torch"
+    assert facts.get("smoke[0].vector_add_ok") is True
+
+
+def test_an_interpreter_that_never_starts_gets_no_smoke_run(
+    clean_env: dict[str, str], fake_root: Path, tmp_path: Path
+) -> None:
+    python, log = _counted(tmp_path, _script(tmp_path, "slowpy", "exec sleep 600"))
+    framework = FrameworkProbe(min_start_timeout=0.5)
+    facts = _check(ProbeContext(root=fake_root, env=clean_env, python=python, timeout=0.5), framework)
+    assert facts.reason("torch.installed") == (
+        f"{python} did not start the framework probe within 0.5 s (it printed nothing; is it a working Python?)"
+    )
+    error = (
+        f"the interpreter {python} could not run the framework probe: it printed nothing in 0.5 s and was killed;"
+        " the smoke run was skipped"
+    )
+    assert facts.get("smoke.status") == "failed"
+    assert facts.get("smoke.interpreter_error") == error
+    assert facts.get("smoke.driver_level.status") == "interpreter_failed"  # the driver is not blamed
+    assert facts.get("smoke.framework_level.status") == "skipped"
+    assert len(_starts(log)) == 1  # the smoke run started nothing
+
+
+def test_output_quoted_from_a_child_is_capped(clean_env: dict[str, str], fake_root: Path) -> None:
+    # /bin/ls "runs" the probe's source as a file name: its error quotes all of it on one line.
+    facts = _check(ProbeContext(root=fake_root, env=clean_env, python="/bin/ls"))
+    reason = facts.reason("torch.installed") or ""
+    assert reason.startswith("/bin/ls exited with status 2: /bin/ls: cannot access") and len(reason) < 500
+    error = str(facts.get("smoke.interpreter_error"))
+    assert error.startswith("the interpreter /bin/ls could not run the framework probe: it exited with status 2")
+    assert error.endswith("; the smoke run was skipped")
+    assert "more characters)" in error and len(error) < 1000  # not the 15 KB of source ls quoted
+
+
+def test_a_child_left_waiting_is_stopped_when_no_smoke_probe_takes_it(
+    clean_env: dict[str, str], python_without_torch: str, tmp_path: Path
+) -> None:
+    python, log = _counted(tmp_path, python_without_torch)
+    ctx = ProbeContext(env=clean_env, python=python)
+    with ctx.handoff.open():
+        facts = collect(ctx, [FrameworkProbe()])
+        (pid,) = _starts(log)
+        assert not gone(pid)  # waiting for the smoke steps
+    assert facts.get("torch.installed") is False
+    assert wait_until(lambda: gone(pid))
+
+
+def test_no_driver_releases_the_torch_child_unused(
+    clean_env: dict[str, str], python_without_torch: str, tmp_path: Path
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    python, log = _counted(tmp_path, python_without_torch)
+    facts = _check(ProbeContext(root=root, env=clean_env, python=python))
+    assert facts.get("smoke.driver_level.status") == "no_driver"
+    assert facts.get("smoke.framework_level.error") == "no NVIDIA driver to run on (libcuda.so.1 not found)"
+    assert wait_until(lambda: all(gone(pid) for pid in _starts(log)))
