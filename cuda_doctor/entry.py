@@ -7,6 +7,9 @@ Two things make ``check`` start and end quickly, which matters in hooks and entr
   this process imports click, the rules and the reporters.
 * Once such a command has written its output, the process ends without interpreter teardown
   (freeing every module and object costs 10-15 ms and buys nothing here).
+
+SIGINT and SIGTERM are handled here, at the process entry: every child process group
+cuda-doctor started is killed and the process exits 130 or 143 with one line on stderr.
 """
 
 from __future__ import annotations
@@ -69,6 +72,9 @@ def end_now(status: int) -> None:
 
 
 def main() -> None:
+    from cuda_doctor.process import stop_children_on_signals
+
+    stop_children_on_signals()  # Ctrl-C or SIGTERM: every child group killed, one line, 130/143
     argv = sys.argv[1:]
     if wants_nvml(argv, os.environ):
         from cuda_doctor.nvml.read import prefetch

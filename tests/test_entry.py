@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cuda_doctor.entry import exit_status, wants_nvml
+from tests.conftest import gone, group_gone, wait_for_file, wait_until
 
 TESTS = Path(__file__).resolve().parent
 FAKE_PYNVML = TESTS / "fakes" / "pynvml_h200"
@@ -120,3 +123,43 @@ def test_a_broken_binding_is_a_reason_not_a_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     report = json.loads(proc.stdout)
     assert "libfoo.so: undefined symbol" in report["facts"]["values"]["nvml.error"]
+
+
+# -- interrupts: every child group killed, one line, 130 / 143 ---------------------------------------
+def _interpreter_that_hangs(tmp_path: Path) -> Path:
+    """A --python that never starts the probe: it records its pid and its helper's, then waits."""
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nsleep 600 &\necho $$ $! > {tmp_path / 'pids'}\nwait\n", encoding="utf-8")
+    python.chmod(0o755)
+    return python
+
+
+@pytest.mark.parametrize(
+    ("signals", "status"),
+    [
+        ((signal.SIGINT,), 130),
+        ((signal.SIGTERM,), 143),
+        ((signal.SIGINT, signal.SIGINT), 130),  # a double Ctrl-C
+    ],
+)
+def test_an_interrupted_check_leaves_no_child_running(
+    tmp_path: Path, signals: tuple[signal.Signals, ...], status: int
+) -> None:
+    env = {**os.environ, "PYTHONPATH": str(TESTS.parent), "PATH": os.defpath, "CUDA_DOCTOR_DISABLE_NVML": "1"}
+    env.pop("DOCKER_HOST", None)
+    python = _interpreter_that_hangs(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cuda_doctor", "check", "--python", str(python), "--timeout", "120"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    try:
+        pid, helper = (int(p) for p in wait_for_file(tmp_path / "pids").split())
+        for signum in signals:
+            proc.send_signal(signum)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == status
+    assert re.fullmatch(rf"cuda-doctor: stopped by {signals[0].name}; \d+ child process group\(s\) killed\n", err), err
+    # The probe's child led its own group: all of it is gone (SIGKILL takes a moment to land).
+    assert wait_until(lambda: group_gone(pid) and gone(pid) and gone(helper))

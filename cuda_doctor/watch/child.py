@@ -15,6 +15,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
 
+from cuda_doctor import process
+
 EXIT_NOT_FOUND = 127  # as a POSIX shell reports it
 EXIT_CANNOT_EXECUTE = 126
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -37,7 +39,7 @@ def spawn(argv: Sequence[str], env: Mapping[str, str] | None = None) -> subproce
     if not argv:
         return SpawnError(2, "cuda-doctor watch: no command given (usage: cuda-doctor watch -- CMD ARGS…)")
     try:
-        return subprocess.Popen(list(argv), env=dict(env) if env is not None else None)
+        proc = subprocess.Popen(list(argv), env=dict(env) if env is not None else None)
     except FileNotFoundError:
         return SpawnError(EXIT_NOT_FOUND, f"cuda-doctor watch: {name}: command not found")
     except PermissionError:
@@ -45,6 +47,10 @@ def spawn(argv: Sequence[str], env: Mapping[str, str] | None = None) -> subproce
     except OSError as exc:
         code = EXIT_NOT_FOUND if exc.errno == errno.ENOENT else EXIT_CANNOT_EXECUTE
         return SpawnError(code, f"cuda-doctor watch: {name}: {exc.strerror or exc}")
+    # In cuda-doctor's own process group (see above), so an interrupt handled by
+    # ``process.stop_children_on_signals`` kills this process alone, never the group.
+    process.track(proc, own_group=False)
+    return proc
 
 
 def _terminal_delivers_to_group() -> bool:
@@ -107,4 +113,6 @@ def forwarding_signals() -> Iterator[SignalForwarder]:
 
 def wait(proc: subprocess.Popen[bytes]) -> int:
     """Wait for the child (signal handlers run meanwhile) and return its shell-style exit code."""
-    return exit_code_of(proc.wait())
+    code = proc.wait()
+    process.untrack(proc)
+    return exit_code_of(code)

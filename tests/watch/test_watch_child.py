@@ -108,3 +108,13 @@ def test_exit_code_of_maps_signals_like_a_shell() -> None:
     assert exit_code_of(0) == 0
     assert exit_code_of(3) == 3
     assert exit_code_of(-9) == 137
+
+
+def test_the_command_is_registered_so_an_interrupt_kills_it_alone() -> None:
+    from cuda_doctor import process
+    from cuda_doctor.watch.child import spawn, wait
+
+    proc = spawn(["sleep", "600"])
+    assert isinstance(proc, subprocess.Popen)
+    assert process.kill_all() >= 1  # what the interrupt handler does; it shares our group,
+    assert wait(proc) == 128 + signal.SIGKILL  # so the process alone was killed: we are alive
