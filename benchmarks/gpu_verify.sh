@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # What was run on the GPU machine to verify cuda-doctor there (no package registry on it:
 # cuda-doctor runs from this working tree; its python3 has torch, nvidia-ml-py, click, rich).
-# Usage: OUT=/some/dir bash benchmarks/gpu_verify.sh [part…]   (parts: check fail bench watch nccl)
+# Usage: OUT=/some/dir bash benchmarks/gpu_verify.sh [part…]   (parts: check fail bench watch nccl child)
 set -u
 export PYTHONPATH="$PWD" NCCL_NVLS_ENABLE=0
 OUT="${OUT:-/tmp/cuda-doctor-verify}"; mkdir -p "$OUT"
 python3 -m compileall -q cuda_doctor
 doctor() { python3 -m cuda_doctor "$@"; }
-parts="${*:-check fail bench watch nccl}"
+parts="${*:-check fail bench watch nccl child}"
 run() { local name=$1; shift; echo "== $name: $*" | tee -a "$OUT/log.txt"; ( "$@" ) >"$OUT/$name.txt" 2>&1; echo "   rc=$?" | tee -a "$OUT/log.txt"; }
 for part in $parts; do case $part in
 check)
@@ -34,4 +34,31 @@ watch)
 nccl)
   run smoke-nccl doctor smoke --nccl -v
   CUDA_VISIBLE_DEVICES=0,0 run smoke-nccl-cvd-twice doctor smoke --nccl -v ;;
+child)
+  # One torch child per check: facts first, then (once the read-only probes are done) the smoke
+  # steps in the same process.  A --python that logs each start of the target interpreter
+  # counts the children: 2 expected (the torch child and the driver-level child), not 3.
+  printf '#!/bin/sh\necho "$$ $(date +%%s.%%N)" >> %s/starts.log\nexec python3 "$@"\n' "$OUT" > "$OUT/counted-python"
+  chmod +x "$OUT/counted-python"; rm -f "$OUT/starts.log"
+  CUDA_VISIBLE_DEVICES=0 run child-check doctor check --format json --python "$OUT/counted-python" --save "$OUT/child.json"
+  python3 - "$OUT" > "$OUT/child-summary.txt" 2>&1 <<'PY'
+import json, sys
+out = sys.argv[1]
+v = json.load(open(f"{out}/child.json"))["facts"]["values"]
+starts = open(f"{out}/starts.log").read().split("\n")
+show = ["torch.import_seconds", "smoke.framework_level.import_seconds", "smoke.framework_level.status",
+        "smoke.framework_level.seconds", "smoke.status", "gpu[0].process_count", "smoke[0].other_process_count",
+        "probe.framework.seconds", "probe.smoke.seconds"]
+print("interpreter starts:", len([s for s in starts if s]), "(expected 2)")
+for name in show:
+    print(f"{name} = {v.get(name)!r}")
+print("expected: smoke.framework_level.import_seconds < 0.05 (torch imported already), both process counts 0")
+PY
+  cat "$OUT/child-summary.txt" | tee -a "$OUT/log.txt"
+  run bench-check-full python3 benchmarks/check_speed.py --runs 5 --torch-python python3 --full-only
+  # An interpreter that never starts: the framework probe gives up after 10 s and no smoke run waits.
+  printf '#!/bin/sh\nexec sleep 600\n' > "$OUT/sleeping-python"; chmod +x "$OUT/sleeping-python"
+  run child-nostart bash -c "time python3 -m cuda_doctor check --python $OUT/sleeping-python"
+  # Ctrl-C while that probe waits: exit 130, one line, no orphan left (the ps line must be empty).
+  run child-sigint bash -c "timeout --preserve-status -s INT 3 python3 -m cuda_doctor check --python $OUT/sleeping-python; echo rc=\$?; sleep 1; ps -eo pid,ppid,pgid,args | grep '[s]leep 600' || echo 'no orphan'" ;;
 esac; done
