@@ -57,13 +57,22 @@ def which(program: str, path: str | None) -> str | None:
 #: pid → (process, whether it leads its own process group).  Plain dict operations only: the
 #: signal handler reads it in the main thread, possibly while that thread was adding to it.
 _RUNNING: dict[int, tuple[subprocess.Popen[bytes], bool]] = {}
+#: Held from a child's fork until it is recorded, so that an interrupt never falls in between.
+_STARTING = threading.Lock()
+_STOP = threading.Lock()  # taken by whichever thread handles the interrupt first
 _STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def track(proc: subprocess.Popen[bytes], own_group: bool = True) -> None:
     """Record a child so that an interrupt kills it: its whole group when it leads one (started
-    with ``start_new_session``), else the process alone (it shares cuda-doctor's group)."""
+    with ``start_new_session``), else the process alone (it shares cuda-doctor's group).  Call
+    it within ``starting()`` together with the ``Popen``."""
     _RUNNING[proc.pid] = (proc, own_group)
+
+
+def starting() -> threading.Lock:
+    """Hold this while starting a child and recording it (``start_streaming`` does)."""
+    return _STARTING
 
 
 def untrack(proc: subprocess.Popen[bytes]) -> None:
@@ -71,82 +80,64 @@ def untrack(proc: subprocess.Popen[bytes]) -> None:
 
 
 def kill_all(wait: float = 1.0) -> int:
-    """SIGKILL every child cuda-doctor started (each group it leads; one sharing our group
-    alone) and reap them, waiting up to ``wait`` seconds in all (one stuck in the kernel may
-    outlive SIGKILL); returns how many.
-
-    Besides the registry, the children are looked up in /proc: a child another thread has just
-    forked is not recorded until its ``Popen`` returns, and an interrupt may fall in between.
-    """
+    """SIGKILL every recorded child (each group it leads; one sharing our group alone) and reap
+    them, waiting up to ``wait`` seconds in all (one stuck in the kernel may outlive SIGKILL);
+    returns how many.  A child another thread is starting is recorded first."""
     import subprocess
 
-    recorded = dict(_RUNNING)
-    pids = set(recorded) | _direct_children()
-    for pid in pids:
-        own_group = recorded[pid][1] if pid in recorded else _leads_group(pid)
+    starting = _STARTING.acquire(timeout=wait)  # released while waiting: that thread goes on
+    running = list(_RUNNING.values())
+    if starting:
+        _STARTING.release()
+    for proc, own_group in running:
         with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
             if own_group:
-                os.killpg(pid, signal.SIGKILL)
+                os.killpg(proc.pid, signal.SIGKILL)
             else:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(proc.pid, signal.SIGKILL)
     end = time.monotonic() + wait
-    for pid in pids:
-        if pid in recorded:
-            with contextlib.suppress(subprocess.TimeoutExpired):  # left to the kernel, as it must be
-                recorded[pid][0].wait(timeout=max(end - time.monotonic(), 0.0))
-            untrack(recorded[pid][0])
-        else:
-            _reap(pid, end)
-    return len(pids)
-
-
-def _direct_children() -> set[int]:
-    """Our children according to /proc (empty where there is no /proc)."""
-    me = os.getpid()
-    found = set()
-    for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except OSError:  # gone meanwhile
-            continue
-        if int(fields[1]) == me:
-            found.add(int(pid))
-    return found
-
-
-def _leads_group(pid: int) -> bool:
-    try:
-        return os.getpgid(pid) == pid
-    except ProcessLookupError:
-        return False
-
-
-def _reap(pid: int, end: float) -> None:
-    while True:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:  # reaped by its Popen in another thread
-            return
-        if done or time.monotonic() >= end:
-            return
-        time.sleep(0.01)
+    for proc, _ in running:
+        with contextlib.suppress(subprocess.TimeoutExpired):  # left to the kernel, as it must be
+            proc.wait(timeout=max(end - time.monotonic(), 0.0))
+        untrack(proc)
+    return len(running)
 
 
 def stop_children_on_signals() -> None:
     """On SIGINT, SIGTERM or SIGHUP: kill every recorded child group, say so in one line on
     stderr and exit 128 + the signal's number (130, 143, 129), as a shell reports it.  Nothing
-    Python-level runs after the signal (no KeyboardInterrupt, no traceback, a second Ctrl-C is
-    ignored).  Call from the main thread."""
+    else runs after the signal (no KeyboardInterrupt, no traceback; a second Ctrl-C is ignored).
+    Call from the main thread.
+
+    Python runs a handler in the main thread only, and a main thread waiting on a lock (joining
+    a probe's thread) is woken only by a signal the kernel happened to deliver to it.  So the
+    handler's C part also writes the signal's number to a wakeup pipe, and a thread reading it
+    acts at once.  It leaves alone a signal whose handler is another's (``watch`` forwards them).
+    """
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
     for signum in _STOPPING:
         signal.signal(signum, _on_signal)
+    threading.Thread(target=_read_wakeups, args=(read_end,), name="cuda-doctor-signals", daemon=True).start()
 
 
 def _on_signal(signum: int, frame: object) -> None:
     for other in _STOPPING:
         signal.signal(other, signal.SIG_IGN)  # the cleanup below is not interrupted again
+    _stop(signum)
+
+
+def _read_wakeups(fd: int) -> None:
+    while wakeup := os.read(fd, 1):
+        if wakeup[0] in _STOPPING and signal.getsignal(wakeup[0]) is _on_signal:
+            _stop(wakeup[0])
+
+
+def _stop(signum: int) -> None:
+    if not _STOP.acquire(blocking=False):  # the other thread is ending the process already
+        while True:
+            time.sleep(3600)
     killed = kill_all()
     children = f"; {killed} child process group(s) killed" if killed else ""
     name = signal.Signals(signum).name
@@ -295,19 +286,20 @@ def start_streaming(
     Returns the process, or the OS error as text."""
     import subprocess
 
-    try:
-        proc = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        return str(exc.strerror or exc)
-    track(proc)
+    with _STARTING:
+        try:
+            proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=dict(env) if env is not None else None,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return str(exc.strerror or exc)
+        track(proc)
     return proc
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from cuda_doctor import process
@@ -49,3 +51,27 @@ def test_a_reaped_child_leaves_the_registry() -> None:
     assert not isinstance(proc, str)
     assert process.wait_or_kill(proc, 30) == (False, False)
     assert proc.pid not in process._RUNNING
+
+
+def test_a_signal_landing_on_another_thread_still_stops_everything(tmp_path: Path) -> None:
+    # Python runs handlers in the main thread only; here the main thread waits on a lock (as
+    # it does joining a probe) and the signal goes to a worker, so only the wakeup pipe sees it.
+    pidfile = tmp_path / "pid"
+    script = f"""
+import os, signal, sys, threading, time
+sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+from cuda_doctor import process
+process.stop_children_on_signals()
+process.start_streaming(["sh", "-c", "echo $$ > {pidfile}; exec sleep 600"], None)
+def worker():
+    while not os.path.exists({str(pidfile)!r}):
+        time.sleep(0.01)
+    signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+threading.Thread(target=worker).start()
+threading.Event().wait()
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 143, done.stderr
+    assert done.stderr == "cuda-doctor: stopped by SIGTERM; 1 child process group(s) killed\n"
+    pid = int(pidfile.read_text())
+    assert wait_until(lambda: gone(pid))

@@ -39,7 +39,11 @@ def spawn(argv: Sequence[str], env: Mapping[str, str] | None = None) -> subproce
     if not argv:
         return SpawnError(2, "cuda-doctor watch: no command given (usage: cuda-doctor watch -- CMD ARGS…)")
     try:
-        proc = subprocess.Popen(list(argv), env=dict(env) if env is not None else None)
+        with process.starting():
+            proc = subprocess.Popen(list(argv), env=dict(env) if env is not None else None)
+            # In cuda-doctor's own process group (see above): an interrupt handled by
+            # ``process.stop_children_on_signals`` kills this process alone, never the group.
+            process.track(proc, own_group=False)
     except FileNotFoundError:
         return SpawnError(EXIT_NOT_FOUND, f"cuda-doctor watch: {name}: command not found")
     except PermissionError:
@@ -47,9 +51,6 @@ def spawn(argv: Sequence[str], env: Mapping[str, str] | None = None) -> subproce
     except OSError as exc:
         code = EXIT_NOT_FOUND if exc.errno == errno.ENOENT else EXIT_CANNOT_EXECUTE
         return SpawnError(code, f"cuda-doctor watch: {name}: {exc.strerror or exc}")
-    # In cuda-doctor's own process group (see above), so an interrupt handled by
-    # ``process.stop_children_on_signals`` kills this process alone, never the group.
-    process.track(proc, own_group=False)
     return proc
 
 
