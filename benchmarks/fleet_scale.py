@@ -22,8 +22,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cuda_doctor.compare.fleet import compare_fleet
-from cuda_doctor.compare.load import load_many
-from cuda_doctor.report import compare_json, compare_text
+from cuda_doctor.report.compare import json as compare_json
+from cuda_doctor.report.compare import text as compare_text
+from cuda_doctor.reportfile import load_many
 
 GPUS = 8
 # The recorded H200 (torch 2.11.0+cu130, driver 580.159.04) figures.

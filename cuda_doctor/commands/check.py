@@ -150,8 +150,8 @@ def _smoke_steps(progress: Progress) -> Callable[[str, str], None]:
 def emit(report: Report, fmt: str, verbose: bool, fail_on: str, save: Path | None) -> None:
     severity = Severity(fail_on)
     code = report.exit_code(severity)
-    if fmt == "oneline":  # for schedulers: exit 2 when there is no verdict (report/oneline.py)
-        from cuda_doctor.report.oneline import judge_oneline
+    if fmt == "oneline":  # for schedulers: exit 2 when there is no verdict (report/check/oneline.py)
+        from cuda_doctor.report.check.oneline import judge_oneline
 
         verdict = judge_oneline(report, severity)
         text, code = verdict.line + "\n", verdict.exit_code
@@ -165,7 +165,7 @@ def emit(report: Report, fmt: str, verbose: bool, fail_on: str, save: Path | Non
 
 
 def save_report(report: Report, severity: Severity, path: Path) -> None:
-    from cuda_doctor.report.json_report import render_json
+    from cuda_doctor.report.check.json import render_json
 
     text = render_json(report, severity)
     try:

@@ -8,8 +8,10 @@ import click
 
 from cuda_doctor.commands.compare_options import FORMAT_OPTION, NOISE, fail_input
 from cuda_doctor.compare.diff import DEFAULT_NOISE, diff_reports
-from cuda_doctor.compare.load import ReportError, load_report
-from cuda_doctor.report import compare_json, compare_markdown, compare_text
+from cuda_doctor.report.compare import json as compare_json
+from cuda_doctor.report.compare import markdown as compare_markdown
+from cuda_doctor.report.compare import text as compare_text
+from cuda_doctor.reportfile import ReportError, load_report
 
 
 @click.command("diff")

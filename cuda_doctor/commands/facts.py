@@ -11,8 +11,8 @@ from cuda_doctor.commands.options import Seconds, format_option
 from cuda_doctor.knowledge import derive_all
 from cuda_doctor.pipeline import Report, gather
 from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.report.facts_text import render_facts_text
-from cuda_doctor.report.json_report import render_json
+from cuda_doctor.report.check.json import render_json
+from cuda_doctor.report.facts import render_facts_text
 from cuda_doctor.report.progress import probe_progress
 
 

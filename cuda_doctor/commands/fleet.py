@@ -9,8 +9,10 @@ import click
 from cuda_doctor.commands.compare_options import FORMAT_OPTION, NOISE, fail_input
 from cuda_doctor.compare.diff import DEFAULT_NOISE
 from cuda_doctor.compare.fleet import compare_fleet
-from cuda_doctor.compare.load import load_unique
-from cuda_doctor.report import compare_json, compare_markdown, compare_text
+from cuda_doctor.report.compare import json as compare_json
+from cuda_doctor.report.compare import markdown as compare_markdown
+from cuda_doctor.report.compare import text as compare_text
+from cuda_doctor.reportfile import load_unique
 
 
 @click.command("fleet")

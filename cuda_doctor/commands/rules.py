@@ -8,7 +8,7 @@ import click
 
 from cuda_doctor.commands.options import config_option, format_option
 from cuda_doctor.config import load_config
-from cuda_doctor.report.rules_list import render_rules
+from cuda_doctor.report.rules import render_rules
 from cuda_doctor.rules import load_rules
 
 

@@ -21,14 +21,14 @@ from cuda_doctor.watch.verdict import analyse
 def _render(fmt: str, series: Series, color: bool) -> str:
     analysis = analyse(series)
     if fmt == "json":
-        from cuda_doctor.report import watch_json
+        from cuda_doctor.report.watch import json as watch_json
 
         return watch_json.render(series, analysis, socket.gethostname())
     if fmt == "markdown":
-        from cuda_doctor.report import watch_markdown
+        from cuda_doctor.report.watch import markdown as watch_markdown
 
         return watch_markdown.render(series, analysis)
-    from cuda_doctor.report import watch_text
+    from cuda_doctor.report.watch import text as watch_text
 
     return watch_text.render(series, analysis, color=color)
 

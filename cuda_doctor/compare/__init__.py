@@ -3,6 +3,6 @@ side by side (``fleet``).  Pure data in, frozen data out; reporters do the print
 
 from __future__ import annotations
 
-from cuda_doctor.compare.load import SUPPORTED_SCHEMA, Report, ReportError, load_report
+from cuda_doctor.reportfile import SUPPORTED_SCHEMA, Report, ReportError, load_report
 
 __all__ = ["SUPPORTED_SCHEMA", "Report", "ReportError", "load_report"]

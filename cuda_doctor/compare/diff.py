@@ -15,7 +15,7 @@ from cuda_doctor.compare.keys import (
     number,
     smoke_indices,
 )
-from cuda_doctor.compare.load import Report
+from cuda_doctor.reportfile import Report
 from cuda_doctor.results import FINDING_RANK, Result, Status
 
 DEFAULT_NOISE = 0.05

@@ -14,7 +14,7 @@ from typing import Any
 
 from cuda_doctor.compare.diff import DEFAULT_NOISE
 from cuda_doctor.compare.keys import METRICS, Metric, number, smoke_indices
-from cuda_doctor.compare.load import Report, ReportError, gc_paused
+from cuda_doctor.reportfile import Report, ReportError, gc_paused
 from cuda_doctor.results import Status
 
 #: Robust z-score above which a figure is an outlier (Iglewicz & Hoaglin's 3.5).

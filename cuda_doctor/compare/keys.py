@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from cuda_doctor.compare.load import Report
+from cuda_doctor.reportfile import Report
 
 #: Facts whose change matters after an upgrade, with the label shown to people.
 KEY_FACTS: tuple[tuple[str, str], ...] = (

@@ -20,13 +20,13 @@ def render(report: Report, fmt: str, verbose: bool = False, terminal: bool = Fal
 
     severity = Severity(fail_on)
     if fmt == "json":
-        from cuda_doctor.report.json_report import render_json
+        from cuda_doctor.report.check.json import render_json
 
         return render_json(report, severity, indent=2 if terminal else None)
     if fmt == "markdown":
-        from cuda_doctor.report.markdown import render_markdown
+        from cuda_doctor.report.check.markdown import render_markdown
 
         return render_markdown(report, verbose, severity)
-    from cuda_doctor.report.text import render_text
+    from cuda_doctor.report.check.text import render_text
 
     return render_text(report, verbose=verbose, color=terminal, fail_on=severity)

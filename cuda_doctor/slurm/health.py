@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cuda_doctor.process import run_command
-from cuda_doctor.report.oneline import LIMIT, clean
+from cuda_doctor.report.check.oneline import LIMIT, clean
 from cuda_doctor.slurm.node import REASON_PREFIX, NodeState, Slurm
 
 VERDICTS = {0: "OK", 1: "FAIL"}

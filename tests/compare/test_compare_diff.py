@@ -16,7 +16,7 @@ from compare_reports import (
 )
 
 from cuda_doctor.compare.diff import Diff, diff_reports
-from cuda_doctor.compare.load import Report, load_report
+from cuda_doctor.reportfile import Report, load_report
 from cuda_doctor.results import Status
 
 
@@ -152,7 +152,7 @@ def test_noise_must_be_a_fraction(tmp_path: Path) -> None:
 
 
 def test_brackets_in_messages_are_text_not_style_tags(tmp_path: Path) -> None:
-    from cuda_doctor.report.compare_text import render_diff
+    from cuda_doctor.report.compare.text import render_diff
 
     after = failing_rule(base_report())
     next(r for r in after["results"] if r["rule"] == "CD310")["message"] = "cannot open [/dev/nvidiactl] ([bold] stays)"

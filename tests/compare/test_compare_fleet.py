@@ -14,7 +14,7 @@ from compare_reports import (
 )
 
 from cuda_doctor.compare.fleet import Fleet, compare_fleet
-from cuda_doctor.compare.load import load_many
+from cuda_doctor.reportfile import load_many
 
 WOBBLE = (1.0, 1.01, 0.99, 1.02, 0.98, 1.005, 0.995, 1.015)
 

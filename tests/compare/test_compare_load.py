@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from compare_reports import RECORDED, base_report, write
 
-from cuda_doctor.compare.load import SUPPORTED_SCHEMA, ReportError, load_many, load_report
+from cuda_doctor.reportfile import SUPPORTED_SCHEMA, ReportError, load_many, load_report
 from cuda_doctor.results import Status
 
 

@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 import yaml
 
-from cuda_doctor.report.oneline import LIMIT
+from cuda_doctor.report.check.oneline import LIMIT
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs" / "kubernetes"

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from cuda_doctor.report import watch_json, watch_markdown, watch_text
+from cuda_doctor.report.watch import json as watch_json
+from cuda_doctor.report.watch import markdown as watch_markdown
+from cuda_doctor.report.watch import text as watch_text
 from cuda_doctor.watch.samples import GpuInfo, Sample, Series, reason_names
 from cuda_doctor.watch.verdict import analyse, count_gaps, warmup_end
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cuda_doctor.report.common import (
+from cuda_doctor.report.check.common import (
     CATEGORY_TITLES,
     MARKS,
     STYLES,

@@ -6,8 +6,8 @@ import click
 
 from cuda_doctor.compare.diff import Diff
 from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet
-from cuda_doctor.report.common import md_cell
-from cuda_doctor.report.compare_common import (
+from cuda_doctor.report.check.common import md_cell
+from cuda_doctor.report.compare.wording import (
     config_value,
     diff_verdict,
     fact_side,

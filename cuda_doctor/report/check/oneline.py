@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cuda_doctor.report.common import ORDER, plural
+from cuda_doctor.report.check.common import ORDER, plural
 from cuda_doctor.results import Result, Severity, Status
 
 if TYPE_CHECKING:

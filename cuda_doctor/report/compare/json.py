@@ -11,7 +11,7 @@ import click
 from cuda_doctor import __version__
 from cuda_doctor.compare.diff import Diff
 from cuda_doctor.compare.fleet import Fleet
-from cuda_doctor.compare.load import Report
+from cuda_doctor.reportfile import Report
 
 #: Version of the comparison output below (independent of the report schema it reads).
 COMPARE_SCHEMA_VERSION = 1

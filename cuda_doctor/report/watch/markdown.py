@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from cuda_doctor.report.watch_text import gpu_lines, sparkline
+from cuda_doctor.report.watch.text import gpu_lines, sparkline
 from cuda_doctor.watch.samples import Series
 from cuda_doctor.watch.verdict import Analysis
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cuda_doctor.facts import Facts
-from cuda_doctor.report.facts_text import render_facts_text
+from cuda_doctor.report.facts import render_facts_text
 
 
 @pytest.mark.parametrize("color", [False, True])

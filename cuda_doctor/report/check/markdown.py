@@ -6,7 +6,7 @@ import json
 from typing import TYPE_CHECKING
 
 from cuda_doctor import __version__
-from cuda_doctor.report.common import CATEGORY_TITLES, MARKS, grouped, is_partial, md_cell, summary_line, visible
+from cuda_doctor.report.check.common import CATEGORY_TITLES, MARKS, grouped, is_partial, md_cell, summary_line, visible
 from cuda_doctor.results import Severity, Status
 
 if TYPE_CHECKING:

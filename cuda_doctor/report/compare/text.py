@@ -10,7 +10,7 @@ from rich.text import Text
 
 from cuda_doctor.compare.diff import Diff
 from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet, Node
-from cuda_doctor.report.compare_common import (
+from cuda_doctor.report.compare.wording import (
     config_value,
     diff_verdict,
     fact_side,

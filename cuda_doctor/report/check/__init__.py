@@ -1,0 +1,1 @@
+"""The check report's formats."""

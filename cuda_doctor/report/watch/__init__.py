@@ -1,0 +1,1 @@
+"""The watch report's formats."""
