@@ -4,65 +4,23 @@ Rules stay plain conditions because anything that needs a table lookup or a smal
 (which driver a CUDA build needs, whether a GPU's architecture is in the wheel, what
 CUDA_VISIBLE_DEVICES really exposes) is computed here into ``derived.*`` facts.  Every
 function reads facts, writes facts, and never raises: a missing input leaves the derived
-fact unknown with the input's reason.
+fact unknown with the input's reason.  The tables are read by ``cuda_doctor.tables`` and NVIDIA
+version numbers by ``cuda_doctor.versions``.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from cuda_doctor import tomlcache
 from cuda_doctor.facts import Facts, indexed
 from cuda_doctor.optional import import_optional
-from cuda_doctor.paths import rules_dir
+from cuda_doctor.tables import load_table
+from cuda_doctor.versions import at_least, major_minor, nvidia_version
 
 Deriver = Callable[[Facts], None]
-
-
-@functools.cache
-def load_table(name: str) -> dict[str, Any]:
-    """Parse ``rules/data/<name>.toml`` (cached)."""
-    return tomlcache.load(table_path(name))  # written back once, at the end of derive_all
-
-
-def table_path(name: str) -> Path:
-    return rules_dir() / "data" / f"{name}.toml"
-
-
-# -- small helpers --------------------------------------------------------------------------
-
-
-def nvidia_version(text: object) -> tuple[int, ...] | None:
-    """An NVIDIA driver or CUDA number ("580.159.04", "12.4.1") as integers, compared part by
-    part; trailing zeros dropped so that "12.4" equals "12.4.0".  None when it is not one.
-
-    These are plain dotted numbers, not Python package versions: torch's own versions
-    ("2.11.0+cu130") go through ``packaging``.
-    """
-    if text is None:
-        return None
-    parts = str(text).strip().split(".")
-    if not all(part.isdigit() for part in parts):  # also refuses "" and signs
-        return None
-    numbers = [int(part) for part in parts]
-    while len(numbers) > 1 and numbers[-1] == 0:
-        numbers.pop()
-    return tuple(numbers)
-
-
-def at_least(version: object, floor: object) -> bool:
-    """``version >= floor`` for NVIDIA numbers; False when either cannot be read."""
-    have, need = nvidia_version(version), nvidia_version(floor)
-    return have is not None and need is not None and have >= need
-
-
-def major_minor(text: object) -> tuple[int, int] | None:
-    match = re.match(r"^\s*(\d+)\.(\d+)", str(text)) if text is not None else None
-    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def _need(facts: Facts, out: str, *names: str) -> bool:

@@ -138,7 +138,7 @@ def _derive_image(facts: Facts, i: int, host: Host) -> None:
 def load_tags() -> list[dict[str, Any]] | str:
     """The ``[[minor]]`` rows of the tag table, or the reason it cannot be read."""
     try:
-        from cuda_doctor.knowledge import load_table
+        from cuda_doctor.tables import load_table
 
         table = load_table(TAGS_TABLE)
     except FileNotFoundError:
@@ -245,7 +245,7 @@ def _derive_suggested_tag(facts: Facts, i: int, host: Host) -> None:
 
 
 def _derive_torch_mismatch(facts: Facts, i: int) -> None:
-    from cuda_doctor.knowledge import major_minor
+    from cuda_doctor.versions import major_minor
 
     out = f"derived.image[{i}].torch_cuda_mismatch"
     variant = facts.get(f"image[{i}].torch_variant")

@@ -26,7 +26,7 @@ OUTLIER_FACTOR = 1.5
 
 
 def load_interconnect_table() -> dict[str, Any]:
-    from cuda_doctor.knowledge import load_table
+    from cuda_doctor.tables import load_table
 
     return load_table("interconnect_expected")
 

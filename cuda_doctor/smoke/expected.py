@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from cuda_doctor.facts import Facts, indexed
-from cuda_doctor.knowledge import load_table
+from cuda_doctor.tables import load_table
 
 #: metric → (measured fact under smoke[i], expected figure key, achievable factor key)
 METRICS: dict[str, tuple[str, str, str]] = {
