@@ -1,8 +1,8 @@
 """The command line: click commands that wire the pipeline.  No logic lives here.
 
-``main`` is the one error boundary: known errors (a bad config, rule or report file) become
-one line and exit 2; anything unexpected is written to a log file whose path is printed,
-never a bare traceback.
+``main`` is the one error boundary: usage errors and ``UserError`` (a bad config, rule, option or
+report file; a click exception) become one line and exit 2; anything unexpected is written to a
+log file whose path is printed, never a bare traceback.
 """
 
 from __future__ import annotations
@@ -80,11 +80,6 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except Exception as exc:
-        from cuda_doctor.errors import UserError
-
-        if isinstance(exc, UserError):
-            click.echo(f"cuda-doctor: error: {exc}", err=True)
-            sys.exit(EXIT_USAGE)
         if os.environ.get("CUDA_DOCTOR_DEBUG"):
             raise
         log = _write_crash_log()

@@ -1,8 +1,21 @@
-"""The one base class for errors a user can fix (a bad file, option or rule), caught at the one
-boundary (``cli.main``), which prints ``cuda-doctor: error: <message>`` and exits 2."""
+"""The one base class for errors a user can fix (a bad file, option or rule).
+
+It is a click exception, so the one boundary is click's own: wherever a command raises it
+(``cli.main``, or a command invoked on its own), the user sees ``cuda-doctor: error: <message>``
+on stderr and the exit status is 2, never a traceback.
+"""
 
 from __future__ import annotations
 
+from typing import IO, Any
 
-class UserError(Exception):
+import click
+
+
+class UserError(click.ClickException):
     """A problem with what the user gave us; the message is one sentence naming the thing."""
+
+    exit_code = 2
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"cuda-doctor: error: {self.format_message()}", file=file, err=file is None)
