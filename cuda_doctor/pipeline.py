@@ -1,73 +1,30 @@
-"""probes → facts → derived facts → rules → results: the one pipeline every command uses."""
+"""probes → facts → derived facts → rules → results: the one pipeline every command uses.
+
+This module only orchestrates: the report it returns is ``checkreport.Report``, and a saved
+report is read back by ``reportfile``.
+"""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from cuda_doctor import __version__
+from cuda_doctor.checkreport import Report
 from cuda_doctor.config import Config
-from cuda_doctor.errors import UserError
 from cuda_doctor.facts import Facts
 from cuda_doctor.knowledge import derive_all
 from cuda_doctor.optional import import_optional
 from cuda_doctor.probes import PHASE_1, PHASE_2, PROBES, PROVIDES, runs_fast
 from cuda_doctor.probes.base import Probe, ProbeContext
-from cuda_doctor.results import Result, Severity, Status, exit_code
+from cuda_doctor.results import Result, Status
 from cuda_doctor.rules import Judgement, Rule, judge, load_rules
 from cuda_doctor.selection import check_selection
 
-SCHEMA = "cuda-doctor/report"
-SCHEMA_VERSION = 1
-
 #: Called with ("start" | "done", probe name) so a terminal can show progress.
 Progress = Callable[[str, str], None]
-
-
-class ReportFileError(UserError):
-    """A facts or report file that cannot be read; the message names the file."""
-
-
-@dataclass
-class Report:
-    facts: Facts
-    results: list[Result]
-    command: str = "check"
-    host: str = field(default_factory=lambda: _hostname())
-    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()))
-    problems: list[str] = field(default_factory=list)  # internal trouble worth showing (never silent)
-
-    def counts(self) -> dict[str, int]:
-        counts = {status.value: 0 for status in Status}
-        for result in self.results:
-            counts[result.status.value] += 1
-        return counts
-
-    def exit_code(self, fail_on: Severity) -> int:
-        return exit_code(self.results, fail_on)
-
-    def to_dict(self, fail_on: Severity = Severity.ERROR) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA,
-            "schema_version": SCHEMA_VERSION,
-            "tool": {"name": "cuda-doctor", "version": __version__},
-            "host": self.host,
-            "created": self.created,
-            "command": self.command,
-            "facts": self.facts.to_dict(),
-            "results": [r.to_dict() for r in self.results],
-            "problems": list(self.problems),
-            "summary": {**self.counts(), "exit_code": self.exit_code(fail_on), "fail_on": fail_on.value},
-        }
-
-
-def _hostname() -> str:
-    return os.uname().nodename  # the same as socket.gethostname(), without importing socket
 
 
 # -- probing -----------------------------------------------------------------------------------
@@ -268,48 +225,13 @@ def run_check(
 
 def rejudge(path: Path, config: Config, *, select: Iterable[str] = (), ignore: Iterable[str] = ()) -> Report:
     """Judge the facts of a saved report or facts file again, with this version's rules."""
-    data = read_json(path)
-    facts = facts_from_document(data, path)
+    from cuda_doctor.reportfile import load_report  # only re-judging reads a saved file
+
+    saved = load_report(path)
     # derived facts are recomputed with this version's tables
-    facts.values = {k: v for k, v in facts.values.items() if not k.startswith("derived.")}
-    facts.unknown = {k: v for k, v in facts.unknown.items() if not k.startswith("derived.")}
+    facts = Facts(
+        {k: v for k, v in saved.values.items() if not k.startswith("derived.")},
+        {k: v for k, v in saved.unknown.items() if not k.startswith("derived.")},
+    )
     results, problems = judge_facts(facts, config, select=select, ignore=ignore)
-    host = data.get("host")
-    if not isinstance(host, str):
-        host = _hostname()
-    return Report(facts=facts, results=results, host=host, problems=problems)
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ReportFileError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReportFileError(f"{path}: cannot read: {exc}") from None
-    import json  # only re-judging reads JSON; a plain check never imports it
-
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ReportFileError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    if not isinstance(data, dict):
-        raise ReportFileError(f"{path}: expected a JSON object")
-    return data
-
-
-def facts_from_document(data: Mapping[str, Any], path: Path) -> Facts:
-    """Accept a report (``facts`` inside) or a bare facts object (``values``/``unknown``)."""
-    version = data.get("schema_version")
-    if isinstance(version, int) and version > SCHEMA_VERSION:
-        raise ReportFileError(
-            f"{path}: written by a newer cuda-doctor (schema version {version}; "
-            f"this one reads up to {SCHEMA_VERSION}): upgrade cuda-doctor to read it"
-        )
-    body = data.get("facts", data)
-    if not isinstance(body, dict) or "values" not in body:
-        raise ReportFileError(f"{path}: no facts found (expected a cuda-doctor report or facts file)")
-    try:
-        return Facts.from_dict(body)
-    except ValueError as exc:
-        raise ReportFileError(f"{path}: {exc}") from None
+    return Report(facts=facts, results=results, host=saved.host, problems=problems)

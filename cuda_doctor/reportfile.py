@@ -1,45 +1,54 @@
-"""Reading saved reports (``cuda-doctor check --save FILE``) and checking their shape.
+"""Report files: the schema they are written in, reading them back, and the one error.
 
-Every way a file can be unusable becomes a ``ReportError`` that names the file and says
-what is wrong with it in one line, so a fleet comparison can list the bad files and go on
-with the rest.
+``check --save`` and ``--format json`` write this schema (``checkreport.Report.to_dict``);
+``check --facts``, ``diff`` and ``fleet`` read it back here, with the same checks, so a broken
+file gets the same one-line ``ReportFileError`` whichever command reads it.  Reading is bounded
+(docs/json-schema.md): at most ``MAX_BYTES``, regular files only (a FIFO or ``/dev/zero`` is
+refused before a byte is read), and JSON nested too deeply for the parser is an error, not a crash.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import json
+import os
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cuda_doctor.results import Result
+from cuda_doctor.errors import UserError
+from cuda_doctor.results import Result, Status
 
-#: The report schema this version writes and fully understands.
-SUPPORTED_SCHEMA = 1
-SCHEMA_NAME = "cuda-doctor/report"
+if TYPE_CHECKING:
+    from json import JSONDecodeError
+
+SCHEMA = "cuda-doctor/report"
+#: The report schema version this version writes and fully understands.
+SCHEMA_VERSION = 1
+#: A report is tens of kilobytes; anything this large is not one.
+MAX_BYTES = 64 * 2**20
 
 
-class ReportError(Exception):
-    """A report that cannot be used; ``str()`` is one line naming the file."""
+class ReportFileError(UserError):
+    """A report or facts file that cannot be used; ``str()`` is one line naming the file."""
 
-    def __init__(self, path: str, reason: str) -> None:
+    def __init__(self, path: str | Path, reason: str) -> None:
         super().__init__(f"{path}: {reason}")
-        self.path = path
+        self.path = str(path)
         self.reason = reason
 
 
 @dataclass(frozen=True)
-class Report:
-    """The parts of a saved report that comparisons use."""
+class SavedReport:
+    """A report file as read back: what re-judging and comparisons use."""
 
     path: str
-    host: str
+    host: str  # the report's host, else its system.hostname fact, else the file's name
     created: str | None
     tool_version: str | None
-    schema_version: int
+    schema_version: int  # 0 for a bare facts dump
     values: Mapping[str, Any]
     unknown: Mapping[str, str]
     results: tuple[Result, ...] = ()
@@ -55,74 +64,89 @@ class Report:
         return self.values.get(name, default)
 
 
-def load_report(path: str | Path) -> Report:
-    """Read and validate one report file; raises ``ReportError`` naming the file."""
+def load_report(path: str | Path) -> SavedReport:
+    """Read and check one report file; raises ``ReportFileError`` naming the file."""
     shown = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except IsADirectoryError:
-        raise ReportError(shown, "is a directory, not a report file") from None
-    except OSError as exc:
-        raise ReportError(shown, f"cannot read: {exc.strerror or exc}") from None
+    raw = _read_bounded(path, shown)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise ReportError(shown, "not a JSON report (the file is not UTF-8 text)") from None
+        raise ReportFileError(shown, "not a JSON report (the file is not UTF-8 text)") from None
     if not text.strip():
-        raise ReportError(shown, "empty file (the report was never written, or was cut off)")
+        raise ReportFileError(shown, "empty file (the report was never written, or was cut off)")
+    import json  # only reading a saved report needs it; a plain check never imports json
+
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ReportError(shown, _describe_json_error(text, exc)) from None
+        raise ReportFileError(shown, _describe_json_error(text, exc)) from None
+    except RecursionError:
+        raise ReportFileError(shown, "not a cuda-doctor report (JSON nested too deeply to read)") from None
+    except ValueError as exc:  # e.g. an integer with more digits than Python converts
+        raise ReportFileError(shown, f"not valid JSON: {exc}") from None
     return parse_report(data, shown)
 
 
-def _describe_json_error(text: str, exc: json.JSONDecodeError) -> str:
-    stripped = text.lstrip()
-    if stripped[:1] not in ("{", "["):
+def _read_bounded(path: str | Path, shown: str) -> bytes:
+    # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ReportFileError(shown, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise ReportFileError(shown, "is a directory, not a report file")
+        if not stat.S_ISREG(mode):
+            raise ReportFileError(shown, "not a regular file (a FIFO, device or socket), not a report file")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise ReportFileError(shown, f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_BYTES:
+        raise ReportFileError(shown, f"larger than {MAX_BYTES // 2**20} MiB: not a cuda-doctor report")
+    return raw
+
+
+def _describe_json_error(text: str, exc: JSONDecodeError) -> str:
+    if text.lstrip()[:1] not in ("{", "["):
         return "not JSON (was the report saved with --format json?)"
     if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
         # The parser ran out of text: the usual sign of a copy or write that was cut short.
-        return f"truncated JSON: the file ends at line {exc.lineno} before the report is complete"
-    return f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        return f"truncated JSON (not valid JSON): the file ends at line {exc.lineno} before the report is complete"
+    return f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
 
 
-def parse_report(data: Any, path: str) -> Report:
-    """Validate decoded JSON as a report (or a bare ``cuda-doctor facts`` dump)."""
+def parse_report(data: Any, path: str) -> SavedReport:
+    """Check decoded JSON as a report, or as a bare facts dump (``values`` and ``unknown``)."""
     if not isinstance(data, dict):
-        raise ReportError(path, f"not a cuda-doctor report (top level is a JSON {_kind(data)})")
-    if "schema" not in data and "values" in data and "unknown" in data:
-        return _from_facts_dump(data, path)
+        raise ReportFileError(path, f"not a cuda-doctor report (top level is a JSON {_kind(data)})")
     schema = data.get("schema")
-    if schema != SCHEMA_NAME:
-        found = "no 'schema' field" if schema is None else f"schema is {schema!r}"
-        raise ReportError(path, f"not a cuda-doctor report ({found}, expected {SCHEMA_NAME!r})")
-    version = data.get("schema_version")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise ReportError(path, f"invalid schema_version {version!r} (expected a positive integer)")
-    if version > SUPPORTED_SCHEMA:
-        writer = _tool_version(data) or "a newer cuda-doctor"
-        raise ReportError(
-            path,
-            f"report schema version {version} (written by {writer}) is newer than this "
-            f"cuda-doctor understands (version {SUPPORTED_SCHEMA}); upgrade cuda-doctor "
-            "(pip install --upgrade . from its repository)",
-        )
+    if schema is None and "facts" not in data:
+        if "values" in data:
+            return _from_facts_dump(data, path)
+        raise ReportFileError(path, f"not a cuda-doctor report (no 'schema' field, expected {SCHEMA!r})")
+    if schema is not None and schema != SCHEMA:
+        raise ReportFileError(path, f"not a cuda-doctor report (schema is {schema!r}, expected {SCHEMA!r})")
+    # A hand-made {"facts": …} without a schema is read as a report of this version.
+    version = _version(data.get("schema_version", SCHEMA_VERSION if schema is None else None), data, path)
     facts = data.get("facts")
     if not isinstance(facts, dict) or not isinstance(facts.get("values"), dict):
-        raise ReportError(path, "report has no 'facts.values' object")
+        raise ReportFileError(path, "no facts found: the report has no 'facts.values' object")
     values: dict[str, Any] = facts["values"]
-    unknown_raw = facts.get("unknown", {})
-    unknown = {str(k): str(v) for k, v in unknown_raw.items()} if isinstance(unknown_raw, dict) else {}
+    unknown = _unknown(facts.get("unknown", {}), path)
     results, notes = _parse_results(data.get("results", []), path)
-    host = data.get("host") or values.get("system.hostname") or Path(path).stem
-    created = data.get("created")
+    if schema is None:
+        notes = ("no 'schema' field: read as a report", *notes)
     command = data.get("command")
     if not results:
         notes = (*notes, _FACTS_ONLY if command == "facts" else "no rule results in this report (facts only)")
-    return Report(
+    created = data.get("created")
+    return SavedReport(
         path=path,
-        host=str(host),
+        host=str(data.get("host") or values.get("system.hostname") or Path(path).stem),
         created=str(created) if created is not None else None,
         tool_version=_tool_version(data),
         schema_version=version,
@@ -137,42 +161,64 @@ def parse_report(data: Any, path: str) -> Report:
 _FACTS_ONLY = "facts only (no rule results): written by `cuda-doctor facts`"
 
 
-def _from_facts_dump(data: dict[str, Any], path: str) -> Report:
-    # `cuda-doctor facts --format json` output: facts without verdicts still compare.
+def _version(version: Any, data: Mapping[str, Any], path: str) -> int:
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ReportFileError(path, f"invalid schema_version {version!r} (expected a positive integer)")
+    if version > SCHEMA_VERSION:
+        writer = _tool_version(data) or "a newer cuda-doctor"
+        raise ReportFileError(
+            path,
+            f"report schema version {version} (written by {writer}) is newer than this "
+            f"cuda-doctor understands (version {SCHEMA_VERSION}); upgrade cuda-doctor "
+            "(pip install --upgrade . from its repository)",
+        )
+    return version
+
+
+def _unknown(raw: Any, path: str) -> dict[str, str]:
+    if not isinstance(raw, dict):
+        raise ReportFileError(path, "'unknown' must be an object of fact name → reason")
+    return {str(k): str(v) for k, v in raw.items()}
+
+
+def _from_facts_dump(data: dict[str, Any], path: str) -> SavedReport:
+    # A bare {values, unknown} dump: facts without verdicts still re-judge and compare.
     values = data["values"]
-    unknown = data["unknown"]
-    if not isinstance(values, dict) or not isinstance(unknown, dict):
-        raise ReportError(path, "facts dump must have 'values' and 'unknown' objects")
-    host = values.get("system.hostname") or Path(path).stem
-    return Report(
+    if not isinstance(values, dict):
+        raise ReportFileError(path, "facts dump must have 'values' and 'unknown' objects")
+    return SavedReport(
         path=path,
-        host=str(host),
+        host=str(values.get("system.hostname") or Path(path).stem),
         created=None,
         tool_version=None,
         schema_version=0,
         values=values,
-        unknown={str(k): str(v) for k, v in unknown.items()},
+        unknown=_unknown(data.get("unknown", {}), path),
         results=(),
         notes=("facts only (no rule results): read from a bare `cuda-doctor facts` dump",),
         command="facts",
     )
 
 
+_STATUSES = {s.value for s in Status}
+
+
 def _parse_results(raw: Any, path: str) -> tuple[tuple[Result, ...], tuple[str, ...]]:
     if not isinstance(raw, list):
-        raise ReportError(path, "'results' must be a list")
+        raise ReportFileError(path, "'results' must be a list")
     results: list[Result] = []
     skipped = 0
     for item in raw:
         if not isinstance(item, dict) or "rule" not in item:
-            raise ReportError(path, "a result has no 'rule' id")
+            raise ReportFileError(path, "a result has no 'rule' id")
+        status = item.get("status")
+        if isinstance(status, str) and status not in _STATUSES:
+            skipped += 1  # a status this version does not know (written by a newer tool): left out
+            continue
         try:
             results.append(Result.from_dict(item))
-        except ValueError:
-            # A status this version does not know (written by a newer tool): leave it out.
-            skipped += 1
-        except (TypeError, KeyError) as exc:
-            raise ReportError(path, f"malformed result for rule {item.get('rule')!r}: {exc}") from None
+        except (TypeError, KeyError, ValueError) as exc:
+            raise ReportFileError(path, f"malformed result for rule {item.get('rule')!r}: {exc}") from None
     notes = (f"{skipped} result(s) with a status this version does not know were left out",)
     return tuple(results), notes if skipped else ()
 
@@ -190,16 +236,19 @@ def _kind(value: Any) -> str:
     )
 
 
-def expand_paths(paths: Iterable[str | Path]) -> tuple[list[Path], list[ReportError]]:
+# -- many files (fleet) -------------------------------------------------------------------------
+
+
+def expand_paths(paths: Iterable[str | Path]) -> tuple[list[Path], list[ReportFileError]]:
     """Files as given; directories contribute their ``*.json`` files (sorted, not recursive)."""
     files: list[Path] = []
-    errors: list[ReportError] = []
+    errors: list[ReportFileError] = []
     for entry in paths:
         p = Path(entry)
         if p.is_dir():
             found = sorted(c for c in p.glob("*.json") if c.is_file())
             if not found:
-                errors.append(ReportError(str(p), "directory holds no *.json reports"))
+                errors.append(ReportFileError(p, "directory holds no *.json reports"))
             files.extend(found)
         else:
             files.append(p)
@@ -224,23 +273,23 @@ def unique_files(files: Iterable[Path]) -> tuple[list[Path], list[str]]:
     return unique, repeated
 
 
-def load_many(paths: Iterable[str | Path]) -> tuple[list[Report], list[ReportError]]:
+def load_many(paths: Iterable[str | Path]) -> tuple[list[SavedReport], list[ReportFileError]]:
     """Load every report it can; the ones it cannot are returned as errors, in input order."""
     reports, errors, _ = load_unique(paths)
     return reports, errors
 
 
-def load_unique(paths: Iterable[str | Path]) -> tuple[list[Report], list[ReportError], list[str]]:
+def load_unique(paths: Iterable[str | Path]) -> tuple[list[SavedReport], list[ReportFileError], list[str]]:
     """``load_many``, reading a file given more than once (same resolved path) only once;
     the third item names the repeats so the caller can say they were counted once."""
     expanded, errors = expand_paths(paths)
     files, repeated = unique_files(expanded)
-    reports: list[Report] = []
+    reports: list[SavedReport] = []
     with gc_paused():
         for f in files:
             try:
                 reports.append(load_report(f))
-            except ReportError as exc:
+            except ReportFileError as exc:
                 errors.append(exc)
     return reports, errors, repeated
 

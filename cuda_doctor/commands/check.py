@@ -8,11 +8,12 @@ from pathlib import Path
 
 import click
 
+from cuda_doctor.checkreport import Report
 from cuda_doctor.commands.options import Seconds, config_option, fail_on_option, format_option, selection
 from cuda_doctor.config import load_config
-from cuda_doctor.pipeline import Progress, Report, ReportFileError, rejudge, run_check
+from cuda_doctor.pipeline import Progress, rejudge, run_check
 from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.report import render
+from cuda_doctor.report.check import FORMATS, render
 from cuda_doctor.results import Severity
 
 
@@ -23,7 +24,7 @@ def _non_empty(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 
 
 @click.command("check")
-@format_option(("text", "json", "markdown", "oneline"))
+@format_option((*FORMATS, "oneline"))
 @click.option(
     "--fast",
     is_flag=True,
@@ -165,13 +166,7 @@ def emit(report: Report, fmt: str, verbose: bool, fail_on: str, save: Path | Non
 
 
 def save_report(report: Report, severity: Severity, path: Path) -> None:
+    from cuda_doctor.commands.output import write_file
     from cuda_doctor.report.check.json import render_json
 
-    text = render_json(report, severity)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        blocked = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
-        reason = f"{blocked} is not a directory" if blocked else (exc.strerror or str(exc))
-        raise ReportFileError(f"cannot write the report to {path}: {reason}") from None
+    write_file(path, render_json(report, severity))

@@ -6,26 +6,24 @@ import sys
 
 import click
 
-from cuda_doctor.commands.compare_options import FORMAT_OPTION, NOISE, fail_input
+from cuda_doctor.commands.options import NoiseBand, format_option
 from cuda_doctor.compare.diff import DEFAULT_NOISE, diff_reports
-from cuda_doctor.report.compare import json as compare_json
-from cuda_doctor.report.compare import markdown as compare_markdown
-from cuda_doctor.report.compare import text as compare_text
-from cuda_doctor.reportfile import ReportError, load_report
+from cuda_doctor.report.compare import FORMATS, render_diff
+from cuda_doctor.reportfile import load_report
 
 
 @click.command("diff")
 @click.argument("before", type=click.Path(dir_okay=False, path_type=str))
 @click.argument("after", type=click.Path(dir_okay=False, path_type=str))
-@FORMAT_OPTION
+@format_option(FORMATS)
 @click.option(
     "--noise",
-    type=NOISE,
+    type=NoiseBand(),
     default=f"{DEFAULT_NOISE:.0%}",  # a string so the help shows "5%", not "0.05"
     show_default=True,
     help="Smoke figures within this band are 'the same': a fraction (0.05) or a percentage (5%).",
 )
-def command(before: str, after: str, output_format: str, noise: float) -> None:
+def command(before: str, after: str, fmt: str, noise: float) -> None:
     """Show what changed between two reports of one machine.
 
     BEFORE and AFTER are saved reports (cuda-doctor check --save FILE).  Shows the
@@ -37,16 +35,7 @@ def command(before: str, after: str, output_format: str, noise: float) -> None:
     as a framework no longer installed, a smoke check broken, a figure slower than the
     noise band), 0 otherwise, 2 when a report cannot be read.
     """
-    try:
-        old = load_report(before)
-        new = load_report(after)
-    except ReportError as exc:
-        fail_input(str(exc))
-    result = diff_reports(old, new, noise=noise)
-    if output_format == "json":
-        compare_json.print_diff(result)
-    elif output_format == "markdown":
-        compare_markdown.print_diff(result)
-    else:
-        compare_text.print_diff(result)
+    result = diff_reports(load_report(before), load_report(after), noise=noise)
+    # width None: the terminal's (rich measures it), 80 columns into a pipe
+    click.echo(render_diff(result, fmt, color=sys.stdout.isatty(), width=None), nl=False)
     sys.exit(1 if result.worse else 0)

@@ -78,7 +78,7 @@ def command(
     from cuda_doctor.config import load_config
     from cuda_doctor.pipeline import run_check
     from cuda_doctor.probes.base import ProbeContext
-    from cuda_doctor.report import render
+    from cuda_doctor.report.check import render
     from cuda_doctor.results import Severity
 
     config = load_config(config_path, Path.cwd())

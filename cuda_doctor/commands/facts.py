@@ -7,17 +7,17 @@ from pathlib import Path
 
 import click
 
+from cuda_doctor.checkreport import Report
 from cuda_doctor.commands.options import Seconds, format_option
 from cuda_doctor.knowledge import derive_all
-from cuda_doctor.pipeline import Report, gather
+from cuda_doctor.pipeline import gather
 from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.report.check.json import render_json
-from cuda_doctor.report.facts import render_facts_text
+from cuda_doctor.report.facts import FORMATS, render
 from cuda_doctor.report.progress import probe_progress
 
 
 @click.command("facts")
-@format_option(("text", "json"))
+@format_option(FORMATS)
 @click.option("--fast", is_flag=True, help="No framework import and no GPU work.")
 @click.option("--no-smoke", is_flag=True, help="Skip the GPU smoke run.")
 @click.option("--python", type=click.Path(dir_okay=False), default=None, help="Interpreter whose framework to inspect.")
@@ -50,16 +50,12 @@ def command(
         facts = gather(ctx, progress=progress)
     problems = derive_all(facts) if derived else []
     report = Report(facts=facts, results=[], command="facts", problems=problems)
-    text = (
-        # indented for a person (a terminal or a file), compact when piped, as `check` prints it
-        render_json(report, indent=2 if output is not None or sys.stdout.isatty() else None)
-        if fmt == "json"
-        else render_facts_text(facts, color=sys.stdout.isatty() and output is None)
-    )
+    terminal = sys.stdout.isatty() and output is None
+    # JSON is indented for a person (a terminal or a file), compact when piped, as `check` prints it
+    text = render(report, fmt, color=terminal, indent=terminal or output is not None)
     if output is not None:
-        try:
-            output.write_text(text)
-        except OSError as exc:
-            raise click.ClickException(f"cannot write {output}: {exc.strerror}") from None
+        from cuda_doctor.commands.output import write_file
+
+        write_file(output, text)
         return
     click.echo(text, nl=False)

@@ -6,21 +6,20 @@ import sys
 
 import click
 
-from cuda_doctor.commands.compare_options import FORMAT_OPTION, NOISE, fail_input
+from cuda_doctor.commands.options import NoiseBand, format_option
 from cuda_doctor.compare.diff import DEFAULT_NOISE
 from cuda_doctor.compare.fleet import compare_fleet
-from cuda_doctor.report.compare import json as compare_json
-from cuda_doctor.report.compare import markdown as compare_markdown
-from cuda_doctor.report.compare import text as compare_text
+from cuda_doctor.errors import UserError
+from cuda_doctor.report.compare import FORMATS, render_fleet
 from cuda_doctor.reportfile import load_unique
 
 
 @click.command("fleet")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
-@FORMAT_OPTION
+@format_option(FORMATS)
 @click.option(
     "--noise",
-    type=NOISE,
+    type=NoiseBand(),
     default=f"{DEFAULT_NOISE:.0%}",  # a string so the help shows "5%", not "0.05"
     show_default=True,
     help="Smaller deviations from a GPU model's median are never called outliers.",
@@ -35,7 +34,7 @@ from cuda_doctor.reportfile import load_unique
 @click.option("--all-nodes", is_flag=True, help="Text output: list every node, however many.")
 def command(
     paths: tuple[str, ...],
-    output_format: str,
+    fmt: str,
     noise: float,
     fail_on_difference: bool,
     all_nodes: bool,
@@ -56,12 +55,8 @@ def command(
     reports, errors, repeated = load_unique(paths)
     if not reports:
         reasons = "; ".join(str(e) for e in errors) or "no reports given"
-        fail_input(f"no readable report: {reasons}")
+        raise UserError(f"no readable report: {reasons}")
     result = compare_fleet(reports, errors, noise=noise, repeated=repeated)
-    if output_format == "json":
-        compare_json.print_fleet(result)
-    elif output_format == "markdown":
-        compare_markdown.print_fleet(result)
-    else:
-        compare_text.print_fleet(result, all_nodes=all_nodes)
+    # width None: the terminal's (rich measures it), 80 columns into a pipe
+    click.echo(render_fleet(result, fmt, color=sys.stdout.isatty(), width=None, all_nodes=all_nodes), nl=False)
     sys.exit(1 if fail_on_difference and not result.uniform else 0)

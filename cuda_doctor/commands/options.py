@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -67,12 +67,31 @@ def fail_on_option(func: F) -> F:
     )(func)
 
 
-def format_option(choices: tuple[str, ...] = ("text", "json", "markdown")) -> Callable[[F], F]:
+def format_option(choices: Iterable[str], help: str = "Output format.") -> Callable[[F], F]:
+    """The one ``--format`` option: ``choices`` are the names in the report type's format table."""
     return click.option(
         "--format",
         "fmt",
         type=click.Choice(list(choices)),
         default="text",
         show_default=True,
-        help="Output format.",
+        help=help,
     )
+
+
+class NoiseBand(click.ParamType):
+    """A relative band: ``0.05`` or ``5%``."""
+
+    name = "FRACTION|PERCENT"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            return value
+        text = str(value).strip()
+        try:
+            number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            self.fail(f"{value!r} is not a fraction (0.05) or a percentage (5%)", param, ctx)
+        if not 0 <= number < 1:
+            self.fail(f"{value!r} must be at least 0 and below 100%", param, ctx)
+        return number

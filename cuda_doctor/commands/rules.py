@@ -8,12 +8,12 @@ import click
 
 from cuda_doctor.commands.options import config_option, format_option
 from cuda_doctor.config import load_config
-from cuda_doctor.report.rules import render_rules
+from cuda_doctor.report.rules import FORMATS, render_rules
 from cuda_doctor.rules import load_rules
 
 
 @click.command("rules")
-@format_option(("text", "json", "markdown"))
+@format_option(FORMATS)
 @config_option
 def command(fmt: str, config_path: Path | None) -> None:
     """List the rules: id, severity, category and title (your own rules included)."""

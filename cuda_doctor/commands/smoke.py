@@ -9,11 +9,13 @@ from pathlib import Path
 
 import click
 
+from cuda_doctor.checkreport import Report
 from cuda_doctor.commands.check import emit
 from cuda_doctor.commands.options import Seconds, config_option, fail_on_option, format_option
 from cuda_doctor.config import Config, load_config
-from cuda_doctor.pipeline import Report, collect, judge_facts, load_probe
+from cuda_doctor.pipeline import collect, judge_facts, load_probe
 from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.report.check import FORMATS
 from cuda_doctor.smoke.probe import SmokeProbe
 from cuda_doctor.smoke.runner import ProgressCallback
 
@@ -41,7 +43,7 @@ def step_progress(enabled: bool) -> Iterator[ProgressCallback | None]:
 
 
 @click.command("smoke")
-@format_option()
+@format_option(FORMATS)
 @click.option(
     "--smoke-timeout",
     type=Seconds(1, 3600),

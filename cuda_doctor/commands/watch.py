@@ -12,6 +12,9 @@ from pathlib import Path
 
 import click
 
+from cuda_doctor.commands.options import format_option
+from cuda_doctor.commands.output import write_file
+from cuda_doctor.report.watch import FORMATS, render
 from cuda_doctor.watch import child
 from cuda_doctor.watch.sampler import DEFAULT_INTERVAL_S, Sampler
 from cuda_doctor.watch.samples import Series
@@ -19,18 +22,7 @@ from cuda_doctor.watch.verdict import analyse
 
 
 def _render(fmt: str, series: Series, color: bool) -> str:
-    analysis = analyse(series)
-    if fmt == "json":
-        from cuda_doctor.report.watch import json as watch_json
-
-        return watch_json.render(series, analysis, socket.gethostname())
-    if fmt == "markdown":
-        from cuda_doctor.report.watch import markdown as watch_markdown
-
-        return watch_markdown.render(series, analysis)
-    from cuda_doctor.report.watch import text as watch_text
-
-    return watch_text.render(series, analysis, color=color)
+    return render(series, analyse(series), fmt, host=socket.gethostname(), color=color)
 
 
 SEPARATOR = "----- cuda-doctor watch report ({fmt}) -----\n"
@@ -73,12 +65,8 @@ def _writable(ctx: click.Context, param: click.Parameter, value: Path | None) ->
     show_default=True,
     help="Seconds between NVML samples.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "markdown"]),
-    default="text",
-    show_default=True,
+@format_option(
+    FORMATS,
     help="Report format. The command's stdout stays its own: the report goes to --output FILE, "
     "else (json with --save) to the --save file, else to stderr; json and markdown on stderr come "
     "after a '----- cuda-doctor watch report (FORMAT) -----' line.",
@@ -124,9 +112,9 @@ def command(interval: float, fmt: str, output: Path | None, save: Path | None, c
 def _deliver(fmt: str, series: Series, output: Path | None, save: Path | None) -> None:
     """The report to --output, else to the --save file when that is the same JSON, else stderr."""
     if save is not None:
-        save.write_text(_render("json", series, color=False), encoding="utf-8")
+        write_file(save, _render("json", series, color=False))
     if output is not None:
-        output.write_text(_render(fmt, series, color=False), encoding="utf-8")
+        write_file(output, _render(fmt, series, color=False))
         return
     if fmt == "json" and save is not None:
         click.echo(f"cuda-doctor watch: report written to {save}", err=True)

@@ -15,7 +15,7 @@ from cuda_doctor.compare.keys import (
     number,
     smoke_indices,
 )
-from cuda_doctor.reportfile import Report
+from cuda_doctor.reportfile import SavedReport
 from cuda_doctor.results import FINDING_RANK, Result, Status
 
 DEFAULT_NOISE = 0.05
@@ -71,8 +71,8 @@ class CheckChange:
 
 @dataclass(frozen=True)
 class Diff:
-    before: Report
-    after: Report
+    before: SavedReport
+    after: SavedReport
     noise: float
     facts: tuple[FactChange, ...]
     rules: tuple[RuleFlip, ...]
@@ -80,7 +80,7 @@ class Diff:
     checks: tuple[CheckChange, ...]
     #: Reports without rule results (facts only); rule outcomes are compared only when
     #: both reports have them, so a rule absent from a facts-only report is never "fixed".
-    without_results: tuple[Report, ...] = ()
+    without_results: tuple[SavedReport, ...] = ()
 
     @property
     def rules_compared(self) -> bool:
@@ -125,7 +125,7 @@ class Diff:
         return self.before.host == self.after.host
 
 
-def diff_reports(before: Report, after: Report, noise: float = DEFAULT_NOISE) -> Diff:
+def diff_reports(before: SavedReport, after: SavedReport, noise: float = DEFAULT_NOISE) -> Diff:
     if not 0 <= noise < 1:
         raise ValueError(f"noise band must be a fraction in [0, 1), got {noise}")
     without = tuple(r for r in (before, after) if not r.has_results)
@@ -149,7 +149,7 @@ def _state(value: Any) -> str:
     return "known"
 
 
-def diff_facts(before: Report, after: Report) -> tuple[FactChange, ...]:
+def diff_facts(before: SavedReport, after: SavedReport) -> tuple[FactChange, ...]:
     changes: list[FactChange] = []
     for name, label in KEY_FACTS:
         old, new = key_fact(before, name), key_fact(after, name)
@@ -225,7 +225,7 @@ def _verdict(ratio: float, noise: float, higher_is_better: bool) -> str:
     return "faster" if improved else "slower"
 
 
-def diff_figures(before: Report, after: Report, noise: float) -> tuple[FigureChange, ...]:
+def diff_figures(before: SavedReport, after: SavedReport, noise: float) -> tuple[FigureChange, ...]:
     out: list[FigureChange] = []
     indices = sorted(set(smoke_indices(before)) | set(smoke_indices(after)))
     for i in indices:
@@ -243,7 +243,7 @@ def diff_figures(before: Report, after: Report, noise: float) -> tuple[FigureCha
     return tuple(out)
 
 
-def diff_checks(before: Report, after: Report) -> tuple[CheckChange, ...]:
+def diff_checks(before: SavedReport, after: SavedReport) -> tuple[CheckChange, ...]:
     out: list[CheckChange] = []
     old_status, new_status = before.get("smoke.status"), after.get("smoke.status")
     if old_status != new_status and (old_status is not None or new_status is not None):

@@ -14,7 +14,7 @@ from typing import Any
 
 from cuda_doctor.compare.diff import DEFAULT_NOISE
 from cuda_doctor.compare.keys import METRICS, Metric, number, smoke_indices
-from cuda_doctor.reportfile import Report, ReportError, gc_paused
+from cuda_doctor.reportfile import ReportFileError, SavedReport, gc_paused
 from cuda_doctor.results import Status
 
 #: Robust z-score above which a figure is an outlier (Iglewicz & Hoaglin's 3.5).
@@ -30,7 +30,7 @@ _FAILING = (Status.FAIL, Status.ERROR)
 
 
 @dataclass(frozen=True)
-class Config:
+class NodeConfig:
     """The configuration tuple nodes are grouped by; None means the report did not know it."""
 
     driver: Any
@@ -57,7 +57,7 @@ CONFIG_LABELS: dict[str, str] = {
 class Node:
     host: str
     path: str
-    config: Config
+    config: NodeConfig
     failing: tuple[str, ...]  # "CD101" or "CD301 (GPU 3)"
     warnings: int
     created: str | None
@@ -108,8 +108,8 @@ class Outlier:
 @dataclass(frozen=True)
 class Fleet:
     nodes: tuple[Node, ...]
-    errors: tuple[ReportError, ...]
-    majority: Config | None
+    errors: tuple[ReportFileError, ...]
+    majority: NodeConfig | None
     majority_count: int
     majority_tied: bool  # another configuration is just as common
     differing: tuple[NodeDifference, ...]
@@ -119,7 +119,7 @@ class Fleet:
     noise: float
     repeated: tuple[str, ...] = ()  # paths given more than once, counted once
     #: Configurations as common as the majority (the majority itself not included).
-    tied_with: tuple[Config, ...] = ()
+    tied_with: tuple[NodeConfig, ...] = ()
 
     @property
     def failing(self) -> tuple[Node, ...]:
@@ -132,10 +132,10 @@ class Fleet:
         return not (self.errors or self.differing or self.failing or self.outliers)
 
 
-def node_config(report: Report) -> Config:
+def node_config(report: SavedReport) -> NodeConfig:
     names = _gpu_names(report)
     models = sorted(set(names.values()))
-    return Config(
+    return NodeConfig(
         driver=report.get("driver.version"),
         cuda_driver=report.get("driver.cuda_version"),
         torch=report.get("torch.version"),
@@ -146,7 +146,7 @@ def node_config(report: Report) -> Config:
     )
 
 
-def _gpu_names(report: Report) -> dict[int, str]:
+def _gpu_names(report: SavedReport) -> dict[int, str]:
     """NVML index → name, from ``gpu[i].name``."""
     out: dict[int, str] = {}
     count = number(report.get("gpu.count"))
@@ -163,7 +163,7 @@ def _gpu_names(report: Report) -> dict[int, str]:
     return out
 
 
-def _smoke_models(report: Report, nvml_names: dict[int, str]) -> dict[int, str]:
+def _smoke_models(report: SavedReport, nvml_names: dict[int, str]) -> dict[int, str]:
     """CUDA ordinal → GPU name for the smoke figures (torch's order when it said so)."""
     torch_names = report.get("torch.device_names")
     out: dict[int, str] = {}
@@ -175,7 +175,7 @@ def _smoke_models(report: Report, nvml_names: dict[int, str]) -> dict[int, str]:
     return out
 
 
-def _node(report: Report) -> Node:
+def _node(report: SavedReport) -> Node:
     failing: list[str] = []
     warnings = 0
     for r in report.results:
@@ -194,8 +194,8 @@ def _node(report: Report) -> Node:
 
 
 def compare_fleet(
-    reports: list[Report],
-    errors: list[ReportError] | tuple[ReportError, ...] = (),
+    reports: list[SavedReport],
+    errors: list[ReportFileError] | tuple[ReportFileError, ...] = (),
     noise: float = DEFAULT_NOISE,
     repeated: list[str] | tuple[str, ...] = (),
 ) -> Fleet:
@@ -225,11 +225,11 @@ def compare_fleet(
     )
 
 
-def _known_fields(config: Config) -> int:
-    return sum(getattr(config, f.name) is not None for f in fields(Config))
+def _known_fields(config: NodeConfig) -> int:
+    return sum(getattr(config, f.name) is not None for f in fields(NodeConfig))
 
 
-def _majority(configs: list[Config]) -> tuple[Config | None, int, tuple[Config, ...]]:
+def _majority(configs: list[NodeConfig]) -> tuple[NodeConfig | None, int, tuple[NodeConfig, ...]]:
     """The most common configuration, its count, and the others just as common.
 
     A configuration with every field unknown (a report that learned nothing) is never the
@@ -243,25 +243,25 @@ def _majority(configs: list[Config]) -> tuple[Config | None, int, tuple[Config, 
     best = max(candidates.values())
     tied = sorted(
         (c for c, n in candidates.items() if n == best),
-        key=lambda c: (-_known_fields(c), [str(getattr(c, f.name)) for f in fields(Config)]),
+        key=lambda c: (-_known_fields(c), [str(getattr(c, f.name)) for f in fields(NodeConfig)]),
     )
     return tied[0], best, tuple(tied[1:])
 
 
-def _differences(config: Config, majority: Config | None) -> tuple[FieldDifference, ...]:
+def _differences(config: NodeConfig, majority: NodeConfig | None) -> tuple[FieldDifference, ...]:
     if majority is None:
         return ()
     out = []
-    for f in fields(Config):
+    for f in fields(NodeConfig):
         mine, theirs = getattr(config, f.name), getattr(majority, f.name)
         if mine != theirs:
             out.append(FieldDifference(f.name, CONFIG_LABELS[f.name], mine, theirs))
     return tuple(out)
 
 
-def _outliers(reports: list[Report], noise: float) -> tuple[tuple[GroupStats, ...], tuple[Outlier, ...]]:
+def _outliers(reports: list[SavedReport], noise: float) -> tuple[tuple[GroupStats, ...], tuple[Outlier, ...]]:
     # (model, metric) → [(report, gpu ordinal, value)]
-    groups: dict[tuple[str, str], list[tuple[Report, int, float]]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[tuple[SavedReport, int, float]]] = defaultdict(list)
     for report in reports:
         models = _smoke_models(report, _gpu_names(report))
         for i, model in models.items():

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from cuda_doctor.reportfile import Report
+from cuda_doctor.reportfile import SavedReport
 
 #: Facts whose change matters after an upgrade, with the label shown to people.
 KEY_FACTS: tuple[tuple[str, str], ...] = (
@@ -60,7 +60,7 @@ MISSING: Any = object()
 NOT_INSTALLED: Any = object()
 
 
-def gpu_models(report: Report) -> str | None:
+def gpu_models(report: SavedReport) -> str | None:
     """``"8× NVIDIA H200"`` (or ``"7× NVIDIA H200, 1× NVIDIA H100"``); None when no names."""
     names = [v for k, v in report.values.items() if _GPU_NAME.match(k) and isinstance(v, str)]
     if not names:
@@ -69,7 +69,7 @@ def gpu_models(report: Report) -> str | None:
     return ", ".join(f"{n}× {name}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def key_fact(report: Report, name: str) -> Any:
+def key_fact(report: SavedReport, name: str) -> Any:
     """The value of a key fact, or ``MISSING`` when the report does not know it."""
     if name == "gpu.models":
         models = gpu_models(report)
@@ -83,7 +83,7 @@ def key_fact(report: Report, name: str) -> Any:
     return MISSING
 
 
-def smoke_indices(report: Report) -> list[int]:
+def smoke_indices(report: SavedReport) -> list[int]:
     """CUDA ordinals with smoke facts.  Ordinals are contiguous from 0, so probing index by
     index is enough, and much cheaper than scanning every fact of a big fleet."""
     found: list[int] = []

@@ -1,9 +1,15 @@
-"""Facts as an aligned list, grouped by their first name part."""
+"""The facts report (``cuda-doctor facts``): the facts alone, as an aligned list or as JSON.
+
+The JSON form is the check report's schema with no results, so ``check --facts FILE`` can
+judge it later, anywhere.
+"""
 
 from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -11,8 +17,12 @@ from rich.text import Text
 
 from cuda_doctor.facts import Facts
 
+if TYPE_CHECKING:
+    from cuda_doctor.checkreport import Report
+
 
 def render_facts_text(facts: Facts, color: bool) -> str:
+    """An aligned list, grouped by their first name part; unknown facts with their reason."""
     buffer = io.StringIO()
     # markup=False: a value or reason such as "[/dev/nvidiactl]" is text, not a style tag
     console = Console(file=buffer, force_terminal=color, no_color=not color, width=120, highlight=False, markup=False)
@@ -29,3 +39,20 @@ def render_facts_text(facts: Facts, color: bool) -> str:
             table.add_row(name, Text(f"unknown: {facts.unknown[name]}", style="magenta"))
     console.print(table)
     return buffer.getvalue()
+
+
+def _json(report: Report, color: bool, indent: bool) -> str:
+    from cuda_doctor.report.check.json import render_json
+
+    return render_json(report, indent=2 if indent else None)
+
+
+#: ``color``: the text goes to a terminal; ``indent``: a person reads the JSON (a terminal or a file).
+FORMATS: dict[str, Callable[[Report, bool, bool], str]] = {
+    "text": lambda report, color, indent: render_facts_text(report.facts, color),
+    "json": _json,
+}
+
+
+def render(report: Report, fmt: str, *, color: bool, indent: bool) -> str:
+    return FORMATS[fmt](report, color, indent)

@@ -1,11 +1,12 @@
-"""Rule metadata as text, JSON or Markdown; also the generated rules reference (docs/rules.md)."""
+"""The rules report (``rules``, ``explain``): rule metadata as text, JSON or Markdown, one rule
+explained, and the generated rules reference (docs/rules.md, the Markdown format)."""
 
 from __future__ import annotations
 
 import io
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -14,11 +15,11 @@ from cuda_doctor.rules import Rule
 
 
 def render_rules(rules: Sequence[Rule], fmt: str, overrides: Mapping[str, str] | None = None) -> str:
-    overrides = overrides or {}
-    if fmt == "json":
-        return json.dumps([_rule_dict(r, overrides) for r in rules], indent=2) + "\n"
-    if fmt == "markdown":
-        return render_reference(rules)
+    """``overrides``: rule id → severity from the configuration (the reference shows the defaults)."""
+    return FORMATS[fmt](rules, overrides or {})
+
+
+def _text(rules: Sequence[Rule], overrides: Mapping[str, str]) -> str:
     buffer = io.StringIO()
     console = Console(file=buffer, width=110, no_color=True, highlight=False, markup=False)
     table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
@@ -28,6 +29,10 @@ def render_rules(rules: Sequence[Rule], fmt: str, overrides: Mapping[str, str] |
         table.add_row(rule.id, overrides.get(rule.id, rule.severity.value), rule.category, rule.title)
     console.print(table)
     return buffer.getvalue()
+
+
+def _json(rules: Sequence[Rule], overrides: Mapping[str, str]) -> str:
+    return json.dumps([_rule_dict(r, overrides) for r in rules], indent=2) + "\n"
 
 
 def _rule_dict(rule: Rule, overrides: Mapping[str, str]) -> dict[str, object]:
@@ -106,3 +111,10 @@ def render_reference(rules: Sequence[Rule]) -> str:
         lines.append(f"| [{rule.id}](#{rule.id.lower()}) | {rule.severity.value} | {rule.category} | {rule.title} |")
     lines.append("")
     return "\n".join(lines) + "\n" + "".join(render_rule_markdown(r, 2) for r in rules)
+
+
+FORMATS: dict[str, Callable[[Sequence[Rule], Mapping[str, str]], str]] = {
+    "text": _text,
+    "json": _json,
+    "markdown": lambda rules, overrides: render_reference(rules),
+}

@@ -248,7 +248,7 @@ def test_piped_json_is_one_line_and_saved_json_is_indented(tmp_path: Path) -> No
 def test_json_on_a_terminal_is_indented() -> None:
     from cuda_doctor.config import Config
     from cuda_doctor.pipeline import rejudge
-    from cuda_doctor.report import render
+    from cuda_doctor.report.check import render
 
     report = rejudge(H200_FACTS, Config())
     assert render(report, "json", terminal=True).startswith('{\n  "schema"')

@@ -16,11 +16,11 @@ from compare_reports import (
 )
 
 from cuda_doctor.compare.diff import Diff, diff_reports
-from cuda_doctor.reportfile import Report, load_report
+from cuda_doctor.reportfile import SavedReport, load_report
 from cuda_doctor.results import Status
 
 
-def _load(tmp_path: Path, name: str, data: dict[str, Any]) -> Report:
+def _load(tmp_path: Path, name: str, data: dict[str, Any]) -> SavedReport:
     return load_report(write(tmp_path / f"{name}.json", data))
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from compare_reports import RECORDED, base_report, write
 
-from cuda_doctor.reportfile import SUPPORTED_SCHEMA, ReportError, load_many, load_report
+from cuda_doctor.reportfile import SCHEMA_VERSION, ReportFileError, load_many, load_report
 from cuda_doctor.results import Status
 
 
@@ -26,7 +26,7 @@ def test_base_report_carries_the_recorded_h200_figures() -> None:
 def test_reads_a_valid_report(tmp_path: Path) -> None:
     report = load_report(write(tmp_path / "a.json", base_report(host="n1")))
     assert report.host == "n1"
-    assert report.schema_version == SUPPORTED_SCHEMA
+    assert report.schema_version == SCHEMA_VERSION
     assert report.tool_version == "cuda-doctor 0.1.0"
     assert report.get("driver.version") == "580.159.04"
     assert report.unknown["tensorflow.version"] == "tensorflow is not installed"
@@ -35,8 +35,8 @@ def test_reads_a_valid_report(tmp_path: Path) -> None:
 
 
 def test_reads_what_the_check_pipeline_writes(tmp_path: Path) -> None:
+    from cuda_doctor.checkreport import Report as PipelineReport
     from cuda_doctor.facts import Facts
-    from cuda_doctor.pipeline import Report as PipelineReport
     from cuda_doctor.results import Result
 
     facts = Facts()
@@ -51,7 +51,7 @@ def test_reads_what_the_check_pipeline_writes(tmp_path: Path) -> None:
 
 
 def _error(path: Path) -> str:
-    with pytest.raises(ReportError) as info:
+    with pytest.raises(ReportFileError) as info:
         load_report(path)
     assert str(path) in str(info.value)
     return info.value.reason
@@ -86,10 +86,10 @@ def test_non_json_and_other_json(tmp_path: Path) -> None:
 
 def test_newer_schema_says_upgrade(tmp_path: Path) -> None:
     data = base_report()
-    data["schema_version"] = SUPPORTED_SCHEMA + 1
+    data["schema_version"] = SCHEMA_VERSION + 1
     data["tool"]["version"] = "0.9.0"
     reason = _error(write(tmp_path / "new.json", data))
-    assert f"schema version {SUPPORTED_SCHEMA + 1}" in reason
+    assert f"schema version {SCHEMA_VERSION + 1}" in reason
     assert "newer" in reason and "cuda-doctor 0.9.0" in reason
     assert "upgrade cuda-doctor" in reason
 

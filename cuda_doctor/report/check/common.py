@@ -1,4 +1,4 @@
-"""What every human-facing format shares: marks, ordering and the summary line."""
+"""What the check report's formats share: marks, ordering and the summary line."""
 
 from __future__ import annotations
 
@@ -52,11 +52,6 @@ CATEGORY_TITLES = {
     "docker": "Docker",
     "toolkit": "System CUDA toolkit",
 }
-
-
-def md_cell(text: object) -> str:
-    """Text that stays inside one Markdown table cell."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def plural(count: int, noun: str) -> str:

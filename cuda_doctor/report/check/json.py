@@ -8,7 +8,12 @@ from typing import TYPE_CHECKING
 from cuda_doctor.results import Severity
 
 if TYPE_CHECKING:
-    from cuda_doctor.pipeline import Report
+    from cuda_doctor.checkreport import Report
+
+
+def render(report: Report, *, verbose: bool = False, terminal: bool = False, fail_on: Severity = Severity.ERROR) -> str:
+    """Everything, whatever ``verbose``; indented for a terminal, one line into a pipe."""
+    return render_json(report, fail_on, indent=2 if terminal else None)
 
 
 def render_json(report: Report, fail_on: Severity = Severity.ERROR, indent: int | None = 2) -> str:

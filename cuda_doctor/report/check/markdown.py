@@ -6,11 +6,12 @@ import json
 from typing import TYPE_CHECKING
 
 from cuda_doctor import __version__
-from cuda_doctor.report.check.common import CATEGORY_TITLES, MARKS, grouped, is_partial, md_cell, summary_line, visible
+from cuda_doctor.report import md_cell
+from cuda_doctor.report.check.common import CATEGORY_TITLES, MARKS, grouped, is_partial, summary_line, visible
 from cuda_doctor.results import Severity, Status
 
 if TYPE_CHECKING:
-    from cuda_doctor.pipeline import Report
+    from cuda_doctor.checkreport import Report
 
 KEY_FACTS = (
     "driver.version",
@@ -36,7 +37,7 @@ def _value(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
-def render_markdown(report: Report, verbose: bool, fail_on: Severity) -> str:
+def render(report: Report, *, verbose: bool = False, terminal: bool = False, fail_on: Severity = Severity.ERROR) -> str:
     lines = [f"## cuda-doctor report: {report.host}", "", f"cuda-doctor {__version__}, {report.created}", ""]
     lines += ["| fact | value |", "| --- | --- |"]
     for name in KEY_FACTS:

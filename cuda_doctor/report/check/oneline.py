@@ -23,7 +23,7 @@ from cuda_doctor.report.check.common import ORDER, plural
 from cuda_doctor.results import Result, Severity, Status
 
 if TYPE_CHECKING:
-    from cuda_doctor.pipeline import Report
+    from cuda_doctor.checkreport import Report
 
 #: Longest line, in characters (all ASCII, so also in bytes).
 LIMIT = 200

@@ -24,15 +24,23 @@ from cuda_doctor.report.check.common import (
 from cuda_doctor.results import Result, Severity, Status
 
 if TYPE_CHECKING:
-    from cuda_doctor.pipeline import Report
+    from cuda_doctor.checkreport import Report
 
 Segment = tuple[str, str]  # (text, rich style)
 Line = list[Segment]
 
 
-def render_text(report: Report, *, verbose: bool, color: bool, fail_on: Severity, width: int = 100) -> str:
+def render(
+    report: Report,
+    *,
+    verbose: bool = False,
+    terminal: bool = False,
+    fail_on: Severity = Severity.ERROR,
+    width: int = 100,
+) -> str:
+    """Coloured through rich on a terminal, plain text otherwise."""
     lines = checklist_lines(report, verbose=verbose, fail_on=fail_on)
-    if not color:
+    if not terminal:
         return "".join("".join(text for text, _ in line) + "\n" for line in lines)
     import io
 

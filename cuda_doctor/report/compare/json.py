@@ -6,18 +6,16 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-import click
-
 from cuda_doctor import __version__
 from cuda_doctor.compare.diff import Diff
 from cuda_doctor.compare.fleet import Fleet
-from cuda_doctor.reportfile import Report
+from cuda_doctor.reportfile import SavedReport
 
 #: Version of the comparison output below (independent of the report schema it reads).
 COMPARE_SCHEMA_VERSION = 1
 
 
-def _source(report: Report) -> dict[str, Any]:
+def _source(report: SavedReport) -> dict[str, Any]:
     return {
         "path": report.path,
         "host": report.host,
@@ -105,17 +103,9 @@ def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
     }
 
 
-def render_diff(diff: Diff) -> str:
-    return json.dumps(diff_to_dict(diff), indent=2, default=str)
+def render_diff(diff: Diff, **_: Any) -> str:
+    return json.dumps(diff_to_dict(diff), indent=2, default=str) + "\n"
 
 
-def render_fleet(fleet: Fleet) -> str:
-    return json.dumps(fleet_to_dict(fleet), indent=2, default=str)
-
-
-def print_diff(diff: Diff) -> None:
-    click.echo(render_diff(diff))
-
-
-def print_fleet(fleet: Fleet) -> None:
-    click.echo(render_fleet(fleet))
+def render_fleet(fleet: Fleet, **_: Any) -> str:
+    return json.dumps(fleet_to_dict(fleet), indent=2, default=str) + "\n"

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import click
+from typing import Any
 
 from cuda_doctor.compare.diff import Diff
 from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet
-from cuda_doctor.report.check.common import md_cell
+from cuda_doctor.report import md_cell
 from cuda_doctor.report.compare.wording import (
     config_value,
     diff_verdict,
@@ -29,7 +29,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [*lines, ""]
 
 
-def render_diff(diff: Diff) -> str:
+def render_diff(diff: Diff, **_: Any) -> str:
     b, a = diff.before, diff.after
     title = b.host if diff.same_host else f"{b.host} → {a.host}"
     out = [f"## cuda-doctor diff: {title}" if title else "## cuda-doctor diff", ""]
@@ -103,7 +103,7 @@ def render_diff(diff: Diff) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def render_fleet(fleet: Fleet) -> str:
+def render_fleet(fleet: Fleet, **_: Any) -> str:
     out = ["## cuda-doctor fleet", "", f"**{fleet_verdict(fleet)}**", ""]
     if fleet.majority is not None:
         tie = f" ({tie_note(fleet)})" if fleet.majority_tied else ""
@@ -160,11 +160,3 @@ def render_fleet(fleet: Fleet) -> str:
         ],
     )
     return "\n".join(out).rstrip() + "\n"
-
-
-def print_diff(diff: Diff) -> None:
-    click.echo(render_diff(diff), nl=False)
-
-
-def print_fleet(fleet: Fleet) -> None:
-    click.echo(render_fleet(fleet), nl=False)

@@ -31,11 +31,12 @@ NODE_TABLE_LIMIT = 50
 _MARK = {"worse": ("✗", "red"), "better": ("✓", "green"), "changed": ("•", "yellow")}
 
 
-def _console(color: bool | None, width: int | None, buffer: io.StringIO | None) -> Console:
+def _console(color: bool, width: int | None, buffer: io.StringIO) -> Console:
+    # width None: the terminal's, as rich measures it (80 columns into a pipe)
     return Console(
         file=buffer,
         force_terminal=color,
-        no_color=color is False,
+        no_color=not color,
         width=width,
         highlight=False,
         markup=False,  # messages and values are text: "[...]" in them is not a style tag
@@ -50,12 +51,8 @@ def _table(*columns: str) -> Table:
     return table
 
 
-def print_diff(
-    diff: Diff,
-    color: bool | None = None,
-    width: int | None = None,
-    buffer: io.StringIO | None = None,
-) -> None:
+def render_diff(diff: Diff, *, color: bool = False, width: int | None = 120) -> str:
+    buffer = io.StringIO()
     con = _console(color, width, buffer)
     b, a = diff.before, diff.after
     title = b.host if diff.same_host else f"{b.host} → {a.host}"
@@ -115,6 +112,7 @@ def print_diff(
     verdict = diff_verdict(diff)
     con.print()
     con.print(Text(verdict, style="bold red" if diff.worse else "bold green"))
+    return buffer.getvalue()
 
 
 def _node_row(node: Node, flagged: set[str]) -> list[str | Text]:
@@ -131,13 +129,9 @@ def _node_row(node: Node, flagged: set[str]) -> list[str | Text]:
     ]
 
 
-def print_fleet(
-    fleet: Fleet,
-    color: bool | None = None,
-    width: int | None = None,
-    buffer: io.StringIO | None = None,
-    all_nodes: bool = False,
-) -> None:
+def render_fleet(fleet: Fleet, *, color: bool = False, width: int | None = 120, all_nodes: bool = False) -> str:
+    """``all_nodes``: list every node, however many (else only the flagged ones above 50)."""
+    buffer = io.StringIO()
     con = _console(color, width, buffer)
     con.print(Text("cuda-doctor fleet", style="bold"))
     flagged = {d.host for d in fleet.differing} | {o.host for o in fleet.outliers}
@@ -196,15 +190,4 @@ def print_fleet(
         con.print(Text(f"\n! more than one report for: {', '.join(fleet.duplicates)}", style="yellow"))
     con.print()
     con.print(Text(fleet_verdict(fleet), style="bold green" if fleet.uniform else "bold yellow"))
-
-
-def render_diff(diff: Diff, width: int = 120) -> str:
-    buffer = io.StringIO()
-    print_diff(diff, color=False, width=width, buffer=buffer)
-    return buffer.getvalue()
-
-
-def render_fleet(fleet: Fleet, width: int = 120, all_nodes: bool = False) -> str:
-    buffer = io.StringIO()
-    print_fleet(fleet, color=False, width=width, buffer=buffer, all_nodes=all_nodes)
     return buffer.getvalue()

@@ -29,5 +29,5 @@ def to_dict(series: Series, analysis: Analysis, host: str) -> dict[str, Any]:
     }
 
 
-def render(series: Series, analysis: Analysis, host: str) -> str:
+def render(series: Series, analysis: Analysis, host: str = "", **_: Any) -> str:
     return json.dumps(to_dict(series, analysis, host), indent=2, ensure_ascii=False) + "\n"

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 from cuda_doctor.report.watch.text import gpu_lines, sparkline
 from cuda_doctor.watch.samples import Series
 from cuda_doctor.watch.verdict import Analysis
 
 
-def render(series: Series, analysis: Analysis) -> str:
+def render(series: Series, analysis: Analysis, **_: Any) -> str:
     out = [f"## cuda-doctor watch: `{shlex.join(series.command)}`", ""]
     out.append(
         f"{series.duration_s:.1f} s, exit code {series.exit_code}, "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import shlex
 from collections.abc import Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -88,7 +89,7 @@ def gpu_lines(gpu: GpuAnalysis) -> list[str]:
     return lines
 
 
-def render(series: Series, analysis: Analysis, *, color: bool = False, width: int = 100) -> str:
+def render(series: Series, analysis: Analysis, *, color: bool = False, width: int = 100, **_: Any) -> str:
     buffer = io.StringIO()
     console = Console(file=buffer, force_terminal=color, no_color=not color, width=width, soft_wrap=True)
     head = shlex.join(series.command)

@@ -1,0 +1,56 @@
+"""What one run found: the facts, the rule results and any internal problems (the report model).
+
+``check``, ``facts``, ``smoke`` and ``exec`` produce one; the reporters render it, and
+``to_dict`` is its JSON form, in the schema that ``cuda_doctor.reportfile`` owns and reads back.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from cuda_doctor import __version__
+from cuda_doctor.facts import Facts
+from cuda_doctor.results import Result, Severity, Status, exit_code
+
+
+def hostname() -> str:
+    return os.uname().nodename  # the same as socket.gethostname(), without importing socket
+
+
+@dataclass
+class Report:
+    facts: Facts
+    results: list[Result]
+    command: str = "check"
+    host: str = field(default_factory=hostname)
+    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()))
+    problems: list[str] = field(default_factory=list)  # internal trouble worth showing (never silent)
+
+    def counts(self) -> dict[str, int]:
+        counts = {status.value: 0 for status in Status}
+        for result in self.results:
+            counts[result.status.value] += 1
+        return counts
+
+    def exit_code(self, fail_on: Severity) -> int:
+        return exit_code(self.results, fail_on)
+
+    def to_dict(self, fail_on: Severity = Severity.ERROR) -> dict[str, Any]:
+        # imported here: the schema's owner also holds the reader, which a text checklist never needs
+        from cuda_doctor.reportfile import SCHEMA, SCHEMA_VERSION
+
+        return {
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "cuda-doctor", "version": __version__},
+            "host": self.host,
+            "created": self.created,
+            "command": self.command,
+            "facts": self.facts.to_dict(),
+            "results": [r.to_dict() for r in self.results],
+            "problems": list(self.problems),
+            "summary": {**self.counts(), "exit_code": self.exit_code(fail_on), "fail_on": fail_on.value},
+        }

@@ -1,0 +1,38 @@
+"""Writing a command's report to a file: whole or not at all.
+
+The text goes to a temporary file in the same folder, which is then renamed into place, so
+nobody (a fleet collector, a CI step) ever reads half a report.  Missing folders are created.
+A path that exists and is not a regular file (``/dev/stdout``, a FIFO) is written through.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def write_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``; raises ``ReportFileError`` naming the file and the reason."""
+    try:
+        if path.exists() and not path.is_file():
+            with path.open("w", encoding="utf-8") as fh:
+                fh.write(text)
+            return
+        real = Path(os.path.realpath(path))  # through a symlink, as open() would write
+        real.parent.mkdir(parents=True, exist_ok=True)
+        temporary = real.with_name(f".{real.name}.{os.urandom(4).hex()}.tmp")
+        # created with 0o666, less the umask, like the file open() would have made
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(temporary, real)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        from cuda_doctor.reportfile import ReportFileError
+
+        blocked = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        reason = f"{blocked} is not a directory" if blocked else (exc.strerror or str(exc))
+        raise ReportFileError(path, f"cannot write the report: {reason}") from None
