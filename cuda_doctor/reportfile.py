@@ -239,40 +239,6 @@ def _kind(value: Any) -> str:
 # -- many files (fleet) -------------------------------------------------------------------------
 
 
-def expand_paths(paths: Iterable[str | Path]) -> tuple[list[Path], list[ReportFileError]]:
-    """Files as given; directories contribute their ``*.json`` files (sorted, not recursive)."""
-    files: list[Path] = []
-    errors: list[ReportFileError] = []
-    for entry in paths:
-        p = Path(entry)
-        if p.is_dir():
-            found = sorted(c for c in p.glob("*.json") if c.is_file())
-            if not found:
-                errors.append(ReportFileError(p, "directory holds no *.json reports"))
-            files.extend(found)
-        else:
-            files.append(p)
-    return files, errors
-
-
-def unique_files(files: Iterable[Path]) -> tuple[list[Path], list[str]]:
-    """The files in order, each resolved path once; and the ones given again (as given)."""
-    seen: set[Path] = set()
-    unique: list[Path] = []
-    repeated: list[str] = []
-    for f in files:
-        try:
-            key = f.resolve()
-        except (OSError, RuntimeError):
-            key = f.absolute()  # a symlink loop: it will fail to load and be named then
-        if key in seen:
-            repeated.append(str(f))
-            continue
-        seen.add(key)
-        unique.append(f)
-    return unique, repeated
-
-
 def load_many(paths: Iterable[str | Path]) -> tuple[list[SavedReport], list[ReportFileError]]:
     """Load every report it can; the ones it cannot are returned as errors, in input order."""
     reports, errors, _ = load_unique(paths)
@@ -280,13 +246,31 @@ def load_many(paths: Iterable[str | Path]) -> tuple[list[SavedReport], list[Repo
 
 
 def load_unique(paths: Iterable[str | Path]) -> tuple[list[SavedReport], list[ReportFileError], list[str]]:
-    """``load_many``, reading a file given more than once (same resolved path) only once;
-    the third item names the repeats so the caller can say they were counted once."""
-    expanded, errors = expand_paths(paths)
-    files, repeated = unique_files(expanded)
+    """``load_many`` of files as given and the ``*.json`` files of directories (sorted, not
+    recursive), each resolved path read once; the third item names the paths given again."""
+    files: list[Path] = []
+    errors: list[ReportFileError] = []
+    for entry in map(Path, paths):
+        if entry.is_dir():
+            found = sorted(c for c in entry.glob("*.json") if c.is_file())
+            if not found:
+                errors.append(ReportFileError(entry, "directory holds no *.json reports"))
+            files.extend(found)
+        else:
+            files.append(entry)
+    seen: set[Path] = set()
     reports: list[SavedReport] = []
+    repeated: list[str] = []
     with gc_paused():
         for f in files:
+            try:
+                key = f.resolve()
+            except (OSError, RuntimeError):
+                key = f.absolute()  # a symlink loop: it fails to load below and is named then
+            if key in seen:
+                repeated.append(str(f))
+                continue
+            seen.add(key)
             try:
                 reports.append(load_report(f))
             except ReportFileError as exc:

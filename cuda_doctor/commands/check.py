@@ -9,7 +9,16 @@ from pathlib import Path
 import click
 
 from cuda_doctor.checkreport import Report
-from cuda_doctor.commands.options import Seconds, config_option, fail_on_option, format_option, selection
+from cuda_doctor.commands.options import (
+    config_option,
+    fail_on_option,
+    file_option,
+    format_option,
+    python_option,
+    selection,
+    smoke_timeout_option,
+    timeout_option,
+)
 from cuda_doctor.config import load_config
 from cuda_doctor.pipeline import Progress, rejudge, run_check
 from cuda_doctor.probes.base import ProbeContext
@@ -32,27 +41,9 @@ def _non_empty(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
     "(for hooks and entrypoints).",
 )
 @click.option("--no-smoke", is_flag=True, help="Skip the GPU smoke run.")
-@click.option(
-    "--smoke-timeout",
-    type=Seconds(1, 3600),
-    default=30.0,
-    show_default=True,
-    help="Seconds the smoke run may take before it is killed.",
-)
-@click.option(
-    "--python",
-    "python",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Judge the framework of this interpreter instead of the current one (it needs no cuda-doctor).",
-)
-@click.option(
-    "--facts",
-    "facts_file",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="Judge a saved report or facts file instead of this machine.",
-)
+@smoke_timeout_option("Seconds the smoke run may take before it is killed.")
+@python_option("Judge the framework of this interpreter instead of the current one (it needs no cuda-doctor).")
+@file_option("--facts", "facts_file", help="Judge a saved report or facts file instead of this machine.")
 @click.option(
     "--image",
     "images",
@@ -69,20 +60,11 @@ def _non_empty(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 @click.option(
     "--nccl", is_flag=True, help="Run the multi-GPU NCCL all-reduce smoke even with fewer than two GPUs visible."
 )
-@click.option(
-    "--timeout",
-    type=Seconds(0.5, 600),
-    default=10.0,
-    show_default=True,
-    help="Seconds each probe's external call (NVML, nvidia-smi, Docker) may take. The --python "
-    "interpreter gets max(TIMEOUT, 5) s to start, then up to max(TIMEOUT, 60) s for `import torch`.",
+@timeout_option(
+    "Seconds each probe's external call (NVML, nvidia-smi, Docker) may take. The --python "
+    "interpreter gets max(TIMEOUT, 5) s to start, then up to max(TIMEOUT, 60) s for `import torch`."
 )
-@click.option(
-    "--save",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="Also write the full JSON report to this file (for `cuda-doctor diff` and `fleet`).",
-)
+@file_option("--save", help="Also write the full JSON report to this file (for `cuda-doctor diff` and `fleet`).")
 @selection
 @fail_on_option
 @config_option
@@ -161,12 +143,8 @@ def emit(report: Report, fmt: str, verbose: bool, fail_on: str, save: Path | Non
     # the checklist first: a report that cannot be saved must not be lost as well
     click.echo(text, nl=False)
     if save is not None:
-        save_report(report, severity, save)
+        from cuda_doctor.commands.output import write_file
+        from cuda_doctor.report.check.json import render_json
+
+        write_file(save, render_json(report, severity))
     sys.exit(code)
-
-
-def save_report(report: Report, severity: Severity, path: Path) -> None:
-    from cuda_doctor.commands.output import write_file
-    from cuda_doctor.report.check.json import render_json
-
-    write_file(path, render_json(report, severity))

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from cuda_doctor.commands.options import NoiseBand, format_option
+from cuda_doctor.commands.options import format_option, noise_option
 from cuda_doctor.compare.diff import DEFAULT_NOISE, diff_reports
 from cuda_doctor.report.compare import FORMATS, render_diff
 from cuda_doctor.reportfile import load_report
@@ -16,13 +16,7 @@ from cuda_doctor.reportfile import load_report
 @click.argument("before", type=click.Path(dir_okay=False, path_type=str))
 @click.argument("after", type=click.Path(dir_okay=False, path_type=str))
 @format_option(FORMATS)
-@click.option(
-    "--noise",
-    type=NoiseBand(),
-    default=f"{DEFAULT_NOISE:.0%}",  # a string so the help shows "5%", not "0.05"
-    show_default=True,
-    help="Smoke figures within this band are 'the same': a fraction (0.05) or a percentage (5%).",
-)
+@noise_option(DEFAULT_NOISE, "Smoke figures within this band are 'the same': a fraction (0.05) or a percentage (5%).")
 def command(before: str, after: str, fmt: str, noise: float) -> None:
     """Show what changed between two reports of one machine.
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from cuda_doctor.commands.options import Seconds, config_option
+from cuda_doctor.commands.options import config_option, timeout_option
 
 EXIT_REFUSED = 1
 EXIT_NOT_EXECUTABLE = 126
@@ -41,13 +41,7 @@ EXIT_NOT_FOUND = 127
     is_flag=True,
     help="Also import the framework (torch, TensorFlow) and judge its build (slower start).",
 )
-@click.option(
-    "--timeout",
-    type=Seconds(0.5, 600),
-    default=10.0,
-    show_default=True,
-    help="Seconds each probe's external call (NVML, nvidia-smi) may take.",
-)
+@timeout_option("Seconds each probe's external call (NVML, nvidia-smi) may take.")
 @config_option
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 def command(

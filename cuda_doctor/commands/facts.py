@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from cuda_doctor.checkreport import Report
-from cuda_doctor.commands.options import Seconds, format_option
+from cuda_doctor.commands.options import file_option, format_option, python_option, timeout_option
 from cuda_doctor.knowledge import derive_all
 from cuda_doctor.pipeline import gather
 from cuda_doctor.probes.base import ProbeContext
@@ -20,24 +20,12 @@ from cuda_doctor.report.progress import probe_progress
 @format_option(FORMATS)
 @click.option("--fast", is_flag=True, help="No framework import and no GPU work.")
 @click.option("--no-smoke", is_flag=True, help="Skip the GPU smoke run.")
-@click.option("--python", type=click.Path(dir_okay=False), default=None, help="Interpreter whose framework to inspect.")
-@click.option(
-    "--timeout",
-    type=Seconds(0.5, 600),
-    default=10.0,
-    show_default=True,
-    help="Seconds each probe's external call may take.",
-)
+@python_option("Interpreter whose framework to inspect.")
+@timeout_option("Seconds each probe's external call may take.")
 @click.option(
     "--derived/--no-derived", default=True, show_default=True, help="Include facts derived from the knowledge tables."
 )
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="Write to this file instead of stdout.",
-)
+@file_option("--output", "-o", help="Write to this file instead of stdout.")
 def command(
     fmt: str, fast: bool, no_smoke: bool, python: str | None, timeout: float, derived: bool, output: Path | None
 ) -> None:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from cuda_doctor.commands.options import NoiseBand, format_option
+from cuda_doctor.commands.options import format_option, noise_option
 from cuda_doctor.compare.diff import DEFAULT_NOISE
 from cuda_doctor.compare.fleet import compare_fleet
 from cuda_doctor.errors import UserError
@@ -17,13 +17,7 @@ from cuda_doctor.reportfile import load_unique
 @click.command("fleet")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
 @format_option(FORMATS)
-@click.option(
-    "--noise",
-    type=NoiseBand(),
-    default=f"{DEFAULT_NOISE:.0%}",  # a string so the help shows "5%", not "0.05"
-    show_default=True,
-    help="Smaller deviations from a GPU model's median are never called outliers.",
-)
+@noise_option(DEFAULT_NOISE, "Smaller deviations from a GPU model's median are never called outliers.")
 @click.option(
     "--fail-on-difference",
     is_flag=True,

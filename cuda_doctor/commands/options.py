@@ -16,9 +16,6 @@ class Seconds(click.FloatRange):
 
     name = "seconds"
 
-    def __init__(self, low: float, high: float) -> None:
-        super().__init__(low, high)
-
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         number = super().convert(value, param, ctx)
         if number != number:  # NaN compares unequal to itself and slips through range checks
@@ -77,6 +74,30 @@ def format_option(choices: Iterable[str], help: str = "Output format.") -> Calla
         show_default=True,
         help=help,
     )
+
+
+def timeout_option(help: str) -> Callable[[F], F]:
+    """``--timeout``: seconds each probe's external call may take."""
+    return click.option("--timeout", type=Seconds(0.5, 600), default=10.0, show_default=True, help=help)
+
+
+def smoke_timeout_option(help: str) -> Callable[[F], F]:
+    return click.option("--smoke-timeout", type=Seconds(1, 3600), default=30.0, show_default=True, help=help)
+
+
+def python_option(help: str) -> Callable[[F], F]:
+    """``--python PATH``: the interpreter whose framework is judged (it needs no cuda-doctor)."""
+    return click.option("--python", "python", type=click.Path(dir_okay=False), default=None, help=help)
+
+
+def file_option(*names: str, help: str, callback: Any = None) -> Callable[[F], F]:
+    """A report file to read (``--facts``) or write (``--save``, ``--output``)."""
+    return click.option(*names, type=click.Path(path_type=Path, dir_okay=False), callback=callback, help=help)
+
+
+def noise_option(default: float, help: str) -> Callable[[F], F]:
+    # the default as a string, so the help shows "5%", not "0.05"
+    return click.option("--noise", type=NoiseBand(), default=f"{default:.0%}", show_default=True, help=help)
 
 
 class NoiseBand(click.ParamType):

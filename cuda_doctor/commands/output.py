@@ -1,9 +1,6 @@
-"""Writing a command's report to a file: whole or not at all.
-
-The text goes to a temporary file in the same folder, which is then renamed into place, so
-nobody (a fleet collector, a CI step) ever reads half a report.  Missing folders are created.
-A path that exists and is not a regular file (``/dev/stdout``, a FIFO) is written through.
-"""
+"""Writing a command's report to a file, whole: a temporary file in the same folder, renamed
+into place, so nobody (a fleet collector, a CI step) ever reads half a report.  Missing folders
+are created; a path that is not a regular file (``/dev/stdout``, a FIFO) is written through."""
 
 from __future__ import annotations
 

@@ -11,7 +11,15 @@ import click
 
 from cuda_doctor.checkreport import Report
 from cuda_doctor.commands.check import emit
-from cuda_doctor.commands.options import Seconds, config_option, fail_on_option, format_option
+from cuda_doctor.commands.options import (
+    config_option,
+    fail_on_option,
+    file_option,
+    format_option,
+    python_option,
+    smoke_timeout_option,
+    timeout_option,
+)
 from cuda_doctor.config import Config, load_config
 from cuda_doctor.pipeline import collect, judge_facts, load_probe
 from cuda_doctor.probes.base import ProbeContext
@@ -44,33 +52,10 @@ def step_progress(enabled: bool) -> Iterator[ProgressCallback | None]:
 
 @click.command("smoke")
 @format_option(FORMATS)
-@click.option(
-    "--smoke-timeout",
-    type=Seconds(1, 3600),
-    default=30.0,
-    show_default=True,
-    help="Seconds the whole smoke run may take before its child process is killed.",
-)
-@click.option(
-    "--python",
-    "python",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Run the smoke test with this interpreter's framework (it needs no cuda-doctor).",
-)
-@click.option(
-    "--timeout",
-    type=Seconds(0.5, 600),
-    default=10.0,
-    show_default=True,
-    help="Seconds the GPU probe's NVML / nvidia-smi calls may take.",
-)
-@click.option(
-    "--save",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="Also write the full JSON report to this file.",
-)
+@smoke_timeout_option("Seconds the whole smoke run may take before its child process is killed.")
+@python_option("Run the smoke test with this interpreter's framework (it needs no cuda-doctor).")
+@timeout_option("Seconds the GPU probe's NVML / nvidia-smi calls may take.")
+@file_option("--save", help="Also write the full JSON report to this file.")
 @click.option(
     "--nccl",
     is_flag=True,

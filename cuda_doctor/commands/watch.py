@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from cuda_doctor.commands.options import format_option
+from cuda_doctor.commands.options import file_option, format_option
 from cuda_doctor.commands.output import write_file
 from cuda_doctor.report.watch import FORMATS, render
 from cuda_doctor.watch import child
@@ -71,16 +71,11 @@ def _writable(ctx: click.Context, param: click.Parameter, value: Path | None) ->
     "else (json with --save) to the --save file, else to stderr; json and markdown on stderr come "
     "after a '----- cuda-doctor watch report (FORMAT) -----' line.",
 )
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(dir_okay=False, path_type=Path),
-    callback=_writable,
-    help="Write the report, in the chosen --format, to FILE instead of stderr.",
+@file_option(
+    "--output", "-o", callback=_writable, help="Write the report, in the chosen --format, to FILE instead of stderr."
 )
-@click.option(
+@file_option(
     "--save",
-    type=click.Path(dir_okay=False, path_type=Path),
     callback=_writable,
     help="Also write the full JSON report (every sample) to FILE (missing folders are created).",
 )

@@ -13,3 +13,8 @@ from __future__ import annotations
 def md_cell(text: object) -> str:
     """Text that stays inside one Markdown table cell."""
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def count(n: int, one: str, many: str | None = None) -> str:
+    """``count(1, "node")`` → "1 node", ``count(2, "node")`` → "2 nodes"."""
+    return f"{n} {one if n == 1 else many or one + 's'}"

@@ -1,9 +1,7 @@
-"""The check report (``check``, ``smoke``, ``exec``): format name → the module that renders it.
+"""The check report (``check``, ``smoke``, ``exec``): format name → the module that renders it,
+imported only when asked for (a plain-text checklist never imports json, nor rich off a terminal).
 
-A format's module is imported only when that format is asked for, so a plain-text checklist
-never imports json (nor rich, unless it goes to a terminal).  Each module's ``render`` takes
-the report and ``verbose`` (show passing checks and evidence), ``terminal`` (text gets colour,
-JSON is indented; piped JSON is one line, as ``gh`` and ``pip-audit`` print it) and ``fail_on``.
+``terminal``: text gets colour and JSON is indented (piped JSON is one line, as ``gh`` prints it).
 """
 
 from __future__ import annotations
@@ -25,5 +23,4 @@ def render(report: Report, fmt: str, verbose: bool = False, terminal: bool = Fal
     from cuda_doctor.results import Severity
 
     module = importlib.import_module(FORMATS[fmt])
-    text: str = module.render(report, verbose=verbose, terminal=terminal, fail_on=Severity(fail_on))
-    return text
+    return module.render(report, verbose=verbose, terminal=terminal, fail_on=Severity(fail_on))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from cuda_doctor.report import count
 from cuda_doctor.results import Result, Severity, Status
 
 MARKS = {
@@ -26,19 +27,7 @@ STYLES = {
 }
 #: Worst first, for ordering and a category's headline mark.
 ORDER = [Status.ERROR, Status.FAIL, Status.WARN, Status.UNKNOWN, Status.INFO, Status.PASS, Status.SKIPPED]
-CATEGORY_ORDER = [
-    "driver",
-    "gpu",
-    "framework",
-    "container",
-    "environment",
-    "health",
-    "smoke",
-    "performance",
-    "multi-gpu",
-    "docker",
-    "toolkit",
-]
+#: Categories in the order they are shown, with their titles.
 CATEGORY_TITLES = {
     "driver": "NVIDIA driver",
     "gpu": "GPUs",
@@ -54,10 +43,6 @@ CATEGORY_TITLES = {
 }
 
 
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
 def worst(results: Iterable[Result]) -> Status:
     statuses = {r.status for r in results}
     return next((s for s in ORDER if s in statuses), Status.SKIPPED)
@@ -67,8 +52,8 @@ def grouped(results: list[Result]) -> list[tuple[str, list[Result]]]:
     by_category: dict[str, list[Result]] = {}
     for result in results:
         by_category.setdefault(result.category, []).append(result)
-    known = [c for c in CATEGORY_ORDER if c in by_category]
-    others = sorted(c for c in by_category if c not in CATEGORY_ORDER)
+    known = [c for c in CATEGORY_TITLES if c in by_category]
+    others = sorted(c for c in by_category if c not in CATEGORY_TITLES)
     return [(c, sorted(by_category[c], key=lambda r: (ORDER.index(r.status), r.rule_id))) for c in known + others]
 
 
@@ -94,7 +79,7 @@ def summary_line(counts: dict[str, int], exit_code: int, fail_on: Severity, part
     ):
         n = counts.get(status.value, 0)
         if n or status in (Status.FAIL, Status.PASS):
-            parts.append(plural(n, word) if word in ("warning", "rule error") else f"{n} {word}")
+            parts.append(count(n, word) if word in ("warning", "rule error") else f"{n} {word}")
     if exit_code:
         verdict = f"findings at or above '{fail_on.value}'"
     elif counts.get(Status.UNKNOWN.value, 0):

@@ -19,7 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cuda_doctor.report.check.common import ORDER, plural
+from cuda_doctor.report import count
+from cuda_doctor.report.check.common import ORDER
 from cuda_doctor.results import Result, Severity, Status
 
 if TYPE_CHECKING:
@@ -112,10 +113,10 @@ def _probe_trouble(report: Report) -> str:
 
 
 def _ok_head(report: Report, judged: list[Result], unknown: list[Result], fail_on: Severity) -> str:
-    bits = [plural(sum(r.status is Status.PASS for r in judged), "check") + " passed"]
+    bits = [count(sum(r.status is Status.PASS for r in judged), "check") + " passed"]
     below = _worst_first(r for r in judged if r.status is Status.WARN)
     if below:
-        bits.append(plural(len(below), "warning") + _ids(below))
+        bits.append(count(len(below), "warning") + _ids(below))
     if unknown:
         bits.append(f"{len(unknown)} could not check{_ids(unknown)}")
     machine = _machine(report)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cuda_doctor.report import count
 from cuda_doctor.report.check.common import (
     CATEGORY_TITLES,
     MARKS,
     STYLES,
     grouped,
     is_partial,
-    plural,
     subject_prefix,
     summary_line,
     visible,
@@ -64,7 +64,7 @@ def checklist_lines(report: Report, *, verbose: bool, fail_on: Severity) -> list
         shown = [r for r in results if visible(r, verbose)]
         title = CATEGORY_TITLES.get(category, category.capitalize())
         passed = sum(r.status is Status.PASS for r in results)
-        tail = "" if shown else f"  ({plural(passed, 'check')} passed)" if passed else f"  ({_why_skipped(results)})"
+        tail = "" if shown else f"  ({count(passed, 'check')} passed)" if passed else f"  ({_why_skipped(results)})"
         lines.append([(f"[{MARKS[mark]}] ", STYLES[mark]), (title, "bold"), (tail, "dim")])
         for result in shown:
             lines.extend(_result_lines(result, verbose))

@@ -1,9 +1,5 @@
-"""The comparison report (``diff`` and ``fleet``): format name → the module that renders it.
-
-Every format module has ``render_diff(diff, **options)`` and ``render_fleet(fleet, **options)``;
-the options are the text format's (``color``, ``width``, and ``all_nodes`` for a fleet), which the
-others accept and ignore.
-"""
+"""The comparison report (``diff``, ``fleet``): format name → the module that renders it.  The
+options are the text format's (``color``, ``width``, ``all_nodes``); the others ignore them."""
 
 from __future__ import annotations
 
@@ -22,10 +18,8 @@ FORMATS = {
 
 
 def render_diff(diff: Diff, fmt: str, **options: Any) -> str:
-    text: str = importlib.import_module(FORMATS[fmt]).render_diff(diff, **options)
-    return text
+    return importlib.import_module(FORMATS[fmt]).render_diff(diff, **options)
 
 
 def render_fleet(fleet: Fleet, fmt: str, **options: Any) -> str:
-    text: str = importlib.import_module(FORMATS[fmt]).render_fleet(fleet, **options)
-    return text
+    return importlib.import_module(FORMATS[fmt]).render_fleet(fleet, **options)

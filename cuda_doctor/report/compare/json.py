@@ -15,6 +15,14 @@ from cuda_doctor.reportfile import SavedReport
 COMPARE_SCHEMA_VERSION = 1
 
 
+def _header(schema: str) -> dict[str, Any]:
+    return {
+        "schema": schema,
+        "schema_version": COMPARE_SCHEMA_VERSION,
+        "tool": {"name": "cuda-doctor", "version": __version__},
+    }
+
+
 def _source(report: SavedReport) -> dict[str, Any]:
     return {
         "path": report.path,
@@ -28,9 +36,7 @@ def _source(report: SavedReport) -> dict[str, Any]:
 
 def diff_to_dict(diff: Diff) -> dict[str, Any]:
     return {
-        "schema": "cuda-doctor/diff",
-        "schema_version": COMPARE_SCHEMA_VERSION,
-        "tool": {"name": "cuda-doctor", "version": __version__},
+        **_header("cuda-doctor/diff"),
         "before": _source(diff.before),
         "after": _source(diff.after),
         "same_host": diff.same_host,
@@ -67,9 +73,7 @@ def diff_to_dict(diff: Diff) -> dict[str, Any]:
 
 def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
     return {
-        "schema": "cuda-doctor/fleet",
-        "schema_version": COMPARE_SCHEMA_VERSION,
-        "tool": {"name": "cuda-doctor", "version": __version__},
+        **_header("cuda-doctor/fleet"),
         "noise": fleet.noise,
         "uniform": fleet.uniform,
         "majority": asdict(fleet.majority) if fleet.majority else None,

@@ -7,20 +7,7 @@ from typing import Any
 from cuda_doctor.compare.diff import Diff
 from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet
 from cuda_doctor.report import md_cell
-from cuda_doctor.report.compare.wording import (
-    config_value,
-    diff_verdict,
-    fact_side,
-    figure_note,
-    figure_value,
-    fleet_verdict,
-    gpus_text,
-    no_results_note,
-    outlier_text,
-    ratio,
-    repeated_note,
-    tie_note,
-)
+from cuda_doctor.report.compare import wording
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -33,7 +20,7 @@ def render_diff(diff: Diff, **_: Any) -> str:
     b, a = diff.before, diff.after
     title = b.host if diff.same_host else f"{b.host} → {a.host}"
     out = [f"## cuda-doctor diff: {title}" if title else "## cuda-doctor diff", ""]
-    out.append(f"**{diff_verdict(diff)}** (noise band ±{diff.noise:.0%})")
+    out.append(f"**{wording.diff_verdict(diff)}** (noise band ±{diff.noise:.0%})")
     out.append("")
     out += _table(
         ["", "before", "after"],
@@ -45,14 +32,14 @@ def render_diff(diff: Diff, **_: Any) -> str:
     )
     if not diff.same_host:
         out += ["> The two reports come from different hosts.", ""]
-    skipped = no_results_note(diff)
+    skipped = wording.no_results_note(diff)
     if skipped:
         out += [f"> {skipped[0].upper()}{skipped[1:]}.", ""]
     if diff.facts:
         out += ["### Configuration", ""]
         out += _table(
             ["", "before", "after"],
-            [[f.label, fact_side(f, False), fact_side(f, True)] for f in diff.facts],
+            [[f.label, wording.fact_side(f, False), wording.fact_side(f, True)] for f in diff.facts],
         )
     if diff.rules:
         out += ["### Rule outcomes that changed", ""]
@@ -77,8 +64,8 @@ def render_diff(diff: Diff, **_: Any) -> str:
             [
                 [
                     c.label,
-                    config_value(c.before),
-                    config_value(c.after),
+                    wording.config_value(c.before),
+                    wording.config_value(c.after),
                     "**broken**" if c.worse else "",
                 ]
                 for c in diff.checks
@@ -92,10 +79,10 @@ def render_diff(diff: Diff, **_: Any) -> str:
                 [
                     str(f.gpu),
                     f"{f.label} ({f.unit})",
-                    figure_value(f.before),
-                    figure_value(f.after),
-                    ratio(f.ratio),
-                    f"**{figure_note(f)}**" if f.verdict == "slower" else figure_note(f),
+                    wording.figure_value(f.before),
+                    wording.figure_value(f.after),
+                    wording.ratio(f.ratio),
+                    f"**{wording.figure_note(f)}**" if f.verdict == "slower" else wording.figure_note(f),
                 ]
                 for f in diff.figures
             ],
@@ -104,23 +91,23 @@ def render_diff(diff: Diff, **_: Any) -> str:
 
 
 def render_fleet(fleet: Fleet, **_: Any) -> str:
-    out = ["## cuda-doctor fleet", "", f"**{fleet_verdict(fleet)}**", ""]
+    out = ["## cuda-doctor fleet", "", f"**{wording.fleet_verdict(fleet)}**", ""]
     if fleet.majority is not None:
-        tie = f" ({tie_note(fleet)})" if fleet.majority_tied else ""
+        tie = f" ({wording.tie_note(fleet)})" if fleet.majority_tied else ""
         out += [
             f"### Majority configuration: {fleet.majority_count} of {len(fleet.nodes)} nodes{tie}",
             "",
         ]
         out += _table(
             ["", "value"],
-            [[CONFIG_LABELS[k], config_value(v)] for k, v in vars(fleet.majority).items()],
+            [[CONFIG_LABELS[k], wording.config_value(v)] for k, v in vars(fleet.majority).items()],
         )
     if fleet.differing:
         out += ["### Nodes that differ", ""]
         out += _table(
             ["node", "differs in", "node has", "majority has"],
             [
-                [d.host, f.label, config_value(f.value), config_value(f.majority)]
+                [d.host, f.label, wording.config_value(f.value), wording.config_value(f.majority)]
                 for d in fleet.differing
                 for f in d.differences
             ],
@@ -132,13 +119,13 @@ def render_fleet(fleet: Fleet, **_: Any) -> str:
         out += ["### Performance outliers", ""]
         out += _table(
             ["node", "GPU", "", "finding"],
-            [[o.host, str(o.gpu), o.direction, outlier_text(o)] for o in fleet.outliers],
+            [[o.host, str(o.gpu), o.direction, wording.outlier_text(o)] for o in fleet.outliers],
         )
     if fleet.errors:
         out += ["### Unreadable reports", ""]
         out += _table(["file", "problem"], [[e.path, e.reason] for e in fleet.errors])
     if fleet.repeated:
-        note = repeated_note(fleet)
+        note = wording.repeated_note(fleet)
         out += [f"> {note[0].upper()}{note[1:]}", ""]
     if fleet.duplicates:
         out += [f"> More than one report for: {', '.join(fleet.duplicates)}", ""]
@@ -148,11 +135,11 @@ def render_fleet(fleet: Fleet, **_: Any) -> str:
         [
             [
                 n.host,
-                config_value(n.config.driver),
-                config_value(n.config.torch),
-                config_value(n.config.torch_cuda),
-                config_value(n.config.nccl),
-                gpus_text(n.config.gpu_count, n.config.gpu_model),
+                wording.config_value(n.config.driver),
+                wording.config_value(n.config.torch),
+                wording.config_value(n.config.torch_cuda),
+                wording.config_value(n.config.nccl),
+                wording.gpus_text(n.config.gpu_count, n.config.gpu_model),
                 str(len(n.failing)),
                 str(n.warnings),
             ]

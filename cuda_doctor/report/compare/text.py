@@ -10,20 +10,7 @@ from rich.text import Text
 
 from cuda_doctor.compare.diff import Diff
 from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet, Node
-from cuda_doctor.report.compare.wording import (
-    config_value,
-    diff_verdict,
-    fact_side,
-    figure_note,
-    figure_value,
-    fleet_verdict,
-    gpus_text,
-    no_results_note,
-    outlier_text,
-    ratio,
-    repeated_note,
-    tie_note,
-)
+from cuda_doctor.report.compare import wording
 
 #: Above this many nodes, the node table lists only the ones with something to say.
 NODE_TABLE_LIMIT = 50
@@ -64,14 +51,14 @@ def render_diff(diff: Diff, *, color: bool = False, width: int | None = 120) -> 
     for report in (b, a):
         for note in report.notes:
             con.print(Text(f"  note ({report.path}): {note}", style="dim"))
-    skipped = no_results_note(diff)
+    skipped = wording.no_results_note(diff)
     if skipped:
         con.print(Text(f"  ! {skipped}", style="yellow"))
     if diff.facts:
         con.print(Text("\nConfiguration", style="bold"))
         t = _table("", "before", "", "after")
         for f in diff.facts:
-            t.add_row(f"  {f.label}", fact_side(f, False), "→", fact_side(f, True))
+            t.add_row(f"  {f.label}", wording.fact_side(f, False), "→", wording.fact_side(f, True))
         con.print(t)
     if diff.rules:
         con.print(Text("\nRule outcomes that changed", style="bold"))
@@ -92,7 +79,9 @@ def render_diff(diff: Diff, *, color: bool = False, width: int | None = 120) -> 
         con.print(Text("\nSmoke checks", style="bold"))
         for c in diff.checks:
             style = "red" if c.worse else "yellow"
-            con.print(Text(f"  {c.label}: {config_value(c.before)} → {config_value(c.after)}", style=style))
+            con.print(
+                Text(f"  {c.label}: {wording.config_value(c.before)} → {wording.config_value(c.after)}", style=style)
+            )
     if diff.figures:
         con.print(Text(f"\nSmoke figures (noise band ±{diff.noise:.0%})", style="bold"))
         t = _table("", "GPU", "figure", "before", "after", "unit", "ratio", "")
@@ -102,14 +91,14 @@ def render_diff(diff: Diff, *, color: bool = False, width: int | None = 120) -> 
                 "",
                 str(fig.gpu),
                 fig.label,
-                figure_value(fig.before),
-                figure_value(fig.after),
+                wording.figure_value(fig.before),
+                wording.figure_value(fig.after),
                 fig.unit,
-                Text(ratio(fig.ratio), style=style),
-                Text(figure_note(fig), style=style or "dim"),
+                Text(wording.ratio(fig.ratio), style=style),
+                Text(wording.figure_note(fig), style=style or "dim"),
             )
         con.print(t)
-    verdict = diff_verdict(diff)
+    verdict = wording.diff_verdict(diff)
     con.print()
     con.print(Text(verdict, style="bold red" if diff.worse else "bold green"))
     return buffer.getvalue()
@@ -120,10 +109,10 @@ def _node_row(node: Node, flagged: set[str]) -> list[str | Text]:
     failing = ", ".join(node.failing)
     return [
         node.host,
-        config_value(c.driver),
-        config_value(c.torch),
-        config_value(c.nccl),
-        gpus_text(c.gpu_count, c.gpu_model),
+        wording.config_value(c.driver),
+        wording.config_value(c.torch),
+        wording.config_value(c.nccl),
+        wording.gpus_text(c.gpu_count, c.gpu_model),
         Text(failing or "—", style="red" if failing else "dim"),
         Text("!" if node.host in flagged else "", style="yellow"),
     ]
@@ -150,7 +139,7 @@ def render_fleet(fleet: Fleet, *, color: bool = False, width: int | None = 120, 
             t.add_row(*_node_row(n, flagged))
         con.print(t)
     if fleet.majority is not None:
-        tie = f"; {tie_note(fleet)}" if fleet.majority_tied else ""
+        tie = f"; {wording.tie_note(fleet)}" if fleet.majority_tied else ""
         con.print(
             Text(
                 f"\nMajority configuration ({fleet.majority_count} of {len(fleet.nodes)} nodes{tie})",
@@ -160,7 +149,7 @@ def render_fleet(fleet: Fleet, *, color: bool = False, width: int | None = 120, 
         t = _table("", "")
         t.show_header = False
         for key, value in vars(fleet.majority).items():
-            t.add_row(f"  {CONFIG_LABELS[key]}", config_value(value))
+            t.add_row(f"  {CONFIG_LABELS[key]}", wording.config_value(value))
         con.print(t)
     if fleet.differing:
         con.print(Text("\nNodes that differ from the majority", style="bold"))
@@ -171,23 +160,23 @@ def render_fleet(fleet: Fleet, *, color: bool = False, width: int | None = 120, 
                     Text("  !", style="yellow"),
                     d.host if i == 0 else "",
                     f.label,
-                    Text(config_value(f.value), style="yellow"),
-                    config_value(f.majority),
+                    Text(wording.config_value(f.value), style="yellow"),
+                    wording.config_value(f.majority),
                 )
         con.print(t)
     if fleet.outliers:
         con.print(Text("\nPerformance outliers (median and MAD per GPU model)", style="bold"))
         for o in fleet.outliers:
             style = "red" if o.direction == "slow" else "yellow"
-            con.print(Text(f"  {o.direction:<4}  {o.host} GPU {o.gpu}: {outlier_text(o)}", style=style))
+            con.print(Text(f"  {o.direction:<4}  {o.host} GPU {o.gpu}: {wording.outlier_text(o)}", style=style))
     if fleet.errors:
         con.print(Text("\nUnreadable reports (left out of the comparison)", style="bold"))
         for e in fleet.errors:
             con.print(Text(f"  ✗ {e}", style="red"))
     if fleet.repeated:
-        con.print(Text(f"\n! {repeated_note(fleet)}", style="yellow"))
+        con.print(Text(f"\n! {wording.repeated_note(fleet)}", style="yellow"))
     if fleet.duplicates:
         con.print(Text(f"\n! more than one report for: {', '.join(fleet.duplicates)}", style="yellow"))
     con.print()
-    con.print(Text(fleet_verdict(fleet), style="bold green" if fleet.uniform else "bold yellow"))
+    con.print(Text(wording.fleet_verdict(fleet), style="bold green" if fleet.uniform else "bold yellow"))
     return buffer.getvalue()

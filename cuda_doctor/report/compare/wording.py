@@ -7,6 +7,7 @@ from typing import Any
 from cuda_doctor.compare.diff import Diff, FactChange, FigureChange
 from cuda_doctor.compare.fleet import Fleet, Outlier
 from cuda_doctor.compare.keys import show
+from cuda_doctor.report import count
 
 
 def fact_side(change: FactChange, after: bool) -> str:
@@ -46,14 +47,14 @@ def figure_note(f: FigureChange) -> str:
 def diff_verdict(diff: Diff) -> str:
     parts = []
     if diff.newly_failing:
-        parts.append(_count(len(diff.newly_failing), "rule newly failing", "rules newly failing"))
+        parts.append(count(len(diff.newly_failing), "rule newly failing", "rules newly failing"))
     if diff.lost_facts:
         lost = ", ".join(f"{f.label} {f.after_state}" for f in diff.lost_facts)
-        parts.append(_count(len(diff.lost_facts), "key fact lost", "key facts lost") + f" ({lost})")
+        parts.append(count(len(diff.lost_facts), "key fact lost", "key facts lost") + f" ({lost})")
     if diff.broken_checks:
-        parts.append(_count(len(diff.broken_checks), "smoke check broken", "smoke checks broken"))
+        parts.append(count(len(diff.broken_checks), "smoke check broken", "smoke checks broken"))
     if diff.slower:
-        parts.append(_count(len(diff.slower), "figure slower", "figures slower"))
+        parts.append(count(len(diff.slower), "figure slower", "figures slower"))
     suffix = "" if diff.rules_compared else " (facts only: rule outcomes not compared)"
     return _diff_verdict(diff, parts) + suffix
 
@@ -64,24 +65,24 @@ def _diff_verdict(diff: Diff, parts: list[str]) -> str:
     if diff.changed:
         good = []
         if diff.fixed:
-            good.append(_count(len(diff.fixed), "rule fixed", "rules fixed"))
+            good.append(count(len(diff.fixed), "rule fixed", "rules fixed"))
         if diff.faster:
-            good.append(_count(len(diff.faster), "figure faster", "figures faster"))
+            good.append(count(len(diff.faster), "figure faster", "figures faster"))
         if diff.facts:
-            good.append(_count(len(diff.facts), "fact changed", "facts changed"))
+            good.append(count(len(diff.facts), "fact changed", "facts changed"))
         return "nothing got worse" + (": " + ", ".join(good) if good else "")
     return "no change"
 
 
 def fleet_verdict(fleet: Fleet) -> str:
-    parts = [_count(len(fleet.nodes), "node", "nodes")]
+    parts = [count(len(fleet.nodes), "node", "nodes")]
     if fleet.errors:
-        parts.append(_count(len(fleet.errors), "report unreadable", "reports unreadable"))
+        parts.append(count(len(fleet.errors), "report unreadable", "reports unreadable"))
     parts.append(f"{len(fleet.differing)} differing from the majority")
     parts.append(f"{len(fleet.failing)} with failing rules")
     hosts = {o.host for o in fleet.outliers}
-    outliers = _count(len(fleet.outliers), "performance outlier", "performance outliers")
-    parts.append(f"{outliers} on {_count(len(hosts), 'node', 'nodes')}")
+    outliers = count(len(fleet.outliers), "performance outlier", "performance outliers")
+    parts.append(f"{outliers} on {count(len(hosts), 'node', 'nodes')}")
     return ", ".join(parts)
 
 
@@ -89,7 +90,7 @@ def tie_note(fleet: Fleet) -> str:
     """Empty, or how a tie for the majority was broken."""
     if not fleet.tied_with:
         return ""
-    others = _count(len(fleet.tied_with), "other configuration", "other configurations")
+    others = count(len(fleet.tied_with), "other configuration", "other configurations")
     return (
         f"tie: {others} with {fleet.majority_count} nodes each; "
         "showing the one with the most known facts (then the first by value)"
@@ -107,16 +108,12 @@ def config_value(value: Any) -> str:
     return "unknown" if value is None else show(value)
 
 
-def gpus_text(count: Any, model: Any) -> str:
-    if count is None and model is None:
+def gpus_text(gpu_count: Any, model: Any) -> str:
+    if gpu_count is None and model is None:
         return "unknown"
-    return f"{config_value(count)}× {config_value(model)}"
+    return f"{config_value(gpu_count)}× {config_value(model)}"
 
 
 def outlier_text(o: Outlier) -> str:
     z = "" if o.z is None else f", robust z {o.z:+.1f}"
     return f"{o.label} {o.value:.4g} {o.unit} = {o.ratio:.2f}× the median {o.median:.4g} of {o.gpu_model}{z}"
-
-
-def _count(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"

@@ -1,8 +1,5 @@
-"""The watch report: format name → the module that renders it.
-
-Every format module has ``render(series, analysis, **options)``; the options are ``host`` (for
-JSON) and ``color`` (for text), which the other formats accept and ignore.
-"""
+"""The watch report: format name → the module that renders it.  The options are ``host`` (JSON)
+and ``color`` (text); the formats that do not use one ignore it."""
 
 from __future__ import annotations
 
@@ -21,5 +18,4 @@ FORMATS = {
 
 
 def render(series: Series, analysis: Analysis, fmt: str, **options: Any) -> str:
-    text: str = importlib.import_module(FORMATS[fmt]).render(series, analysis, **options)
-    return text
+    return importlib.import_module(FORMATS[fmt]).render(series, analysis, **options)
