@@ -1,11 +1,13 @@
-"""Writing a command's report to a file, whole: a temporary file in the same folder, renamed
-into place, so nobody (a fleet collector, a CI step) ever reads half a report.  Missing folders
-are created; a path that is not a regular file (``/dev/stdout``, a FIFO) is written through."""
+"""Writing a command's report to a file, whole (``atomic``: a temporary file in the same folder,
+renamed into place), so nobody (a fleet collector, a CI step) ever reads half a report.  Missing
+folders are created; a path that is not a regular file (``/dev/stdout``, a FIFO) is written through."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from cuda_doctor import atomic
 
 
 def write_file(path: Path, text: str) -> None:
@@ -17,16 +19,7 @@ def write_file(path: Path, text: str) -> None:
             return
         real = Path(os.path.realpath(path))  # through a symlink, as open() would write
         real.parent.mkdir(parents=True, exist_ok=True)
-        temporary = real.with_name(f".{real.name}.{os.urandom(4).hex()}.tmp")
-        # created with 0o666, less the umask, like the file open() would have made
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(temporary, real)
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
+        atomic.write_text(real, text)
     except OSError as exc:
         from cuda_doctor.reportfile import ReportFileError
 
