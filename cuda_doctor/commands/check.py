@@ -33,7 +33,7 @@ def _non_empty(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 
 
 @click.command("check")
-@format_option((*FORMATS, "oneline"))
+@format_option(FORMATS)
 @click.option(
     "--fast",
     is_flag=True,
@@ -136,12 +136,9 @@ def emit(report: Report, fmt: str, verbose: bool, fail_on: str, save: Path | Non
     if fmt == "oneline":  # for schedulers: exit 2 when there is no verdict (report/check/oneline.py)
         from cuda_doctor.report.check.oneline import judge_oneline
 
-        verdict = judge_oneline(report, severity)
-        text, code = verdict.line + "\n", verdict.exit_code
-    else:
-        text = render(report, fmt, verbose=verbose, terminal=sys.stdout.isatty(), fail_on=fail_on)
+        code = judge_oneline(report, severity).exit_code
     # the checklist first: a report that cannot be saved must not be lost as well
-    click.echo(text, nl=False)
+    click.echo(render(report, fmt, verbose=verbose, terminal=sys.stdout.isatty(), fail_on=fail_on), nl=False)
     if save is not None:
         from cuda_doctor.commands.output import write_file
         from cuda_doctor.report.check.json import render_json

@@ -16,6 +16,7 @@ FORMATS = {
     "text": "cuda_doctor.report.check.text",
     "json": "cuda_doctor.report.check.json",
     "markdown": "cuda_doctor.report.check.markdown",
+    "oneline": "cuda_doctor.report.check.oneline",  # also decides the exit status: see judge_oneline
 }
 
 

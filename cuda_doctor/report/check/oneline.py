@@ -45,6 +45,10 @@ class Verdict:
     line: str  # without the newline
 
 
+def render(report: Report, *, verbose: bool = False, terminal: bool = False, fail_on: Severity = Severity.ERROR) -> str:
+    return render_oneline(report, fail_on)
+
+
 def render_oneline(report: Report, fail_on: Severity = Severity.ERROR, limit: int = LIMIT) -> str:
     return judge_oneline(report, fail_on, limit).line + "\n"
 
