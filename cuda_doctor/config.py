@@ -8,9 +8,9 @@ Every mistake is reported with the file and the field.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from cuda_doctor import tomlcache
 from cuda_doctor.errors import UserError
@@ -23,11 +23,13 @@ class ConfigError(UserError):
     """A configuration file that cannot be used; the message names the file and the field."""
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(NamedTuple):
+    """Immutable; a NamedTuple because every command creates one at start-up, where a frozen
+    dataclass costs about a millisecond to define."""
+
     select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
-    severity: Mapping[str, str] = field(default_factory=dict)
+    severity: Mapping[str, str] = MappingProxyType({})
     rules_dirs: tuple[Path, ...] = ()
     fail_on: str | None = None
     source: Path | None = None

@@ -14,9 +14,8 @@ import gc
 import os
 import stat
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cuda_doctor.errors import UserError
 from cuda_doctor.results import Result, Status
@@ -40,8 +39,7 @@ class ReportFileError(UserError):
         self.reason = reason
 
 
-@dataclass(frozen=True)
-class SavedReport:
+class SavedReport(NamedTuple):
     """A report file as read back: what re-judging and comparisons use."""
 
     path: str
@@ -52,7 +50,7 @@ class SavedReport:
     values: Mapping[str, Any]
     unknown: Mapping[str, str]
     results: tuple[Result, ...] = ()
-    notes: tuple[str, ...] = field(default=())  # what was read leniently, e.g. an older schema
+    notes: tuple[str, ...] = ()  # what was read leniently, e.g. an older schema
     command: str | None = None  # "check", or "facts" for a facts-only report
 
     @property
