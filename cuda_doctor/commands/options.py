@@ -29,20 +29,11 @@ def _split(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -
 
 
 def selection(func: F) -> F:
-    func = click.option(
-        "--ignore",
-        multiple=True,
-        callback=_split,
-        metavar="RULE",
-        help="Skip these rules (ids, id prefixes such as CD5, or categories). Repeatable or comma-separated.",
-    )(func)
-    func = click.option(
-        "--select",
-        multiple=True,
-        callback=_split,
-        metavar="RULE",
-        help="Run only these rules (ids, id prefixes such as CD1, or categories).",
-    )(func)
+    for name, help in (
+        ("--ignore", "Skip these rules (ids, id prefixes such as CD5, or categories). Repeatable or comma-separated."),
+        ("--select", "Run only these rules (ids, id prefixes such as CD1, or categories)."),
+    ):
+        func = click.option(name, multiple=True, callback=_split, metavar="RULE", help=help)(func)
     return func
 
 
