@@ -79,6 +79,11 @@ def untrack(proc: subprocess.Popen[bytes]) -> None:
     _RUNNING.pop(proc.pid, None)
 
 
+def running_pids() -> list[int]:
+    """The pids of the children cuda-doctor is running now."""
+    return list(_RUNNING)
+
+
 def kill_all(wait: float = 1.0) -> int:
     """SIGKILL every recorded child (each group it leads; one sharing our group alone) and reap
     them, waiting up to ``wait`` seconds in all (one stuck in the kernel may outlive SIGKILL);

@@ -68,9 +68,12 @@ def describe(exc: BaseException) -> str:
 class Nvml:
     """Optional NVML reads under load; every failure is kept as a reason, never raised."""
 
-    def __init__(self) -> None:
+    def __init__(self, ours: Any = ()) -> None:
         self.module: Any = None
         self.error: str | None = None
+        # cuda-doctor's own processes (the driver-level smoke child runs beside this one) are
+        # not "another process on the GPU"
+        self.ours = {os.getpid(), *(int(pid) for pid in ours if isinstance(pid, int))}
         try:
             import pynvml
 
@@ -151,8 +154,7 @@ class Nvml:
         except Exception as exc:
             out.setdefault("nvml_errors", {})["processes"] = describe(exc)
             return
-        mine = os.getpid()
-        others = [p for p in procs if int(p.pid) != mine]
+        others = [p for p in procs if int(p.pid) not in self.ours]
         out["other_process_count"] = len(others)
         used = [getattr(p, "usedGpuMemory", None) for p in others]
         out["other_process_mib"] = round(sum(u for u in used if isinstance(u, int)) / 2**20)
@@ -402,7 +404,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         result["error"] = "torch.cuda.is_available() is False" + (f": {said}" if said else "")
         result["error_step"] = "cuda init"
         return result
-    nvml = Nvml()
+    nvml = Nvml(config.get("ours") or ())
     if nvml.error:
         result["nvml_error"] = nvml.error
     size = int(config.get("size", 4096))

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from cuda_doctor import children
+from cuda_doctor import children, process
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.probes.framework import TORCH_CHILD
 from cuda_doctor.process import CommandResult
@@ -262,7 +262,8 @@ def _framework_level(
         if progress is not None:
             progress("framework", step)
 
-    config = json.dumps({"size": 4096})
+    # the driver-level child may still hold its context: the GPU's other processes exclude it
+    config = json.dumps({"size": 4096, "ours": process.running_pids()})
     if torch is None:
         source = script_source("framework")
         result = children.run(
