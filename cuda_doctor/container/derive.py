@@ -7,15 +7,10 @@ images, ``driver.*`` and ``gpu[i].*`` for the host) and writes ``derived.contain
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from typing import Any
 
 from cuda_doctor.container.require import Host, HostGPU, RequireResult, check_env
 from cuda_doctor.facts import Facts, indexed
-
-TAGS_TABLE = "nvidia_cuda_tags"
-_CUDA_TAG = re.compile(r"^(?P<major>\d+)\.(?P<minor>\d+)(?:\.(?P<patch>\d+))?(?:-(?P<suffix>.+))?$")
 
 
 def derive(facts: Facts) -> None:
@@ -114,6 +109,21 @@ def _derive_container(facts: Facts, host: Host) -> None:
     env = _require_env(facts, "container")
     result = check_env(env, host)
     _write_requirement(facts, out, result)
+    facts.set(f"{out}.suggested_image", _newest_for(host) if result.satisfied is False else None)
+
+
+def _newest_for(host: Host) -> str | None:
+    """The newest supported nvidia/cuda base tag whose CUDA this driver runs."""
+    from cuda_doctor.container import tags
+
+    ceiling = tags.minor_of(host.cuda_version)
+    if ceiling is None:
+        return None
+    try:
+        suggested = tags.suggest(None, ceiling=ceiling, flavour="base")
+    except tags.CatalogueError:
+        return None
+    return f"nvidia/cuda:{suggested}" if suggested else None
 
 
 def _derive_image(facts: Facts, i: int, host: Host) -> None:
@@ -132,113 +142,70 @@ def _derive_image(facts: Facts, i: int, host: Host) -> None:
     _derive_torch_mismatch(facts, i)
 
 
-# -- nvidia/cuda tags --------------------------------------------------------------------------
+# -- nvidia/cuda tags (judged and suggested by container/tags.py) -------------------------------
 
 
-def load_tags() -> list[dict[str, Any]] | str:
-    """The ``[[minor]]`` rows of the tag table, or the reason it cannot be read."""
-    try:
-        from cuda_doctor.tables import load_table
-
-        table = load_table(TAGS_TABLE)
-    except FileNotFoundError:
-        return f"rules/data/{TAGS_TABLE}.toml is missing"
-    except (OSError, ValueError) as exc:  # TOMLDecodeError is a ValueError
-        return f"rules/data/{TAGS_TABLE}.toml cannot be read: {exc}"
-    rows = table.get("minor")
-    if not isinstance(rows, list):
-        return f"rules/data/{TAGS_TABLE}.toml has no [[minor]] rows"
-    return [row for row in rows if isinstance(row, dict) and "version" in row]
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", text))
-
-
-def tag_status(tag: str, rows: list[dict[str, Any]]) -> tuple[str, str | None, str | None]:
-    """(status, latest tag of that minor with the same suffix, row's source) of an nvidia/cuda tag.
-
-    Status: ``supported`` | ``superseded`` (an older patch of a supported minor) | ``eol`` |
-    ``deleted`` | ``not_a_release_tag`` (e.g. ``latest`` or ``12.3-base``: no such tags exist) |
-    ``unlisted`` (a release the table does not know yet).
-    """
-    match = _CUDA_TAG.match(tag)
-    if match is None or match.group("patch") is None:
-        return "not_a_release_tag", None, None
-    minor = f"{int(match.group('major'))}.{int(match.group('minor'))}"
-    row = next((r for r in rows if str(r.get("version")) == minor), None)
-    if row is None:
-        return "unlisted", None, None
-    suffix = match.group("suffix")
-    latest_patch = str(row.get("latest_patch") or "") or None
-    latest_tag = f"{latest_patch}-{suffix}" if latest_patch and suffix else latest_patch
-    status = str(row.get("status", "supported"))
-    source = str(row["source"]) if row.get("source") else None
-    if status == "supported" and latest_patch:
-        patch = f"{minor}.{int(match.group('patch'))}"
-        if _version_tuple(patch) < _version_tuple(latest_patch):
-            status = "superseded"
-    return status, latest_tag, source
-
-
-def _derive_tag_status(facts: Facts, i: int) -> None:
+def _cuda_ref(facts: Facts, i: int) -> tuple[str, str | None] | str | None:
+    """(repository as the user writes it, tag) of an nvidia/cuda image, None for another image,
+    or the reason the reference cannot be read."""
     from cuda_doctor.container.reference import InvalidReference, is_nvidia_cuda, parse_reference
 
-    out = f"derived.image[{i}]"
-    ref_text = facts.get(f"image[{i}].ref")
-    try:
-        ref = parse_reference(str(ref_text))
-    except InvalidReference:
-        facts.set(f"{out}.tag_status", "invalid_reference")
-        return
-    if ref.is_id or not is_nvidia_cuda(ref.repository) or ref.tag is None:
-        facts.set(f"{out}.tag_status", "not_nvidia_cuda")
-        return
-    rows = load_tags()
-    if isinstance(rows, str):
-        facts.mark_unknown(f"{out}.tag_status", rows)
-        return
-    status, latest, source = tag_status(ref.tag, rows)
-    facts.set(f"{out}.tag_status", status)
-    facts.set(
-        f"{out}.tag_latest",
-        f"{ref.path if ref.domain == 'docker.io' else ref.repository}:{latest}" if latest else None,
-    )
-    facts.set(f"{out}.tag_source", source)
-
-
-def _derive_suggested_tag(facts: Facts, i: int, host: Host) -> None:
-    """For an nvidia/cuda image this driver is too old for: the newest tag it can run."""
-    from cuda_doctor.container.reference import InvalidReference, is_nvidia_cuda, parse_reference
-
-    out = f"derived.image[{i}].suggested_image"
     try:
         ref = parse_reference(str(facts.get(f"image[{i}].ref")))
     except InvalidReference as exc:
+        return str(exc)
+    if ref.is_id or not is_nvidia_cuda(ref.repository):
+        return None
+    return (ref.path if ref.domain == "docker.io" else ref.repository), ref.tag
+
+
+def _derive_tag_status(facts: Facts, i: int) -> None:
+    from cuda_doctor.container import tags
+
+    out = f"derived.image[{i}]"
+    found = _cuda_ref(facts, i)
+    if isinstance(found, str):
+        facts.set(f"{out}.tag_status", "invalid_reference")
+        return
+    if found is None or (found[1] is None and facts.get(f"image[{i}].found") is True):
+        facts.set(f"{out}.tag_status", "not_nvidia_cuda")  # an id or a digest: no tag to judge
+        return
+    name, tag = found
+    try:
+        verdict = tags.judge(tag)
+        # a torch inside pins the CUDA minor: the suggestion keeps it, so CD905 agrees with it
+        minor = tags.minor_of(facts.get(f"image[{i}].torch_variant"))
+        suggested = tags.suggest(tag, cuda_minor=minor)
+    except tags.CatalogueError as exc:
+        for n in ("tag_status", "tag_certain", "tag_reason", "tag_suggested"):
+            facts.mark_unknown(f"{out}.{n}", str(exc))
+        return
+    facts.set(f"{out}.tag_status", verdict.state)
+    facts.set(f"{out}.tag_certain", verdict.certain)
+    facts.set(f"{out}.tag_superseded", verdict.superseded)
+    facts.set(f"{out}.tag_reason", verdict.reason)
+    facts.set(f"{out}.tag_suggested", f"{name}:{suggested}" if suggested and suggested != tag else None)
+
+
+def _derive_suggested_tag(facts: Facts, i: int, host: Host) -> None:
+    """For an nvidia/cuda image this driver is too old for: the newest supported tag it runs."""
+    from cuda_doctor.container import tags
+
+    out = f"derived.image[{i}].suggested_image"
+    found = _cuda_ref(facts, i)
+    if isinstance(found, str):
+        facts.mark_unknown(out, found)
+        return
+    ceiling = tags.minor_of(host.cuda_version)
+    if found is None or ceiling is None:
+        facts.set(out, None)
+        return
+    try:
+        suggested = tags.suggest(found[1], ceiling=ceiling)
+    except tags.CatalogueError as exc:
         facts.mark_unknown(out, str(exc))
         return
-    match = _CUDA_TAG.match(ref.tag or "")
-    if ref.is_id or not is_nvidia_cuda(ref.repository) or match is None or host.cuda_version is None:
-        facts.set(out, None)
-        return
-    rows = load_tags()
-    if isinstance(rows, str):
-        facts.mark_unknown(out, rows)
-        return
-    ceiling = _version_tuple(host.cuda_version)
-    usable = [
-        r
-        for r in rows
-        if r.get("status") != "deleted" and r.get("latest_patch") and _version_tuple(str(r["version"])) <= ceiling
-    ]
-    if not usable:
-        facts.set(out, None)
-        return
-    best = max(usable, key=lambda r: _version_tuple(str(r["version"])))
-    suffix = match.group("suffix")
-    tag = f"{best['latest_patch']}-{suffix}" if suffix else str(best["latest_patch"])
-    name = ref.path if ref.domain == "docker.io" else ref.repository
-    facts.set(out, f"{name}:{tag}")
+    facts.set(out, f"{found[0]}:{suggested}" if suggested else None)
 
 
 # -- torch variant -----------------------------------------------------------------------------
@@ -263,3 +230,19 @@ def _derive_torch_mismatch(facts: Facts, i: int) -> None:
         return
     facts.set(out, variant_mm != base_mm)
     facts.set(f"derived.image[{i}].torch_cuda_major_mismatch", variant_mm[0] != base_mm[0])
+    facts.set(f"derived.image[{i}].torch_base_image", _base_for_torch(facts, i, variant_mm))
+
+
+def _base_for_torch(facts: Facts, i: int, minor: tuple[int, int]) -> str | None:
+    """A real nvidia/cuda tag of the CUDA minor torch was built for, or None when the catalogue
+    has no supported one.  For an nvidia/cuda image it is the tag CD904 suggests (same flavour
+    and OS); for another image a devel tag (its nvcc builds the extensions)."""
+    from cuda_doctor.container import tags
+
+    found = _cuda_ref(facts, i)
+    name, tag, flavour = (found[0], found[1], None) if isinstance(found, tuple) else ("nvidia/cuda", None, "devel")
+    try:
+        suggested = tags.suggest(tag, cuda_minor=minor, flavour=flavour)
+    except tags.CatalogueError:
+        return None
+    return f"{name}:{suggested}" if suggested else None

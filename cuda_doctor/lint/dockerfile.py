@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from cuda_doctor.container import tags
 from cuda_doctor.lint.findings import Hit
 from cuda_doctor.lint.python_ast import LAUNCH_RE
 from cuda_doctor.lint.requirements import (
@@ -19,19 +18,12 @@ from cuda_doctor.lint.requirements import (
     requirements_pins,
     wheel_cuda,
 )
-from cuda_doctor.paths import rules_dir
-from cuda_doctor.tomlcompat import tomllib
+from cuda_doctor.results import Severity
 
 VAR = re.compile(r"\$\{(?P<name>\w+)(?::?(?P<op>[-+])(?P<word>[^}]*))?\}|\$(?P<bare>\w+)")
 CUDA_REPOS = ("nvidia/cuda", "docker.io/nvidia/cuda", "nvcr.io/nvidia/cuda")
 PYTORCH_REPOS = ("pytorch/pytorch", "docker.io/pytorch/pytorch", "ghcr.io/pytorch/pytorch")
 NGC_PYTORCH = "nvcr.io/nvidia/pytorch"
-
-
-@functools.lru_cache(maxsize=1)
-def cuda_tags() -> dict[str, Any]:
-    with (rules_dir() / "data" / "nvidia_cuda_tags.toml").open("rb") as handle:
-        return tomllib.load(handle)
 
 
 @dataclass(frozen=True)
@@ -148,71 +140,46 @@ def image_cuda(image: Image) -> str | None:
         match = re.search(r"-cuda(\d+\.\d+)", image.tag)
         return match.group(1) if match else None
     if image.repository == NGC_PYTORCH:
-        release = image.tag.split("-", 1)[0]
-        for row in cuda_tags().get("ngc_pytorch", []):
-            if row.get("release") == release:
-                return str(row["cuda"])
+        return tags.ngc_pytorch_cuda(image.tag.split("-", 1)[0])  # verified rows only
     return None
 
 
-def check_cuda_image(image: Image) -> Hit | None:
-    """CDL101 (no such tag format), CDL102 (deleted), CDL103 (EOL or old patch)."""
-    table = cuda_tags()
-    rows = {row["version"]: row for row in table.get("minor", [])}
-    newest = max(
-        (row for row in rows.values() if row.get("status") == "supported"),
-        key=lambda row: tuple(int(x) for x in row["version"].split(".")),
+#: What the tag catalogue's verdict is reported as.
+_TAG_RULES = {"nonexistent": "CDL101", "unlisted": "CDL101", "removed": "CDL102", "unsupported": "CDL103"}
+
+
+def check_cuda_image(image: Image, wheel_cuda: str | None = None) -> Hit | None:
+    """CDL101 (no such tag), CDL102 (deleted), CDL103 (unsupported), judged by the tag catalogue
+    (container/tags.py); ``wheel_cuda`` keeps the suggestion on a pinned torch wheel's CUDA."""
+    if image.digest and image.tag is None:
+        return None
+    verdict = tags.judge(image.tag)
+    alias = image.tag is None or image.tag in tags.catalogue().removed_aliases  # `latest`: as good as no tag
+    rule = "CDL101" if alias else _TAG_RULES.get(verdict.state)
+    if rule is None:
+        return None
+    suggested = tags.suggest(image.tag, cuda_minor=tags.minor_of(wheel_cuda))
+    return Hit.make(
+        rule,
+        image.line,
+        image.column,
+        severity=None if verdict.certain else Severity.WARNING,
+        image=image.text,
+        problem=verdict.reason,
+        fix=tag_fix(image, verdict, suggested, wheel_cuda),
     )
-    default_os = table.get("default_os", "ubuntu22.04")
-    tag = image.tag
-
-    def hit(rule_id: str, **captures: Any) -> Hit:  # the image is named in every one
-        return Hit.make(rule_id, image.line, image.column, image=image.text, **captures)
-
-    if image.digest and tag is None:
-        return None
-    if tag is None or tag in table.get("removed_tags", []):
-        problem = "no tag (defaults to `latest`)" if tag is None else f"tag `{tag}` was removed"
-        suggested = f"{newest['latest_patch']}-runtime-{default_os}"
-        return hit("CDL101", problem=problem, suggested=suggested, format=table.get("tag_format", ""))
-    match = re.match(table["tag_regex"], tag)
-    if match is None:
-        short = re.match(
-            r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-(cudnn\d*))?(?:-(base|runtime|devel))?"
-            r"(?:-([a-z]+[0-9.]*))?$",
-            tag,
-        )
-        row = rows.get(f"{short.group(1)}.{short.group(2)}") if short else None
-        patch = row["latest_patch"] if row and row.get("latest_patch") else newest["latest_patch"]
-        parts = [patch]
-        if short and short.group(4):
-            parts.append(short.group(4))
-        parts.append(short.group(5) if short and short.group(5) else "runtime")
-        parts.append(short.group(6) if short and short.group(6) else default_os)
-        problem = f"tag `{tag}` does not exist (not in the MAJOR.MINOR.PATCH-flavor-OS form)"
-        return hit("CDL101", problem=problem, suggested="-".join(parts), format=table.get("tag_format", ""))
-    minor = f"{match.group('major')}.{match.group('minor')}"
-    row = rows.get(minor)
-    if row is None:
-        return None
-    rest = tag[len(match.group("version")) :]
-    target = newest if row.get("status") != "supported" else row
-    suggested = f"{target['latest_patch']}{rest}"
-    status = row.get("status")
-    if status == "deleted":
-        return hit("CDL102", minor=minor, suggested=suggested, source=row.get("source", ""))
-    if status == "eol":
-        reason = f"CUDA {minor} images are end of life (no updates; scheduled for deletion)"
-        return hit("CDL103", suggested=suggested, reason=reason)
-    latest = row.get("latest_patch")
-    if latest and _vtuple(match.group("version")) < _vtuple(latest):
-        reason = f"only the latest patch of CUDA {minor} ({latest}) is supported; older patch tags are deleted"
-        return hit("CDL103", suggested=suggested, reason=reason)
-    return None
 
 
-def _vtuple(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", text))
+def tag_fix(image: Image, verdict: tags.Verdict, suggested: str | None, wheel_cuda: str | None) -> str:
+    if verdict.state == "unlisted":
+        check = f"Check that it exists (`docker manifest inspect {image.text}`)"
+        nearest = f"; the nearest tag in the catalogue is `{image.repository}:{suggested}`." if suggested else "."
+        return check + nearest
+    if suggested:
+        where = "same flavour, and the same OS where it exists"
+        return f"Use `{image.repository}:{suggested}` (the nearest supported tag: {where})."
+    for_cuda = f" for CUDA {wheel_cuda} (the torch wheel's)" if wheel_cuda else " of this flavour"
+    return f"cuda-doctor's tag catalogue has no supported tag{for_cuda}; pick one from NVIDIA's list of supported tags."
 
 
 def _exec_form(args: str) -> str:
@@ -263,9 +230,27 @@ def lint_dockerfile(text: str, path: Path, read_file: ReadFile) -> list[Hit]:
                 hits.append(Hit.make("CDL006", ins.line, 1, command="python -m torch.distributed.launch"))
             if ins.keyword == "RUN" and stages:
                 _run_pins(expanded, ins.line, path, read_file, stages[-1], hits)
+    return hits + _stage_hits(stages, by_name)
+
+
+def _stage_hits(stages: list[Stage], by_name: dict[str, Stage]) -> list[Hit]:
+    hits: list[Hit] = []
     for stage in stages:
+        if stage.image is not None and stage.image.repository in CUDA_REPOS:
+            # judged once the stages are read: a torch wheel installed on it decides the CUDA
+            hit = check_cuda_image(stage.image, _one_wheel_cuda(stage.image, stages, by_name))
+            if hit:
+                hits.append(hit)
         hits.extend(_mismatches(stage, by_name))
     return hits
+
+
+def _one_wheel_cuda(image: Image, stages: list[Stage], by_name: dict[str, Stage]) -> str | None:
+    """The CUDA of the torch wheels installed on ``image`` (in its stage or stages built on it),
+    when they agree on one."""
+    found = {wheel_cuda(pin) for stage in stages if _base_image(stage, by_name) is image for pin in stage.pins}
+    found.discard(None)
+    return found.pop() if len(found) == 1 else None
 
 
 def _from(ins: Instruction, global_args: dict[str, str], by_name: dict[str, Stage], hits: list[Hit]) -> Stage:
@@ -282,11 +267,7 @@ def _from(ins: Instruction, global_args: dict[str, str], by_name: dict[str, Stag
         return Stage(None, reference.lower(), name)
     column = ins.args.find(words[0]) + len("FROM ") + 1
     image = parse_image(reference, ins.line, column)
-    if image.repository in CUDA_REPOS:
-        hit = check_cuda_image(image)
-        if hit:
-            hits.append(hit)
-    elif image.tag is None and image.digest is None:
+    if image.repository not in CUDA_REPOS and image.tag is None and image.digest is None:
         hits.append(Hit.make("CDL104", ins.line, column, image=image.text))
     return Stage(image, None, name)
 
@@ -330,7 +311,7 @@ def _mismatches(stage: Stage, by_name: dict[str, Stage]) -> list[Hit]:
         if wheel is None or wheel == image_mm:
             continue
         matching = "cu" + image_mm.replace(".", "")
-        hits.append(
+        hits.append(  # the base suggested is the one the tag check suggests for this wheel
             Hit.make(
                 "CDL105",
                 pin.line,
@@ -339,7 +320,23 @@ def _mismatches(stage: Stage, by_name: dict[str, Stage]) -> list[Hit]:
                 image_cuda=cuda,
                 wheel=pin.text,
                 wheel_cuda=wheel,
-                matching_variant=matching,
+                fix=_mismatch_fix(image, wheel, matching),
             )
         )
     return hits
+
+
+def _mismatch_fix(image: Image, wheel: str, matching: str) -> str:
+    index = f"`--index-url https://download.pytorch.org/whl/{matching}`, if that torch release ships it"
+    if image.repository not in CUDA_REPOS:
+        return f"Install the torch variant matching the image ({index}) or base the image on CUDA {wheel}."
+    suggested = tags.suggest(image.tag, cuda_minor=tags.minor_of(wheel))
+    if suggested is None:
+        return (
+            f"Install the torch variant matching the image ({index}); cuda-doctor's tag catalogue has no "
+            f"supported nvidia/cuda tag of CUDA {wheel} to base the image on."
+        )
+    return (
+        f"Base the image on `{image.repository}:{suggested}` (CUDA {wheel}, the wheel's) "
+        f"or install the torch variant matching the image ({index})."
+    )

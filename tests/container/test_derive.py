@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from cuda_doctor.container.derive import derive, load_tags, tag_status
+from cuda_doctor.container.derive import derive
 from cuda_doctor.facts import Facts
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "container"
@@ -83,7 +82,8 @@ def test_an_image_judged_against_an_old_driver_suggests_a_tag_it_can_run() -> No
     assert facts.get("derived.image[0].require_satisfied") is False
     assert facts.get("derived.image[0].required_cuda") == "12.4"
     assert facts.get("derived.image[0].driver_needed") == "550.54.14"
-    assert facts.get("derived.image[0].suggested_image") == "nvidia/cuda:12.2.2-cudnn-devel-ubuntu22.04"
+    # 12.2.2 names its cuDNN tags cudnn8-: the suggestion takes that release's naming
+    assert facts.get("derived.image[0].suggested_image") == "nvidia/cuda:12.2.2-cudnn8-devel-ubuntu22.04"
 
 
 def test_torch_variant_against_the_base() -> None:
@@ -100,12 +100,13 @@ def test_torch_variant_against_the_base() -> None:
 
 def test_a_missing_image_is_not_judged_but_its_tag_is() -> None:
     facts = host()
-    facts.set("image[0].ref", "nvidia/cuda:11.4.3-base-ubuntu20.04")
+    facts.set("image[0].ref", "nvidia/cuda:11.2.0-base-ubuntu20.04")
     facts.set("image[0].found", False)
     facts.set("image[0].error", "no such image on this host")
     derive(facts)
     assert facts.reason("derived.image[0].require_satisfied") == "no such image on this host"
-    assert facts.get("derived.image[0].tag_status") == "deleted"
+    assert facts.get("derived.image[0].tag_status") == "removed"
+    assert facts.get("derived.image[0].tag_suggested") == "nvidia/cuda:11.2.2-base-ubuntu20.04"
 
 
 def test_an_invalid_reference_has_no_tag_status() -> None:
@@ -117,32 +118,65 @@ def test_an_invalid_reference_has_no_tag_status() -> None:
     assert facts.get("derived.image[0].tag_status") == "invalid_reference"
 
 
-ROWS = [
-    {"version": "12.4", "status": "eol", "latest_patch": "12.4.1", "source": "policy"},
-    {"version": "13.0", "status": "supported", "latest_patch": "13.0.2", "source": "notes"},
-    {"version": "11.0", "status": "deleted", "latest_patch": "11.0.3", "source": "policy"},
-]
+def test_a_torch_inside_keeps_the_suggested_tag_on_its_cuda() -> None:
+    facts = with_image(host(), "nvidia/cuda:12.6.1-devel-ubuntu22.04", cuda_version="12.6.1", torch_variant="12.6")
+    derive(facts)
+    assert facts.get("derived.image[0].tag_status") == "unsupported"
+    assert facts.get("derived.image[0].tag_suggested") == "nvidia/cuda:12.6.3-devel-ubuntu22.04"
 
 
-@pytest.mark.parametrize(
-    ("tag", "status", "latest"),
-    [
-        ("13.0.2-base-ubuntu24.04", "supported", "13.0.2-base-ubuntu24.04"),
-        ("13.0.1-runtime-ubuntu22.04", "superseded", "13.0.2-runtime-ubuntu22.04"),
-        ("12.4.0-devel-ubuntu22.04", "eol", "12.4.1-devel-ubuntu22.04"),
-        ("11.0.3-base-ubuntu20.04", "deleted", "11.0.3-base-ubuntu20.04"),
-        ("12.3-base", "not_a_release_tag", None),
-        ("latest", "not_a_release_tag", None),
-        ("14.1.0-base-ubuntu24.04", "unlisted", None),
-    ],
-)
-def test_tag_status(tag: str, status: str, latest: str | None) -> None:
-    assert tag_status(tag, ROWS)[:2] == (status, latest)
+def test_a_torch_mismatch_names_a_real_base_tag() -> None:
+    facts = with_image(host(), "myorg/train:1", cuda_version="12.4.1", torch_variant="12.8")
+    derive(facts)
+    assert facts.get("derived.image[0].torch_base_image") == "nvidia/cuda:12.8.1-devel-ubuntu22.04"
+    newer = with_image(host(), "myorg/train:1", cuda_version="13.0.2", torch_variant="13.2")
+    derive(newer)
+    assert newer.get("derived.image[0].torch_base_image") is None  # no verified 13.2 tag to name
 
 
-def test_the_shipped_tag_table_has_the_shape_the_checks_read() -> None:
-    rows = load_tags()
-    assert isinstance(rows, list) and rows
-    for row in rows:
-        assert row["status"] in ("supported", "eol", "deleted"), row
-        assert str(row["latest_patch"]).startswith(str(row["version"]) + "."), row
+def test_the_container_on_an_old_driver_gets_the_newest_base_it_runs() -> None:
+    facts = host("470.82.01", "11.4")
+    facts.set("container.cuda_version", "13.0.2")
+    facts.set("container.nvidia_require_cuda", H200_REQUIRE)
+    derive(facts)
+    # 11.4.3 has no ubuntu22.04 image: the nearest Ubuntu it has
+    assert facts.get("derived.container.suggested_image") == "nvidia/cuda:11.4.3-base-ubuntu20.04"
+
+
+@functools.cache
+def _rules() -> dict[str, Any]:
+    from cuda_doctor.rules import load_rules
+
+    return {r.id: r for r in load_rules() if r.id in ("CD904", "CD905")}
+
+
+def _judged(ref: str, cuda: str, variant: str) -> tuple[Any, Any, Any, Any]:
+    from cuda_doctor.rules import judge_rule
+
+    rules = _rules()
+    facts = with_image(host(), ref, cuda_version=cuda, torch_variant=variant, torch_version=f"2.9.0+cu{variant}")
+    derive(facts)
+    return judge_rule(rules["CD904"], facts)[0], judge_rule(rules["CD905"], facts)[0], facts, rules
+
+
+def test_the_tag_rule_and_the_torch_rule_agree_and_reach_a_fixed_point() -> None:
+    from cuda_doctor.container import tags
+
+    one_per_flavour: dict[str, str] = {}
+    for tag in sorted(tags.catalogue().state):
+        if tag.endswith("ubuntu22.04") or tag.rsplit("-", 1)[0] not in one_per_flavour:
+            one_per_flavour[tag.rsplit("-", 1)[0]] = tag
+    for tag in [*one_per_flavour.values(), "12.4.3-devel-ubuntu22.04", "13.2.2-runtime-ubuntu24.04"]:
+        for variant in ("11.8", "12.6", "12.8", "13.0", "13.2"):
+            ref = f"nvidia/cuda:{tag}"
+            cd904, cd905, facts, _ = _judged(ref, tag.split("-", 1)[0], variant)
+            offered = {
+                facts.get("derived.image[0].tag_suggested") if cd904.status.value not in ("pass", "skipped") else None,
+                facts.get("derived.image[0].torch_base_image") if cd905.status.value == "warn" else None,
+            } - {None}
+            assert len(offered) <= 1, (tag, variant, offered)  # one recommendation
+            if offered:
+                (applied,) = offered
+                assert tags.catalogue().state[applied.split(":", 1)[1]] == "supported"
+                again_904, again_905, _, _ = _judged(applied, applied.split(":", 1)[1].split("-", 1)[0], variant)
+                assert (again_904.status.value, again_905.status.value) == ("pass", "pass"), (tag, variant, applied)

@@ -113,11 +113,14 @@ def test_torch_variant_disagreeing_with_the_base_is_a_warning(
     assert "built for CUDA 12.1" in result.message and "12.4.1" in result.message
 
 
-def test_an_eol_tag_is_a_warning(docker_engine: Engine, test_images: dict[str, str]) -> None:
+def test_the_tag_of_a_local_image_is_judged_by_the_catalogue(
+    docker_engine: Engine, test_images: dict[str, str]
+) -> None:
     facts = host_facts("580.159.04", "13.0")
     facts.merge(probe(docker_engine, CUDA_IMAGE))
     derive_all(facts)
-    assert judge_rule(RULES["CD904"], facts)[0].status.value == "warn"
+    result = judge_rule(RULES["CD904"], facts)[0]
+    assert result.status.value == "pass" and "is supported" in result.message  # 12.2.2: listed in 2025-12
 
 
 def test_run_image_without_the_toolkit_fails_with_the_toolkit_fix(

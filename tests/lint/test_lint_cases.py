@@ -92,7 +92,7 @@ def test_amp_elsewhere_in_the_project_counts(tmp_path: Path) -> None:
 def test_stage_reference_and_build_arg_substitution(tmp_path: Path) -> None:
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text(
-        "ARG BASE=nvidia/cuda:12.8.1-runtime-ubuntu22.04\n"
+        "ARG BASE=nvidia/cuda:11.2.0-devel-ubuntu20.04\n"
         "FROM ${BASE} AS build\n"
         "FROM build\n"
         "RUN pip install torch==2.9.0 --index-url https://download.pytorch.org/whl/cu130\n"
