@@ -22,12 +22,15 @@ def command(before: str, after: str, fmt: str, noise: float) -> None:
 
     BEFORE and AFTER are saved reports (cuda-doctor check --save FILE).  Shows the
     configuration that changed (driver, CUDA, framework build, cuDNN, NCCL, container),
+    the environment variables that changed (CUDA_VISIBLE_DEVICES, NCCL_*, LD_LIBRARY_PATH…),
     rule outcomes that flipped (newly failing first) and smoke figures as after/before
-    ratios.  A report without rule results (cuda-doctor facts) is compared on facts only.
+    ratios.  A report without rule results (cuda-doctor facts) is compared on facts only;
+    a smoke run made by one report only is one line, not a flip per rule.
 
     Exit status: 1 when something got worse (a rule newly failing, a key fact lost such
-    as a framework no longer installed, a smoke check broken, a figure slower than the
-    noise band), 0 otherwise, 2 when a report cannot be read.
+    as a framework no longer installed, a driver, CUDA, framework or CUDA build
+    downgraded, GPUs hidden by CUDA_VISIBLE_DEVICES, a smoke check broken, a figure
+    slower than the noise band), 0 otherwise, 2 when a report cannot be read.
     """
     result = diff_reports(load_report(before), load_report(after), noise=noise)
     # width None: the terminal's (rich measures it), 80 columns into a pipe

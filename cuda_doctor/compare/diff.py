@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from cuda_doctor.compare.coverage import NotRun, gap_of, not_run
+from cuda_doctor.compare.environment import EnvChange, diff_environment
 from cuda_doctor.compare.keys import (
     KEY_FACTS,
     METRICS,
@@ -35,6 +37,7 @@ class FactChange:
     before_state: str  # "known" | "unknown" | "not installed"
     after_state: str
     lost: bool  # known before, unknown or not installed after: worse
+    downgrade: bool = False  # an older driver, CUDA, framework or CUDA build after: worse
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,9 @@ class Diff:
     #: Reports without rule results (facts only); rule outcomes are compared only when
     #: both reports have them, so a rule absent from a facts-only report is never "fixed".
     without_results: tuple[SavedReport, ...] = ()
+    environment: tuple[EnvChange, ...] = ()
+    #: GPU runs only one report made: their rules, checks and figures are not compared
+    not_run: tuple[NotRun, ...] = ()
 
     @property
     def rules_compared(self) -> bool:
@@ -89,6 +95,14 @@ class Diff:
     @property
     def lost_facts(self) -> tuple[FactChange, ...]:
         return tuple(f for f in self.facts if f.lost)
+
+    @property
+    def downgrades(self) -> tuple[FactChange, ...]:
+        return tuple(f for f in self.facts if f.downgrade)
+
+    @property
+    def worse_environment(self) -> tuple[EnvChange, ...]:
+        return tuple(e for e in self.environment if e.worse)
 
     @property
     def newly_failing(self) -> tuple[RuleFlip, ...]:
@@ -112,13 +126,22 @@ class Diff:
 
     @property
     def worse(self) -> bool:
-        """Something got worse: a rule newly failing, a key fact lost, a figure slower, a
-        smoke check broken."""
-        return bool(self.newly_failing or self.lost_facts or self.slower or self.broken_checks)
+        """Something got worse: a rule newly failing, a key fact lost, a driver, CUDA, framework
+        or CUDA build downgraded, GPUs hidden, a figure slower, a smoke check broken."""
+        return bool(
+            self.newly_failing
+            or self.lost_facts
+            or self.downgrades
+            or self.worse_environment
+            or self.slower
+            or self.broken_checks
+        )
 
     @property
     def changed(self) -> bool:
-        return bool(self.facts or self.rules or self.checks or self.slower or self.faster)
+        return bool(
+            self.facts or self.rules or self.checks or self.slower or self.faster or self.environment or self.not_run
+        )
 
     @property
     def same_host(self) -> bool:
@@ -129,16 +152,44 @@ def diff_reports(before: SavedReport, after: SavedReport, noise: float = DEFAULT
     if not 0 <= noise < 1:
         raise ValueError(f"noise band must be a fraction in [0, 1), got {noise}")
     without = tuple(r for r in (before, after) if not r.has_results)
+    gaps = not_run(before, after)
+    rules: tuple[RuleFlip, ...] = ()
+    if not without:
+        rules, gaps = _rules_and_gaps(before, after, gaps)
+    smoke_compared = not any(g.probe == "smoke" for g in gaps)
     return Diff(
         before=before,
         after=after,
         noise=noise,
         facts=diff_facts(before, after),
-        rules=() if without else diff_rules(before.results, after.results),
-        figures=diff_figures(before, after, noise),
-        checks=diff_checks(before, after),
+        rules=rules,
+        figures=diff_figures(before, after, noise) if smoke_compared else (),
+        checks=diff_checks(before, after) if smoke_compared else (),
         without_results=without,
+        environment=diff_environment(before, after),
+        not_run=gaps,
     )
+
+
+def _rules_and_gaps(
+    before: SavedReport, after: SavedReport, gaps: tuple[NotRun, ...]
+) -> tuple[tuple[RuleFlip, ...], tuple[NotRun, ...]]:
+    """The rule flips, without those a GPU run made by one report only explains (counted)."""
+    left_out: dict[str, int] = {}
+    old = {(r.rule_id, r.subject): r for r in before.results}
+    new = {(r.rule_id, r.subject): r for r in after.results}
+    keep: set[tuple[str, str | None]] = set()
+    for key in old.keys() | new.keys():
+        gap = gap_of(gaps, key[0], old.get(key), new.get(key))
+        if gap is None:
+            keep.add(key)
+        elif (old[key].status if key in old else None) != (new[key].status if key in new else None):
+            left_out[gap.probe] = left_out.get(gap.probe, 0) + 1
+    flips = diff_rules(
+        tuple(r for r in before.results if (r.rule_id, r.subject) in keep),
+        tuple(r for r in after.results if (r.rule_id, r.subject) in keep),
+    )
+    return flips, tuple(replace(g, rules=left_out.get(g.probe, 0)) for g in gaps)
 
 
 def _state(value: Any) -> str:
@@ -147,6 +198,31 @@ def _state(value: Any) -> str:
     if value is NOT_INSTALLED:
         return "not installed"
     return "known"
+
+
+#: Key facts whose going down is a downgrade: dotted NVIDIA numbers, or a Python package version.
+_NVIDIA_VERSIONS = ("driver.version", "driver.cuda_version", "torch.cuda_build")
+_PACKAGE_VERSIONS = ("torch.version", "tensorflow.version")
+
+
+def is_downgrade(name: str, old: Any, new: Any) -> bool:
+    """An older driver, driver CUDA, framework or framework CUDA build than before.  A CUDA
+    build that became none (a CPU-only torch) is one; values that cannot be read are not."""
+    if name == "torch.cuda_build" and old is not None and new is None:
+        return True
+    if name in _NVIDIA_VERSIONS:
+        from cuda_doctor.versions import nvidia_version
+
+        a, b = nvidia_version(old), nvidia_version(new)
+        return a is not None and b is not None and b < a
+    if name in _PACKAGE_VERSIONS:
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            return Version(str(new)).release < Version(str(old)).release
+        except InvalidVersion:
+            return False
+    return False
 
 
 def diff_facts(before: SavedReport, after: SavedReport) -> tuple[FactChange, ...]:
@@ -170,6 +246,7 @@ def diff_facts(before: SavedReport, after: SavedReport) -> tuple[FactChange, ...
                 before_state=old_state,
                 after_state=new_state,
                 lost=old_state == "known" and new_state != "known",
+                downgrade=old_state == new_state == "known" and is_downgrade(name, old, new),
             )
         )
     return tuple(changes)

@@ -158,3 +158,26 @@ def test_brackets_in_messages_are_text_not_style_tags(tmp_path: Path) -> None:
     next(r for r in after["results"] if r["rule"] == "CD310")["message"] = "cannot open [/dev/nvidiactl] ([bold] stays)"
     text = render_diff(_diff(tmp_path, base_report(), after), width=200)
     assert "cannot open [/dev/nvidiactl] ([bold] stays)" in text
+
+
+@pytest.mark.parametrize(
+    ("name", "old", "new", "down"),
+    [
+        ("driver.version", "580.159.04", "535.104.05", True),
+        ("driver.version", "535.104.05", "580.159.04", False),
+        ("driver.cuda_version", "13.0", "12.8", True),
+        ("torch.version", "2.11.0+cu130", "2.10.0+cu130", True),
+        ("torch.version", "2.11.0+cu130", "2.11.0+cu128", False),  # the CUDA build says that one
+        ("torch.cuda_build", "13.0", "12.8", True),
+        ("torch.cuda_build", "13.0", None, True),  # a CPU-only build now
+        ("torch.cuda_build", None, "13.0", False),
+        ("tensorflow.version", "2.20.0", "2.19.1", True),
+        ("driver.version", "580.159.04", "garbled", False),
+        ("torch.version", "2.11.0", "not a version", False),
+        ("torch.cudnn_version", 91900, 90100, False),  # not one of the four
+    ],
+)
+def test_what_counts_as_a_downgrade(name: str, old: object, new: object, down: bool) -> None:
+    from cuda_doctor.compare.diff import is_downgrade
+
+    assert is_downgrade(name, old, new) is down

@@ -45,6 +45,8 @@ def diff_to_dict(diff: Diff) -> dict[str, Any]:
         "rules_compared": diff.rules_compared,
         "without_results": [r.path for r in diff.without_results],
         "facts": [asdict(f) for f in diff.facts],
+        "environment": [asdict(e) for e in diff.environment],
+        "not_run": [asdict(g) for g in diff.not_run],
         "rules": [
             {
                 "rule": r.rule,
@@ -62,6 +64,9 @@ def diff_to_dict(diff: Diff) -> dict[str, Any]:
         "summary": {
             "facts_changed": len(diff.facts),
             "facts_lost": len(diff.lost_facts),
+            "facts_downgraded": len(diff.downgrades),
+            "environment_changed": len(diff.environment),
+            "environment_worse": len(diff.worse_environment),
             "rules_newly_failing": len(diff.newly_failing),
             "rules_fixed": len(diff.fixed),
             "figures_slower": len(diff.slower),

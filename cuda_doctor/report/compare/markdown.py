@@ -16,6 +16,10 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [*lines, ""]
 
 
+def _bold(text: str) -> str:
+    return f"**{text}**" if text else ""
+
+
 def render_diff(diff: Diff, **_: Any) -> str:
     b, a = diff.before, diff.after
     title = b.host if diff.same_host else f"{b.host} → {a.host}"
@@ -35,11 +39,31 @@ def render_diff(diff: Diff, **_: Any) -> str:
     skipped = wording.no_results_note(diff)
     if skipped:
         out += [f"> {skipped[0].upper()}{skipped[1:]}.", ""]
+    for gap in diff.not_run:
+        note = wording.not_run_note(gap)
+        out += [f"> {note[0].upper()}{note[1:]}.", ""]
     if diff.facts:
         out += ["### Configuration", ""]
         out += _table(
-            ["", "before", "after"],
-            [[f.label, wording.fact_side(f, False), wording.fact_side(f, True)] for f in diff.facts],
+            ["", "before", "after", ""],
+            [
+                [f.label, wording.fact_side(f, False), wording.fact_side(f, True), _bold(wording.fact_note(f))]
+                for f in diff.facts
+            ],
+        )
+    if diff.environment:
+        out += ["### Environment", ""]
+        out += _table(
+            ["variable", "before", "after", ""],
+            [
+                [
+                    f"`{e.variable}`",
+                    wording.env_side(e.before),
+                    wording.env_side(e.after),
+                    _bold(e.note or "") if e.worse else e.note or "",
+                ]
+                for e in diff.environment
+            ],
         )
     if diff.rules:
         out += ["### Rule outcomes that changed", ""]

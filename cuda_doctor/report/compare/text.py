@@ -41,25 +41,8 @@ def _table(*columns: str) -> Table:
 def render_diff(diff: Diff, *, color: bool = False, width: int | None = 120) -> str:
     buffer = io.StringIO()
     con = _console(color, width, buffer)
-    b, a = diff.before, diff.after
-    title = b.host if diff.same_host else f"{b.host} → {a.host}"
-    con.print(Text.assemble(("cuda-doctor diff", "bold"), f" {title}" if title else ""))
-    con.print(Text(f"  before: {b.path} ({b.created or 'no date'})", style="dim"))
-    con.print(Text(f"  after:  {a.path} ({a.created or 'no date'})", style="dim"))
-    if not diff.same_host:
-        con.print(Text("  ! the two reports come from different hosts", style="yellow"))
-    for report in (b, a):
-        for note in report.notes:
-            con.print(Text(f"  note ({report.path}): {note}", style="dim"))
-    skipped = wording.no_results_note(diff)
-    if skipped:
-        con.print(Text(f"  ! {skipped}", style="yellow"))
-    if diff.facts:
-        con.print(Text("\nConfiguration", style="bold"))
-        t = _table("", "before", "", "after")
-        for f in diff.facts:
-            t.add_row(f"  {f.label}", wording.fact_side(f, False), "→", wording.fact_side(f, True))
-        con.print(t)
+    _diff_header(con, diff)
+    _diff_configuration(con, diff)
     if diff.rules:
         con.print(Text("\nRule outcomes that changed", style="bold"))
         t = _table("", "rule", "subject", "before", "", "after", "message")
@@ -102,6 +85,52 @@ def render_diff(diff: Diff, *, color: bool = False, width: int | None = 120) -> 
     con.print()
     con.print(Text(verdict, style="bold red" if diff.worse else "bold green"))
     return buffer.getvalue()
+
+
+def _diff_header(con: Console, diff: Diff) -> None:
+    b, a = diff.before, diff.after
+    title = b.host if diff.same_host else f"{b.host} → {a.host}"
+    con.print(Text.assemble(("cuda-doctor diff", "bold"), f" {title}" if title else ""))
+    con.print(Text(f"  before: {b.path} ({b.created or 'no date'})", style="dim"))
+    con.print(Text(f"  after:  {a.path} ({a.created or 'no date'})", style="dim"))
+    if not diff.same_host:
+        con.print(Text("  ! the two reports come from different hosts", style="yellow"))
+    for report in (b, a):
+        for note in report.notes:
+            con.print(Text(f"  note ({report.path}): {note}", style="dim"))
+    skipped = wording.no_results_note(diff)
+    if skipped:
+        con.print(Text(f"  ! {skipped}", style="yellow"))
+    for gap in diff.not_run:
+        con.print(Text(f"  ! {wording.not_run_note(gap)}", style="yellow"))
+
+
+def _diff_configuration(con: Console, diff: Diff) -> None:
+    if diff.facts:
+        con.print(Text("\nConfiguration", style="bold"))
+        t = _table("", "before", "", "after", "")
+        for f in diff.facts:
+            note = wording.fact_note(f)
+            t.add_row(
+                f"  {f.label}",
+                wording.fact_side(f, False),
+                "→",
+                wording.fact_side(f, True),
+                Text(note, style="red" if note else ""),
+            )
+        con.print(t)
+    if diff.environment:
+        con.print(Text("\nEnvironment", style="bold"))
+        t = _table("", "before", "", "after", "")
+        for e in diff.environment:
+            t.add_row(
+                f"  {e.variable}",
+                wording.env_side(e.before),
+                "→",
+                wording.env_side(e.after),
+                Text(wording.env_note(e), style="red" if e.worse else "yellow"),
+            )
+        con.print(t)
 
 
 def _node_row(node: Node, flagged: set[str]) -> list[str | Text]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from cuda_doctor.compare.coverage import NotRun
 from cuda_doctor.compare.diff import Diff, FactChange, FigureChange
+from cuda_doctor.compare.environment import EnvChange
 from cuda_doctor.compare.fleet import Fleet, Outlier
 from cuda_doctor.compare.keys import show
 from cuda_doctor.report import count
@@ -15,6 +17,29 @@ def fact_side(change: FactChange, after: bool) -> str:
     if state != "known":
         return state  # "unknown" or "not installed"
     return show(change.after if after else change.before)
+
+
+def fact_note(change: FactChange) -> str:
+    if change.downgrade:
+        return "downgraded"
+    return "lost" if change.lost else ""
+
+
+def env_side(value: str | None) -> str:
+    return "not set" if value is None else (value or '""')
+
+
+def not_run_note(gap: NotRun) -> str:
+    """One line for everything a GPU run made by one report only changes."""
+    side = "AFTER" if gap.missing_in == "after" else "BEFORE"
+    why = f" ({gap.reason})" if gap.reason else ""
+    what = "its checks and figures" if gap.probe == "smoke" else "its results"
+    rules = f"{count(gap.rules, 'rule outcome', 'rule outcomes')} and {what}" if gap.rules else what
+    return f"{gap.label} was not run in {side}{why}: {rules} not compared"
+
+
+def env_note(change: EnvChange) -> str:
+    return change.note or ""
 
 
 def no_results_note(diff: Diff) -> str | None:
@@ -51,6 +76,10 @@ def diff_verdict(diff: Diff) -> str:
     if diff.lost_facts:
         lost = ", ".join(f"{f.label} {f.after_state}" for f in diff.lost_facts)
         parts.append(count(len(diff.lost_facts), "key fact lost", "key facts lost") + f" ({lost})")
+    for f in diff.downgrades:
+        parts.append(f"{f.label} downgraded ({fact_side(f, False)} → {fact_side(f, True)})")
+    for e in diff.worse_environment:
+        parts.append(f"{e.variable}={env_side(e.after)} {e.note}")
     if diff.broken_checks:
         parts.append(count(len(diff.broken_checks), "smoke check broken", "smoke checks broken"))
     if diff.slower:
@@ -70,6 +99,8 @@ def _diff_verdict(diff: Diff, parts: list[str]) -> str:
             good.append(count(len(diff.faster), "figure faster", "figures faster"))
         if diff.facts:
             good.append(count(len(diff.facts), "fact changed", "facts changed"))
+        if diff.environment:
+            good.append(count(len(diff.environment), "environment variable changed", "environment variables changed"))
         return "nothing got worse" + (": " + ", ".join(good) if good else "")
     return "no change"
 
