@@ -72,6 +72,7 @@ class Catalogue:
     #: supported tags only: version → flavour → OSes (what suggestions are made of)
     supported: dict[Version, dict[str, tuple[str, ...]]] = field(default_factory=dict)
     listed_versions: frozenset[Version] = frozenset()
+    doubtful_versions: frozenset[Version] = frozenset()  # rows marked verified = false
     newest_minor: dict[int, tuple[int, int]] = field(default_factory=dict)  # major → its newest minor
     ngc_pytorch: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -106,10 +107,17 @@ def _build(data: dict[str, Any]) -> Catalogue:
         regex=re.compile(str(data["tag_regex"])),
     )
     listed: set[Version] = set()
+    unverified: set[str] = {str(t) for row in data.get("unverified", []) for t in row.get("tags", [])}
+    doubtful: set[Version] = set()
     for row in data.get("version", []):
-        if row.get("verified") is not True:
-            continue  # an unverified row can be listed as seen, never trusted as NVIDIA's list
         cuda = str(row["cuda"])
+        if row.get("verified") is not True:
+            # its tags are seen, not settled: never an error, never a suggestion, and no other
+            # tag of this release is said never to have existed
+            doubtful.add(tuple(int(p) for p in cuda.split(".")))
+            for state in ("supported", "unsupported", "removed"):
+                unverified.update(f"{cuda}-{f}-{o}" for f, systems in row.get(state, {}).items() for o in systems)
+            continue
         numbers = tuple(int(p) for p in cuda.split("."))
         listed.add(numbers)
         for state in ("supported", "unsupported", "removed"):
@@ -127,7 +135,8 @@ def _build(data: dict[str, Any]) -> Catalogue:
         if len(numbers) == 3:
             major, minor = numbers[0], numbers[1]
             cat.newest_minor[major] = max(cat.newest_minor.get(major, (major, minor)), (major, minor))
-    cat.unverified = frozenset(str(t) for row in data.get("unverified", []) for t in row.get("tags", []))
+    cat.unverified = frozenset(unverified)
+    cat.doubtful_versions = frozenset(doubtful)
     cat.ngc_pytorch = {str(r["release"]): dict(r) for r in data.get("ngc_pytorch", []) if "release" in r}
     return cat
 
@@ -170,7 +179,7 @@ def judge(tag: str | None) -> Verdict:
     if parsed.short and parsed.numbers > (11, 0):
         why = f"`{tag}` never existed: short tags (MAJOR.MINOR) were used only up to CUDA 11.0"
         return Verdict(tag, "nonexistent", True, why)
-    if _covered(cat, parsed.numbers):
+    if _covered(cat, parsed.numbers) and parsed.numbers not in cat.doubtful_versions:
         if parsed.numbers in cat.listed_versions:
             why = f"`{tag}` never existed: CUDA {parsed.version} images exist, but not with this flavour and OS"
         else:

@@ -204,3 +204,24 @@ def test_an_unreadable_catalogue_is_an_error_with_the_reason(monkeypatch: pytest
         tables.load_table.cache_clear()
         tags.catalogue.cache_clear()
         tags._releases_with.cache_clear()
+
+
+def test_a_row_marked_unverified_never_makes_an_error_or_a_suggestion() -> None:
+    from cuda_doctor.tables import load_table
+
+    data = dict(load_table(tags.TABLE))
+    rows = [dict(r) for r in data["version"]]
+    for row in rows:
+        if row["cuda"] == "12.4.1":
+            row["verified"] = False
+    cat = tags._build({**data, "version": rows})
+    assert "12.4.1-base-ubuntu22.04" in cat.unverified and "12.4.1-base-ubuntu22.04" not in cat.state
+    assert (12, 4, 1) not in cat.supported  # so never suggested
+    assert (12, 4, 1) in cat.doubtful_versions
+    patched = pytest.MonkeyPatch()
+    patched.setattr(tags, "catalogue", lambda: cat)
+    try:
+        assert tags.judge("12.4.1-base-ubuntu22.04").state == "unverified"
+        assert tags.judge("12.4.1-cudnn8-devel-ubuntu22.04").certain is False  # not "never existed"
+    finally:
+        patched.undo()
