@@ -63,25 +63,84 @@ def _num(value: Any) -> float:
     return float(value)
 
 
-#: The closed operator table: name → (fact value, operand) → bool.
-OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
-    "equals": lambda v, x: bool(v == x),
-    "not_equals": lambda v, x: bool(v != x),
-    "is_null": lambda v, x: (v is None) == bool(x),
-    "truthy": lambda v, x: bool(v) == bool(x),
-    "in": lambda v, x: v in x,
-    "not_in": lambda v, x: v not in x,
-    "contains": lambda v, x: v is not None and x in v,
-    "matches": lambda v, x: v is not None and re.search(str(x), str(v)) is not None,
-    "gt": lambda v, x: v is not None and _num(v) > _num(x),
-    "gte": lambda v, x: v is not None and _num(v) >= _num(x),
-    "lt": lambda v, x: v is not None and _num(v) < _num(x),
-    "lte": lambda v, x: v is not None and _num(v) <= _num(x),
-    "version_gte": lambda v, x: v is not None and _ver(v) >= _ver(x),
-    "version_lt": lambda v, x: v is not None and _ver(v) < _ver(x),
-    "version_eq": lambda v, x: v is not None and _ver(v) == _ver(x),
-    "len_gte": lambda v, x: v is not None and len(v) >= int(x),
-    "len_lt": lambda v, x: v is not None and len(v) < int(x),
+def _no_check(operand: Any) -> str | None:
+    return None
+
+
+def _a_bool(operand: Any) -> str | None:
+    return None if isinstance(operand, bool) else "must be true or false"
+
+
+def _a_list(operand: Any) -> str | None:
+    return None if isinstance(operand, list) else "must be a list of values"
+
+
+def _a_scalar(operand: Any) -> str | None:
+    ok = isinstance(operand, (str, int, float)) and not isinstance(operand, bool)
+    return None if ok else "must be a string or a number"
+
+
+def _a_number(operand: Any) -> str | None:
+    ok = isinstance(operand, (int, float)) and not isinstance(operand, bool)
+    return None if ok else "must be a number"
+
+
+def _a_length(operand: Any) -> str | None:
+    ok = isinstance(operand, int) and not isinstance(operand, bool) and operand >= 0
+    return None if ok else "must be a whole number, 0 or more"
+
+
+def _a_regex(operand: Any) -> str | None:
+    if not isinstance(operand, str):
+        return "must be a regular expression (a string)"
+    try:
+        re.compile(operand)
+    except re.error as exc:
+        return f"is not a valid regular expression ({exc})"
+    return None
+
+
+def _a_version(operand: Any) -> str | None:
+    # a string: TOML reads 12.10 as the number 12.1
+    if not isinstance(operand, str):
+        return 'must be a version string such as "12.4"'
+    from packaging.version import InvalidVersion  # only rules that compare versions pay for it
+
+    try:
+        _ver(operand)
+    except InvalidVersion:
+        return 'is not a version such as "12.4" or "2.5.1"'
+    return None
+
+
+class Operator(NamedTuple):
+    """One operator: its test, (fact value, operand) → bool, and the check of its operand at load
+    time, operand → what is wrong with it (None when it is fine)."""
+
+    test: Callable[[Any, Any], bool]
+    check: Callable[[Any], str | None]
+
+
+#: The closed operator table.
+OPERATORS: dict[str, Operator] = {
+    "equals": Operator(lambda v, x: bool(v == x), _no_check),
+    "not_equals": Operator(lambda v, x: bool(v != x), _no_check),
+    "is_null": Operator(lambda v, x: (v is None) == bool(x), _a_bool),
+    "truthy": Operator(lambda v, x: bool(v) == bool(x), _a_bool),
+    "in": Operator(lambda v, x: v in x, _a_list),
+    "not_in": Operator(lambda v, x: v not in x, _a_list),
+    "contains": Operator(lambda v, x: v is not None and x in v, _a_scalar),
+    "matches": Operator(lambda v, x: v is not None and re.search(str(x), str(v)) is not None, _a_regex),
+    "gt": Operator(lambda v, x: v is not None and _num(v) > _num(x), _a_number),
+    "gte": Operator(lambda v, x: v is not None and _num(v) >= _num(x), _a_number),
+    "lt": Operator(lambda v, x: v is not None and _num(v) < _num(x), _a_number),
+    "lte": Operator(lambda v, x: v is not None and _num(v) <= _num(x), _a_number),
+    "version_gte": Operator(lambda v, x: v is not None and _ver(v) >= _ver(x), _a_version),
+    "version_lt": Operator(lambda v, x: v is not None and _ver(v) < _ver(x), _a_version),
+    "version_eq": Operator(lambda v, x: v is not None and _ver(v) == _ver(x), _a_version),
+    "len_gte": Operator(lambda v, x: v is not None and len(v) >= int(x), _a_length),
+    "len_lt": Operator(lambda v, x: v is not None and len(v) < int(x), _a_length),
+    "exists": Operator(lambda v, x: True, _a_bool),  # decided on whether the fact is known: see evaluate
 }
 COMBINATORS = ("all", "any", "not")
 
@@ -109,9 +168,21 @@ def validate_condition(cond: Any, where: str) -> None:
     ops = [k for k in cond if k != "fact"]
     if len(ops) != 1:
         raise RuleFileError(f"{where}: a leaf needs exactly one operator, got {ops or 'none'}")
-    if ops[0] not in OPERATORS and ops[0] != "exists":
-        known = ", ".join(["exists", *OPERATORS])
-        raise RuleFileError(f"{where}: unknown operator '{ops[0]}' (known: {known})")
+    _validate_operand(ops[0], cond[ops[0]], where)
+
+
+def _validate_operand(op: str, operand: Any, where: str) -> None:
+    """An operand the operator cannot use would make the condition silently false on every run."""
+    operator = OPERATORS.get(op)
+    if operator is None:
+        raise RuleFileError(f"{where}: unknown operator '{op}' (known: {', '.join(OPERATORS)})")
+    if isinstance(operand, dict) and op != "exists":  # the value of another fact
+        if set(operand) != {"fact"} or not isinstance(operand["fact"], str):
+            raise RuleFileError(f"{where}: field '{op}': a table operand must be {{ fact = \"NAME\" }}")
+        return
+    problem = operator.check(operand)
+    if problem is not None:
+        raise RuleFileError(f"{where}: field '{op}' {problem}, got {operand!r}")
 
 
 def evaluate(cond: Mapping[str, Any], facts: Facts, bind: Callable[[str], str]) -> bool | _Unknown:
@@ -142,7 +213,7 @@ def evaluate(cond: Mapping[str, Any], facts: Facts, bind: Callable[[str], str]) 
             return _Unknown(other)
         operand = facts.get(other)
     try:
-        return bool(OPERATORS[op](facts.get(name), operand))
+        return bool(OPERATORS[op].test(facts.get(name), operand))
     except (TypeError, ValueError, re.error):  # packaging's InvalidVersion is a ValueError
         return False  # a value of the wrong shape does not satisfy the comparison
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,57 @@ def test_invalid_conditions_are_named(cond: dict[str, Any], fragment: str) -> No
         validate_condition(cond, "rules/X.toml: outcome[0].when")
 
 
+@pytest.mark.parametrize(
+    ("operator", "operand", "fragment"),
+    [
+        ("matches", '"(["', "field 'matches' is not a valid regular expression"),
+        ("matches", "5", "field 'matches' must be a regular expression"),
+        ("version_gte", '"not a version"', "field 'version_gte' is not a version"),
+        ("version_lt", "12.10", "field 'version_lt' must be a version string"),
+        ("gt", '"abc"', "field 'gt' must be a number, got 'abc'"),
+        ("lte", "true", "field 'lte' must be a number, got True"),
+        ("in", "5", "field 'in' must be a list of values, got 5"),
+        ("not_in", '"a"', "field 'not_in' must be a list"),
+        ("is_null", '"yes"', "field 'is_null' must be true or false"),
+        ("exists", "1", "field 'exists' must be true or false"),
+        ("len_gte", "-1", "field 'len_gte' must be a whole number"),
+        ("contains", "[1]", "field 'contains' must be a string or a number"),
+        ("equals", '{ facts = "b" }', "a table operand must be { fact = "),
+    ],
+)
+def test_a_malformed_operand_is_refused_at_load_naming_file_and_field(
+    tmp_path: Path, operator: str, operand: str, fragment: str
+) -> None:
+    """Before, these loaded and the condition was silently false on every run: the rule passed."""
+    path = _write(
+        tmp_path,
+        BASE + f'[[outcome]]\nwhen = {{ all = [ {{ fact = "a", exists = true }}, {{ fact = "a", {operator} = {operand} }} ] }}\n'
+        'message = "m"\n',
+    )
+    with pytest.raises(RuleFileError, match=re.escape(fragment)) as info:
+        load_rule_file(path)
+    assert str(info.value).startswith(f"{path}: outcome[0].when.all[1]: ")
+
+
+def test_a_malformed_operand_in_applies_is_named_too(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        BASE + 'applies = { fact = "a", gte = "1.5" }\n[[outcome]]\nwhen = { fact = "a", equals = 1 }\nmessage = "m"\n',
+    )
+    with pytest.raises(RuleFileError, match=re.escape(f"{path}: field 'applies': field 'gte' must be a number")):
+        load_rule_file(path)
+
+
+def test_every_operator_checks_its_operand() -> None:
+    """One check per operator, in the operator table: a new operator cannot forget it."""
+    from cuda_doctor.rules import OPERATORS
+
+    for name, operator in OPERATORS.items():
+        assert callable(operator.test) and callable(operator.check), name
+    refused = {name for name, operator in OPERATORS.items() if operator.check(object()) is not None}
+    assert refused == set(OPERATORS) - {"equals", "not_equals"}
+
+
 def _write(tmp_path: Path, text: str, name: str = "CDX001.toml") -> Path:
     path = tmp_path / name
     path.write_text(text)
@@ -143,18 +195,6 @@ def test_for_each_binds_per_gpu_and_interpolates() -> None:
 
 
 def test_a_rule_that_breaks_becomes_an_error_result() -> None:
-    rule = parse_rule(
-        {
-            "id": "CDX003",
-            "title": "t",
-            "category": "gpu",
-            "rationale": "r",
-            "outcome": [{"when": {"fact": "a", "matches": "("}, "message": "m"}],
-        },
-        Path("CDX003.toml"),
-    )
-    # an invalid regex is a value-shape problem → does not hold; the rule passes rather than crash
-    assert judge([rule], Facts({"a": "x"}))[0].status is Status.PASS
     broken = parse_rule(
         {
             "id": "CDX004",
