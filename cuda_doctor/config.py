@@ -7,7 +7,7 @@ Every mistake is reported with the file and the field.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -76,7 +76,17 @@ def _string_list(section: Mapping[str, Any], key: str, where: Path) -> tuple[str
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{where}: field '{key}' must be a list of strings")
-    return tuple(v.upper() for v in value)
+    _no_empty_entry(value, key, where)
+    return tuple(v.strip().upper() for v in value)
+
+
+def _no_empty_entry(entries: Iterable[str], key: str, where: Path) -> None:
+    """An empty entry is a prefix of every rule id: it would select or ignore them all."""
+    if any(not entry.strip() for entry in entries):
+        raise ConfigError(
+            f"{where}: field '{key}' has an empty entry, which names no rule "
+            "(write rule ids, id prefixes such as CD5, or categories)"
+        )
 
 
 def parse_config(section: Mapping[str, Any], where: Path) -> Config:
@@ -89,6 +99,7 @@ def parse_config(section: Mapping[str, Any], where: Path) -> Config:
     severity = section.get("severity", {})
     if not isinstance(severity, dict):
         raise ConfigError(f"{where}: field 'severity' must be a table of RULE = \"error|warning|info|off\"")
+    _no_empty_entry(severity, "severity", where)
     for rule_id, level in severity.items():
         if level not in SEVERITY_CHOICES:
             raise ConfigError(
@@ -107,7 +118,7 @@ def parse_config(section: Mapping[str, Any], where: Path) -> Config:
     return Config(
         select=_string_list(section, "select", where),
         ignore=_string_list(section, "ignore", where),
-        severity={str(k).upper(): str(v) for k, v in severity.items()},
+        severity={str(k).strip().upper(): str(v) for k, v in severity.items()},
         rules_dirs=resolved,
         fail_on=fail_on,
         source=where,

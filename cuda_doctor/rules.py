@@ -254,7 +254,9 @@ class Rule:
 
     def matches(self, pattern: str) -> bool:
         """Whether a selection entry names this rule: its id, a prefix of it, or its category."""
-        pattern = pattern.upper()
+        pattern = pattern.strip().upper()
+        if not pattern:  # a prefix of every id: it must name nothing, not everything
+            return False
         return self.id.startswith(pattern) or self.category.upper() == pattern
 
 

@@ -61,3 +61,25 @@ def test_a_user_rule_with_a_malformed_operand_is_refused_not_passed(tmp_path: Pa
         assert proc.returncode == 2, proc.stdout
         assert proc.stdout == ""
         assert f"{rules / 'CDU001.toml'}: outcome[0].when: {said}" in proc.stderr
+
+
+# -- a configured selection that would leave nothing to check ----------------------------------
+
+
+def test_an_empty_pattern_in_the_configuration_is_an_error(tmp_path: Path) -> None:
+    report = h200_report(tmp_path)
+    for field, value in (("ignore", '[""]'), ("select", '["  "]'), ("severity", '{ "" = "off" }')):
+        (tmp_path / "pyproject.toml").write_text(f"[tool.cuda-doctor]\n{field} = {value}\n")
+        proc = doctor(["check", "--facts", str(report)], cwd=tmp_path)
+        assert proc.returncode == 2, proc.stdout
+        assert f"{tmp_path / 'pyproject.toml'}: field '{field}' has an empty entry" in proc.stderr
+        assert "nothing failed" not in proc.stdout
+
+
+def test_an_empty_select_list_runs_every_rule(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.cuda-doctor]\nselect = []\n")
+    proc = doctor(["check", "--facts", str(h200_report(tmp_path)), "--format", "json"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout)["results"]
+    assert not any(r["message"] == "deselected" for r in results)
+    assert sum(r["status"] == "pass" for r in results) >= 10
