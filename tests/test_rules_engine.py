@@ -101,7 +101,8 @@ def test_a_malformed_operand_is_refused_at_load_naming_file_and_field(
     """Before, these loaded and the condition was silently false on every run: the rule passed."""
     path = _write(
         tmp_path,
-        BASE + f'[[outcome]]\nwhen = {{ all = [ {{ fact = "a", exists = true }}, {{ fact = "a", {operator} = {operand} }} ] }}\n'
+        BASE + "[[outcome]]\n"
+        f'when = {{ all = [ {{ fact = "a", exists = true }}, {{ fact = "a", {operator} = {operand} }} ] }}\n'
         'message = "m"\n',
     )
     with pytest.raises(RuleFileError, match=re.escape(fragment)) as info:

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cuda_doctor.facts import Facts
+from cuda_doctor.report import printable
 
 if TYPE_CHECKING:
     from cuda_doctor.checkreport import Report
@@ -34,9 +35,9 @@ def render_facts_text(facts: Facts, color: bool) -> str:
         if name in facts.values:
             value = facts.values[name]
             shown = value if isinstance(value, str) else json.dumps(value, default=str)
-            table.add_row(name, shown)
+            table.add_row(printable(name), printable(shown))
         else:
-            table.add_row(name, Text(f"unknown: {facts.unknown[name]}", style="magenta"))
+            table.add_row(printable(name), Text(printable(f"unknown: {facts.unknown[name]}"), style="magenta"))
     console.print(table)
     return buffer.getvalue()
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from rich.console import Console
 from rich.table import Table
 
+from cuda_doctor.report import printable
 from cuda_doctor.rules import Rule
 
 
@@ -26,7 +27,13 @@ def _text(rules: Sequence[Rule], overrides: Mapping[str, str]) -> str:
     for column in ("id", "severity", "category", "title"):
         table.add_column(column, no_wrap=column != "title")
     for rule in rules:
-        table.add_row(rule.id, overrides.get(rule.id, rule.severity.value), rule.category, rule.title)
+        # a user's rule file is text from outside: its control characters are escaped
+        table.add_row(
+            *(
+                printable(cell)
+                for cell in (rule.id, overrides.get(rule.id, rule.severity.value), rule.category, rule.title)
+            )
+        )
     console.print(table)
     return buffer.getvalue()
 
@@ -51,7 +58,7 @@ def render_rule_markdown(rule: Rule, level: int = 2) -> str:
     h = "#" * level
     lines = [f"{h} {rule.id}: {rule.title}", ""]
     lines.append(f"*{rule.kind} rule · category `{rule.category}` · default severity `{rule.severity.value}`*")
-    lines += ["", rule.rationale.strip(), ""]
+    lines += ["", *rule.rationale.strip().split("\n"), ""]  # its own lines; any other control is escaped
     if rule.kind == "lint":
         # {name} placeholders are filled from the code the finding is about
         lines.append(f"Reports: {_placeholders(rule.message.strip())}")
@@ -73,7 +80,7 @@ def render_rule_markdown(rule: Rule, level: int = 2) -> str:
     if rule.links:
         lines.append("Sources: " + ", ".join(f"<{link}>" for link in rule.links))
         lines.append("")
-    return "\n".join(lines) + "\n"
+    return "\n".join(printable(line) for line in lines) + "\n"
 
 
 def _placeholders(template: str) -> str:
@@ -108,7 +115,9 @@ def render_reference(rules: Sequence[Rule]) -> str:
         "| --- | --- | --- | --- |",
     ]
     for rule in rules:
-        lines.append(f"| [{rule.id}](#{rule.id.lower()}) | {rule.severity.value} | {rule.category} | {rule.title} |")
+        lines.append(
+            printable(f"| [{rule.id}](#{rule.id.lower()}) | {rule.severity.value} | {rule.category} | {rule.title} |")
+        )
     lines.append("")
     return "\n".join(lines) + "\n" + "".join(render_rule_markdown(r, 2) for r in rules)
 

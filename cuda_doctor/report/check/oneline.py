@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cuda_doctor.report import count
+from cuda_doctor.report import count, printable
 from cuda_doctor.report.check.common import ORDER
 from cuda_doctor.results import Result, Severity, Status
 
@@ -70,21 +70,9 @@ def judge_oneline(report: Report, fail_on: Severity = Severity.ERROR, limit: int
 
 
 def clean(text: object) -> str:
-    """``text`` as printable ASCII: typographic marks spelled out, anything else escaped."""
-    out = []
-    for char in str(text).translate(_ASCII):
-        code = ord(char)
-        if char == "\\":
-            out.append("\\\\")
-        elif 0x20 <= code < 0x7F:
-            out.append(char)
-        elif code < 0x100:
-            out.append(f"\\x{code:02x}")
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    return "".join(out)
+    """``text`` as printable ASCII: typographic marks spelled out, anything else escaped, and a
+    backslash doubled so that an escape in the line is never ambiguous."""
+    return printable(str(text).translate(_ASCII).replace("\\", "\\\\"), ascii_only=True)
 
 
 def _worst_first(results: Iterable[Result]) -> list[Result]:

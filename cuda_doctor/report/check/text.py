@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cuda_doctor.report import count
+from cuda_doctor.report import count, printable
 from cuda_doctor.report.check.common import (
     CATEGORY_TITLES,
     MARKS,
@@ -39,7 +39,12 @@ def render(
     width: int = 100,
 ) -> str:
     """Coloured through rich on a terminal, plain text otherwise."""
-    lines = checklist_lines(report, verbose=verbose, fail_on=fail_on)
+    # every segment, ours or from outside (a variable's value, a saved report's message), is shown
+    # with its control characters escaped: an OSC in CUDA_VISIBLE_DEVICES never sets a title
+    lines = [
+        [(printable(text), style) for text, style in line]
+        for line in checklist_lines(report, verbose=verbose, fail_on=fail_on)
+    ]
     if not terminal:
         return "".join("".join(text for text, _ in line) + "\n" for line in lines)
     import io

@@ -6,8 +6,13 @@ from typing import Any
 
 from cuda_doctor.compare.diff import Diff
 from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet
-from cuda_doctor.report import md_cell
+from cuda_doctor.report import md_cell, printable
 from cuda_doctor.report.compare import wording
+
+
+def _joined(lines: list[str]) -> str:
+    """The lines, each with any control character from a saved report (a hostname) escaped."""
+    return "\n".join(printable(line) for line in lines).rstrip() + "\n"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -111,7 +116,7 @@ def render_diff(diff: Diff, **_: Any) -> str:
                 for f in diff.figures
             ],
         )
-    return "\n".join(out).rstrip() + "\n"
+    return _joined(out)
 
 
 def render_fleet(fleet: Fleet, **_: Any) -> str:
@@ -170,4 +175,4 @@ def render_fleet(fleet: Fleet, **_: Any) -> str:
             for n in fleet.nodes
         ],
     )
-    return "\n".join(out).rstrip() + "\n"
+    return _joined(out)

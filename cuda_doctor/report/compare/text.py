@@ -10,6 +10,7 @@ from rich.text import Text
 
 from cuda_doctor.compare.diff import Diff
 from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet, Node
+from cuda_doctor.report import printable
 from cuda_doctor.report.compare import wording
 
 #: Above this many nodes, the node table lists only the ones with something to say.
@@ -31,6 +32,16 @@ def _console(color: bool, width: int | None, buffer: io.StringIO) -> Console:
     )
 
 
+def _text(text: str, style: str = "") -> Text:
+    """Text from a saved report (a hostname, a value, a message) with its control characters escaped."""
+    return Text(printable(text), style=style)
+
+
+def _add_row(table: Table, *cells: str | Text) -> None:
+    """A row whose plain cells are escaped (``_text`` cells already are)."""
+    table.add_row(*(cell if isinstance(cell, Text) else printable(cell) for cell in cells))
+
+
 def _table(*columns: str) -> Table:
     table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
     for c in columns:
@@ -44,91 +55,100 @@ def render_diff(diff: Diff, *, color: bool = False, width: int | None = 120) -> 
     _diff_header(con, diff)
     _diff_configuration(con, diff)
     if diff.rules:
-        con.print(Text("\nRule outcomes that changed", style="bold"))
+        con.print()
+        con.print(_text("Rule outcomes that changed", style="bold"))
         t = _table("", "rule", "subject", "before", "", "after", "message")
         for r in diff.rules:
             mark, style = _MARK[r.direction]
-            t.add_row(
-                Text(f"  {mark}", style=style),
+            _add_row(
+                t,
+                _text(f"  {mark}", style=style),
                 r.rule,
                 r.subject or "",
                 r.before.value if r.before else "—",
                 "→",
-                Text(r.after.value if r.after else "—", style=style),
+                _text(r.after.value if r.after else "—", style=style),
                 r.message,
             )
         con.print(t)
     if diff.checks:
-        con.print(Text("\nSmoke checks", style="bold"))
+        con.print()
+        con.print(_text("Smoke checks", style="bold"))
         for c in diff.checks:
             style = "red" if c.worse else "yellow"
             con.print(
-                Text(f"  {c.label}: {wording.config_value(c.before)} → {wording.config_value(c.after)}", style=style)
+                _text(f"  {c.label}: {wording.config_value(c.before)} → {wording.config_value(c.after)}", style=style)
             )
     if diff.figures:
-        con.print(Text(f"\nSmoke figures (noise band ±{diff.noise:.0%})", style="bold"))
+        con.print()
+        con.print(_text(f"Smoke figures (noise band ±{diff.noise:.0%})", style="bold"))
         t = _table("", "GPU", "figure", "before", "after", "unit", "ratio", "")
         for fig in diff.figures:
             style = {"slower": "red", "faster": "green"}.get(fig.verdict, "")
-            t.add_row(
+            _add_row(
+                t,
                 "",
                 str(fig.gpu),
                 fig.label,
                 wording.figure_value(fig.before),
                 wording.figure_value(fig.after),
                 fig.unit,
-                Text(wording.ratio(fig.ratio), style=style),
-                Text(wording.figure_note(fig), style=style or "dim"),
+                _text(wording.ratio(fig.ratio), style=style),
+                _text(wording.figure_note(fig), style=style or "dim"),
             )
         con.print(t)
     verdict = wording.diff_verdict(diff)
     con.print()
-    con.print(Text(verdict, style="bold red" if diff.worse else "bold green"))
+    con.print(_text(verdict, style="bold red" if diff.worse else "bold green"))
     return buffer.getvalue()
 
 
 def _diff_header(con: Console, diff: Diff) -> None:
     b, a = diff.before, diff.after
     title = b.host if diff.same_host else f"{b.host} → {a.host}"
-    con.print(Text.assemble(("cuda-doctor diff", "bold"), f" {title}" if title else ""))
-    con.print(Text(f"  before: {b.path} ({b.created or 'no date'})", style="dim"))
-    con.print(Text(f"  after:  {a.path} ({a.created or 'no date'})", style="dim"))
+    con.print(Text.assemble(("cuda-doctor diff", "bold"), printable(f" {title}") if title else ""))
+    con.print(_text(f"  before: {b.path} ({b.created or 'no date'})", style="dim"))
+    con.print(_text(f"  after:  {a.path} ({a.created or 'no date'})", style="dim"))
     if not diff.same_host:
-        con.print(Text("  ! the two reports come from different hosts", style="yellow"))
+        con.print(_text("  ! the two reports come from different hosts", style="yellow"))
     for report in (b, a):
         for note in report.notes:
-            con.print(Text(f"  note ({report.path}): {note}", style="dim"))
+            con.print(_text(f"  note ({report.path}): {note}", style="dim"))
     skipped = wording.no_results_note(diff)
     if skipped:
-        con.print(Text(f"  ! {skipped}", style="yellow"))
+        con.print(_text(f"  ! {skipped}", style="yellow"))
     for gap in diff.not_run:
-        con.print(Text(f"  ! {wording.not_run_note(gap)}", style="yellow"))
+        con.print(_text(f"  ! {wording.not_run_note(gap)}", style="yellow"))
 
 
 def _diff_configuration(con: Console, diff: Diff) -> None:
     if diff.facts:
-        con.print(Text("\nConfiguration", style="bold"))
+        con.print()
+        con.print(_text("Configuration", style="bold"))
         t = _table("", "before", "", "after", "")
         for f in diff.facts:
             note = wording.fact_note(f)
-            t.add_row(
+            _add_row(
+                t,
                 f"  {f.label}",
                 wording.fact_side(f, False),
                 "→",
                 wording.fact_side(f, True),
-                Text(note, style="red" if note else ""),
+                _text(note, style="red" if note else ""),
             )
         con.print(t)
     if diff.environment:
-        con.print(Text("\nEnvironment", style="bold"))
+        con.print()
+        con.print(_text("Environment", style="bold"))
         t = _table("", "before", "", "after", "")
         for e in diff.environment:
-            t.add_row(
+            _add_row(
+                t,
                 f"  {e.variable}",
                 wording.env_side(e.before),
                 "→",
                 wording.env_side(e.after),
-                Text(wording.env_note(e), style="red" if e.worse else "yellow"),
+                _text(wording.env_note(e), style="red" if e.worse else "yellow"),
             )
         con.print(t)
 
@@ -142,8 +162,8 @@ def _node_row(node: Node, flagged: set[str]) -> list[str | Text]:
         wording.config_value(c.torch),
         wording.config_value(c.nccl),
         wording.gpus_text(c.gpu_count, c.gpu_model),
-        Text(failing or "—", style="red" if failing else "dim"),
-        Text("!" if node.host in flagged else "", style="yellow"),
+        _text(failing or "—", style="red" if failing else "dim"),
+        _text("!" if node.host in flagged else "", style="yellow"),
     ]
 
 
@@ -151,7 +171,7 @@ def render_fleet(fleet: Fleet, *, color: bool = False, width: int | None = 120, 
     """``all_nodes``: list every node, however many (else only the flagged ones above 50)."""
     buffer = io.StringIO()
     con = _console(color, width, buffer)
-    con.print(Text("cuda-doctor fleet", style="bold"))
+    con.print(_text("cuda-doctor fleet", style="bold"))
     flagged = {d.host for d in fleet.differing} | {o.host for o in fleet.outliers}
     flagged |= {n.host for n in fleet.failing}
     show_all = all_nodes or len(fleet.nodes) <= NODE_TABLE_LIMIT
@@ -162,50 +182,58 @@ def render_fleet(fleet: Fleet, *, color: bool = False, width: int | None = 120, 
             if show_all
             else (f"Nodes with findings ({len(listed)} of {len(fleet.nodes)}; --all-nodes lists every one)")
         )
-        con.print(Text(f"\n{title}", style="bold"))
+        con.print()
+        con.print(_text(f"{title}", style="bold"))
         t = _table("node", "driver", "torch", "NCCL", "GPUs", "failing rules", "")
         for n in listed:
-            t.add_row(*_node_row(n, flagged))
+            _add_row(t, *_node_row(n, flagged))
         con.print(t)
     if fleet.majority is not None:
         tie = f"; {wording.tie_note(fleet)}" if fleet.majority_tied else ""
+        con.print()
         con.print(
-            Text(
-                f"\nMajority configuration ({fleet.majority_count} of {len(fleet.nodes)} nodes{tie})",
+            _text(
+                f"Majority configuration ({fleet.majority_count} of {len(fleet.nodes)} nodes{tie})",
                 style="bold",
             )
         )
         t = _table("", "")
         t.show_header = False
         for key, value in vars(fleet.majority).items():
-            t.add_row(f"  {CONFIG_LABELS[key]}", wording.config_value(value))
+            _add_row(t, f"  {CONFIG_LABELS[key]}", wording.config_value(value))
         con.print(t)
     if fleet.differing:
-        con.print(Text("\nNodes that differ from the majority", style="bold"))
+        con.print()
+        con.print(_text("Nodes that differ from the majority", style="bold"))
         t = _table("", "node", "differs in", "node has", "majority has")
         for d in fleet.differing:
             for i, f in enumerate(d.differences):
-                t.add_row(
-                    Text("  !", style="yellow"),
+                _add_row(
+                    t,
+                    _text("  !", style="yellow"),
                     d.host if i == 0 else "",
                     f.label,
-                    Text(wording.config_value(f.value), style="yellow"),
+                    _text(wording.config_value(f.value), style="yellow"),
                     wording.config_value(f.majority),
                 )
         con.print(t)
     if fleet.outliers:
-        con.print(Text("\nPerformance outliers (median and MAD per GPU model)", style="bold"))
+        con.print()
+        con.print(_text("Performance outliers (median and MAD per GPU model)", style="bold"))
         for o in fleet.outliers:
             style = "red" if o.direction == "slow" else "yellow"
-            con.print(Text(f"  {o.direction:<4}  {o.host} GPU {o.gpu}: {wording.outlier_text(o)}", style=style))
+            con.print(_text(f"  {o.direction:<4}  {o.host} GPU {o.gpu}: {wording.outlier_text(o)}", style=style))
     if fleet.errors:
-        con.print(Text("\nUnreadable reports (left out of the comparison)", style="bold"))
+        con.print()
+        con.print(_text("Unreadable reports (left out of the comparison)", style="bold"))
         for e in fleet.errors:
-            con.print(Text(f"  ✗ {e}", style="red"))
+            con.print(_text(f"  ✗ {e}", style="red"))
     if fleet.repeated:
-        con.print(Text(f"\n! {wording.repeated_note(fleet)}", style="yellow"))
+        con.print()
+        con.print(_text(f"! {wording.repeated_note(fleet)}", style="yellow"))
     if fleet.duplicates:
-        con.print(Text(f"\n! more than one report for: {', '.join(fleet.duplicates)}", style="yellow"))
+        con.print()
+        con.print(_text(f"! more than one report for: {', '.join(fleet.duplicates)}", style="yellow"))
     con.print()
-    con.print(Text(wording.fleet_verdict(fleet), style="bold green" if fleet.uniform else "bold yellow"))
+    con.print(_text(wording.fleet_verdict(fleet), style="bold green" if fleet.uniform else "bold yellow"))
     return buffer.getvalue()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from cuda_doctor.report import printable
 from cuda_doctor.report.watch.text import gpu_lines, sparkline
 from cuda_doctor.watch.samples import Series
 from cuda_doctor.watch.verdict import Analysis
@@ -38,4 +39,5 @@ def render(series: Series, analysis: Analysis, **_: Any) -> str:
     if analysis.notes:
         out += ["", "Notes:", ""]
         out.extend(f"- {n}" for n in analysis.notes)
-    return "\n".join(out) + "\n"
+    # the command line and GPU names come from outside: their control characters are escaped
+    return "".join(printable(line) + "\n" for line in out)

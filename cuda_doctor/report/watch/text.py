@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from cuda_doctor.report import printable
 from cuda_doctor.watch.samples import Series
 from cuda_doctor.watch.verdict import Analysis, GpuAnalysis, PhaseStats
 
@@ -23,6 +24,12 @@ VERDICT_STYLE = {
     "thermal_limited": "red",
     "power_limited": "red",
 }
+
+
+def _shown(text: str) -> str:
+    """Text from outside (the command line, a GPU's name) as markup: control characters escaped
+    for the terminal, ``[`` escaped for rich."""
+    return escape(printable(text))
 
 
 def sparkline(values: Sequence[float | None], width: int = SPARK_WIDTH) -> str:
@@ -94,27 +101,27 @@ def render(series: Series, analysis: Analysis, *, color: bool = False, width: in
     console = Console(file=buffer, force_terminal=color, no_color=not color, width=width, soft_wrap=True)
     head = shlex.join(series.command)
     console.print(
-        f"[bold]cuda-doctor watch[/]: {escape(head)} — {series.duration_s:.1f} s, "
+        f"[bold]cuda-doctor watch[/]: {_shown(head)} — {series.duration_s:.1f} s, "
         f"exit code {series.exit_code}, {len(series.samples)} samples every {series.interval_s:g} s"
     )
     for gpu in analysis.gpus:
-        console.print(f"[bold]GPU {gpu.index}[/] {escape(gpu.name or '')}  {sparkline(gpu.utilisation)}")
+        console.print(f"[bold]GPU {gpu.index}[/] {_shown(gpu.name or '')}  {sparkline(gpu.utilisation)}")
         for line in gpu_lines(gpu):
-            console.print(f"  {escape(line)}", highlight=False)
+            console.print(f"  {_shown(line)}", highlight=False)
     v = analysis.verdict
     style = VERDICT_STYLE.get(v.kind, "bold")
-    console.print(f"[bold {style}]Verdict: {escape(v.title)}[/]")
+    console.print(f"[bold {style}]Verdict: {_shown(v.title)}[/]")
     for e in v.evidence:
-        console.print(f"  • {escape(e)}", highlight=False)
+        console.print(f"  • {_shown(e)}", highlight=False)
     if v.fixes:
         console.print("[bold]Fixes:[/]")
         for n, fix in enumerate(v.fixes, 1):
-            console.print(f"  {n}. {escape(fix)}", highlight=False)
+            console.print(f"  {n}. {_shown(fix)}", highlight=False)
     for gpu in analysis.gpus:
         for finding in gpu.findings:
-            console.print(f"[bold]Also, GPU {gpu.index}:[/] {escape(finding.title)}", highlight=False)
+            console.print(f"[bold]Also, GPU {gpu.index}:[/] {_shown(finding.title)}", highlight=False)
     for note in analysis.notes:
-        console.print(f"[dim]note: {escape(note)}[/]", highlight=False)
+        console.print(f"[dim]note: {_shown(note)}[/]", highlight=False)
     if series.sampler_cpu_s is not None:
         cost = f"sampler CPU time {series.sampler_cpu_s:.3f} s"
         if series.duration_s >= 5:  # a share of a very short run says more about start-up
