@@ -70,6 +70,11 @@ class Facts:
                 return self.unknown[bare]
         return None
 
+    def unknown_reason(self, name: str) -> str:
+        """Why ``name`` is unknown, always as words for a person: the recorded reason, or what
+        the fact is about and that nothing was gathered (a saved file may lack whole families)."""
+        return self.reason(name) or f"nothing was gathered about {about(name)}"
+
     def indices(self, family: str) -> list[int]:
         """The indices that exist for an indexed family, e.g. ``gpu`` → [0, 1]."""
         return list(self._families().get(family, ()))
@@ -111,6 +116,36 @@ class Facts:
         if not isinstance(values, dict) or not isinstance(unknown, dict):
             raise ValueError("facts must have 'values' and 'unknown' objects")
         return cls(dict(values), {str(k): str(v) for k, v in unknown.items()})
+
+
+#: What each family of facts is about, in words (``about``): a message never shows a fact's name.
+_ABOUT = {
+    "driver": "the NVIDIA driver",
+    "gpu": "the GPUs",
+    "torch": "torch",
+    "tensorflow": "TensorFlow",
+    "framework": "the framework",
+    "container": "the container",
+    "system": "this system",
+    "shm": "the shared memory",
+    "env": "the environment variables",
+    "cvd": "CUDA_VISIBLE_DEVICES",
+    "smoke": "the GPU smoke run",
+    "nccl": "NCCL and the links between the GPUs",
+    "nvlink": "NVLink",
+    "docker": "Docker",
+    "image": "the Docker images",
+    "toolkit": "the CUDA toolkit",
+    "nvcc": "the CUDA toolkit",
+    "probe": "the probes",
+}
+
+
+def about(name: str) -> str:
+    """``driver.status`` → "the NVIDIA driver", ``derived.gpu[0].sm`` → "the GPUs"."""
+    family = re.split(r"[.\[]", name.removeprefix("derived."), maxsplit=1)[0]
+    # derived.driver_cuda_support is about the driver, derived.shm_mib about shared memory
+    return _ABOUT.get(family) or _ABOUT.get(family.split("_")[0], "what this check needs")
 
 
 def _strip_index(name: str) -> str:

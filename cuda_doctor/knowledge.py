@@ -27,7 +27,7 @@ def _need(facts: Facts, out: str, *names: str) -> bool:
     """True when every input is known; otherwise mark ``out`` unknown with the first reason."""
     for name in names:
         if not facts.has(name):
-            facts.mark_unknown(out, facts.reason(name) or f"{name} is unknown")
+            facts.mark_unknown(out, facts.unknown_reason(name))
             return False
     return True
 
@@ -378,7 +378,7 @@ def visible_gpus(
 
 def derive_visible_devices(facts: Facts) -> None:
     if not facts.has("env.cuda_visible_devices"):
-        facts.mark_unknown("derived.cvd.status", facts.reason("env.cuda_visible_devices") or "unknown")
+        facts.mark_unknown("derived.cvd.status", facts.unknown_reason("env.cuda_visible_devices"))
         return
     raw = facts.get("env.cuda_visible_devices")
     count = facts.get("gpu.count")
@@ -457,7 +457,7 @@ def derive_environment(facts: Facts) -> None:
         facts.set("derived.nccl_debug_vars", [f"{k}={nccl[k]}" for k in left])
         facts.set("derived.nccl_unset_command", "unset " + " ".join(left) if left else None)
     elif not facts.has("env.nccl"):
-        facts.mark_unknown("derived.nccl_debug_vars", facts.reason("env.nccl") or "unknown")
+        facts.mark_unknown("derived.nccl_debug_vars", facts.unknown_reason("env.nccl"))
     shm = facts.get("system.shm_bytes")
     if isinstance(shm, (int, float)):
         facts.set("derived.shm_mib", round(shm / 2**20))

@@ -17,7 +17,7 @@ from cuda_doctor.config import Config
 from cuda_doctor.facts import Facts
 from cuda_doctor.knowledge import derive_all
 from cuda_doctor.optional import import_optional
-from cuda_doctor.probes import PHASE_1, PHASE_2, PROBES, PROVIDES, runs_fast
+from cuda_doctor.probes import PHASE_1, PHASE_2, PROBES, PROVIDES, not_checked, runs_fast, skipped_probes
 from cuda_doctor.probes.base import Probe, ProbeContext
 from cuda_doctor.results import Result, Status
 from cuda_doctor.rules import Judgement, Rule, judge, load_rules
@@ -57,9 +57,12 @@ def _deadline(probe: Probe, ctx: ProbeContext) -> float:
 
 
 def _skip(facts: Facts, name: str, ctx: ProbeContext) -> None:
-    if ctx.fast:
+    left_out = ctx.fast or (name in ("smoke", "nccl") and not ctx.smoke)
+    if left_out and ctx.skipped_because:  # the command, not an option the user gave
+        why = ctx.skipped_because
+    elif ctx.fast:
         why = "--fast"
-    elif name in ("smoke", "nccl") and not ctx.smoke:
+    elif left_out:
         why = "--no-smoke"
     else:
         why = "not applicable here"
@@ -68,21 +71,18 @@ def _skip(facts: Facts, name: str, ctx: ProbeContext) -> None:
 
 
 def skipped_by_probe(results: list[Result], facts: Facts) -> list[Result]:
-    """A rule left unknown only because its probe did not run is skipped, with the reason."""
-    skipped = {
-        name: facts.get(f"probe.{name}.reason") or "not run"
-        for name in PROVIDES
-        if facts.get(f"probe.{name}.status") == "skipped"
-    }
+    """A rule left unknown or skipped only because the facts it needs come from a probe that did
+    not run is skipped, saying which option (or command) left that probe out."""
+    skipped = {name: why for name, why in skipped_probes(facts).items() if name in PROVIDES}
     if not skipped:
         return results
     out = []
     for result in results:
-        if result.status is Status.UNKNOWN and len(result.evidence) == 1:
-            missing = next(iter(result.evidence))
-            probe = next((p for p in skipped if missing.startswith(PROVIDES[p])), None)
-            if probe is not None:
-                result = replace(result, status=Status.SKIPPED, message=f"not checked: {skipped[probe]}")
+        missing = [name for name in result.evidence if not facts.has(name)]
+        if result.status in (Status.UNKNOWN, Status.SKIPPED) and missing:
+            probes = [next((p for p in skipped if name.startswith(PROVIDES[p])), None) for name in missing]
+            if None not in probes:
+                result = replace(result, status=Status.SKIPPED, message=not_checked(skipped[str(probes[0])]))
         out.append(result)
     return out
 
@@ -185,8 +185,9 @@ def judge_facts(
     results = judge(
         loaded,
         facts,
-        select=[*config.select, *select],
-        ignore=[*config.ignore, *ignore],
+        select=select,
+        ignore=ignore,
+        configured=(config.select, config.ignore),
         judgement=Judgement(config.severity),
     )
     return skipped_by_probe(results, facts), facts_problems

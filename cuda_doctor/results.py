@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from cuda_doctor.facts import about
+
 
 class Status(str, enum.Enum):
     PASS = "pass"
@@ -81,6 +83,31 @@ class Result:
         return FINDING_RANK.get(self.status, 0)
 
 
+#: The exit status of a report with no verdict (also that of a usage or internal error).
+EXIT_NO_VERDICT = 2
+#: The facts every other verdict rests on: the driver, and the list of GPUs.
+CORE_FACTS = ("driver.status", "gpu.count")
+
+
+def is_core(result: Result) -> bool:
+    """An unknown result that could not get a fact every verdict rests on."""
+    return result.status is Status.UNKNOWN and any(name in CORE_FACTS for name in result.evidence)
+
+
+def no_verdict(results: list[Result]) -> str | None:
+    """Why ``results`` give no verdict, or None when they do: a rule could not get the driver's
+    state or the list of GPUs, or nothing at all was judged.  Only for a report where nothing
+    reached ``--fail-on``: a finding is a verdict whatever else is unknown."""
+    core = [name for name in CORE_FACTS if any(name in r.evidence for r in results if is_core(r))]
+    if core:
+        return " and ".join(about(name) for name in core) + " could not be checked"
+    if any(r.status not in (Status.UNKNOWN, Status.SKIPPED) for r in results):
+        return None
+    return "nothing could be checked" if any(r.status is Status.UNKNOWN for r in results) else "nothing was checked"
+
+
 def exit_code(results: list[Result], fail_on: Severity) -> int:
-    """0 when nothing reaches ``fail_on``; 1 otherwise."""
-    return 1 if any(r.rank() >= fail_on.rank for r in results) else 0
+    """1 when something reaches ``fail_on``; else 2 when there is no verdict; else 0."""
+    if any(r.rank() >= fail_on.rank for r in results):
+        return 1
+    return EXIT_NO_VERDICT if no_verdict(results) is not None else 0

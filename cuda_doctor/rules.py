@@ -21,7 +21,7 @@ from cuda_doctor.facts import Facts
 from cuda_doctor.lint.detectors import DETECTORS
 from cuda_doctor.paths import rules_dir
 from cuda_doctor.results import Result, Severity, Status
-from cuda_doctor.selection import selected_ids
+from cuda_doctor.selection import left_out
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -422,21 +422,22 @@ def _show(value: Any) -> str:
 
 def render_template(template: str, value: Callable[[str], str | None]) -> str:
     """Fill each ``{name}`` with ``value(name)``: a fact (environment rules) or what a detector
-    captured (lint rules).  A name without a value renders ``?``."""
+    captured (lint rules).  A name without a value renders "unknown", never a bare mark."""
 
     def sub(match: re.Match[str]) -> str:
         text = value(match.group(1))
-        return "?" if text is None else text
+        return "unknown" if text is None else text
 
     return _PLACEHOLDER.sub(sub, template)
 
 
-def fact_values(facts: Facts, bind: Callable[[str], str]) -> Callable[[str], str | None]:
-    """``render_template``'s values for a rule-local fact name, shown for people."""
+def fact_values(facts: Facts, bind: Callable[[str], str]) -> Callable[[str], str]:
+    """``render_template``'s values for a rule-local fact name, shown for people; an unknown
+    fact says so, and why."""
 
-    def value(name: str) -> str | None:
+    def value(name: str) -> str:
         name = bind(name)
-        return _show(facts.get(name)) if facts.has(name) else None
+        return _show(facts.get(name)) if facts.has(name) else f"unknown ({facts.unknown_reason(name)})"
 
     return value
 
@@ -494,12 +495,31 @@ def judge_rule(rule: Rule, facts: Facts, judgement: Judgement | None = None) -> 
         indices = facts.indices(rule.for_each)
         label = SUBJECT_LABELS.get(rule.for_each, rule.for_each)
         if not indices:
-            return [_result(rule, Status.SKIPPED, f"not applicable: no {label} found")]
+            return [_no_subject(rule, facts, label)]
         return [
             _judge_one(rule, facts, judgement, _binder(rule.for_each, i), _subject(facts, rule.for_each, label, i))
             for i in indices
         ]
     return [_judge_one(rule, facts, judgement, _binder(None, None), None)]
+
+
+#: The fact that counts each family's subjects: known, an empty family means there are none.
+FAMILY_COUNTS = {"gpu": "gpu.count", "image": "image.count", "smoke": "smoke.device_count"}
+#: Families every check must know: when their count is unknown, so is every rule about them.
+CORE_FAMILIES = frozenset({"gpu"})
+
+
+def _no_subject(rule: Rule, facts: Facts, label: str) -> Result:
+    """A ``for_each`` rule with nothing to judge: "no GPU found" only when the count is known;
+    an unknown list of GPUs is unknown, never "not applicable"."""
+    family = str(rule.for_each)
+    count = FAMILY_COUNTS.get(family, f"{family}.count")
+    if facts.has(count):
+        return _result(rule, Status.SKIPPED, f"not applicable: no {label} found")
+    if family in CORE_FAMILIES:
+        return _unknown(rule, facts, count, None)
+    why = facts.unknown_reason(count)
+    return _result(rule, Status.SKIPPED, f"not applicable: {why}", evidence={count: f"unknown: {why}"})
 
 
 def _subject(facts: Facts, family: str, label: str, index: int) -> str:
@@ -550,7 +570,7 @@ def _evidence(names: Iterable[str], facts: Facts) -> dict[str, Any]:
         if facts.has(name):
             out[name] = facts.get(name)
         elif not name.startswith("derived."):
-            out[name] = f"unknown: {facts.reason(name) or 'not gathered'}"
+            out[name] = f"unknown: {facts.unknown_reason(name)}"
     return out
 
 
@@ -562,7 +582,7 @@ def _judge_unsafe(
     if rule.applies is not None:
         applies = evaluate(rule.applies, facts, bind)
         if applies is False:
-            return _result(rule, Status.SKIPPED, render_template(rule.skip_message, values), subject)
+            return _skipped(rule, rule.applies, facts, bind, subject)
         if isinstance(applies, _Unknown):
             return _unknown(rule, facts, applies.fact, subject)
     for name in rule.requires:
@@ -603,6 +623,22 @@ def _judge_unsafe(
     )
 
 
+def _skipped(
+    rule: Rule, applies: Mapping[str, Any], facts: Facts, bind: Callable[[str], str], subject: str | None
+) -> Result:
+    """A rule that does not apply.  The facts missing from its condition (``exists = true``) or
+    its message are the evidence, which names the probe that did not run; a message that needs a
+    missing fact gives way to the reason it is missing ("the driver was not tested: unknown")."""
+    needed = template_facts([rule.skip_message], bind)
+    missing = [n for n in [*condition_facts(applies, bind), *needed] if not facts.has(n)]
+    gone = [n for n in needed if not facts.has(n)]
+    if gone:
+        message = f"not checked: {facts.unknown_reason(gone[0])}"
+    else:
+        message = render_template(rule.skip_message, fact_values(facts, bind))
+    return _result(rule, Status.SKIPPED, message, subject, evidence=_evidence(dict.fromkeys(missing), facts))
+
+
 def _commands(
     templates: tuple[str, ...], facts: Facts, bind: Callable[[str], str]
 ) -> tuple[tuple[str, ...], str | None]:
@@ -612,24 +648,16 @@ def _commands(
     for template in templates:
         unknown = [name for name in template_facts([template], bind) if not facts.has(name)]
         if unknown:
-            missing = missing or facts.reason(unknown[0]) or f"{unknown[0]} is unknown"
+            missing = missing or facts.unknown_reason(unknown[0])
             continue
         rendered.append(render_template(template, fact_values(facts, bind)))
     return tuple(rendered), missing
 
 
 def _unknown(rule: Rule, facts: Facts, name: str, subject: str | None) -> Result:
-    reason = facts.reason(name)
-    # the reason says what went wrong; the fact's name is in the evidence (-v, JSON)
-    message = f"could not check: {reason}" if reason else f"could not check: {name} was not gathered"
-    reason = reason or "not gathered"
-    return _result(
-        rule,
-        Status.UNKNOWN,
-        message,
-        subject,
-        evidence={name: f"unknown: {reason}"},
-    )
+    # the reason says what went wrong, in words; the fact's name is in the evidence (-v, JSON)
+    reason = facts.unknown_reason(name)
+    return _result(rule, Status.UNKNOWN, f"could not check: {reason}", subject, evidence={name: f"unknown: {reason}"})
 
 
 def judge(
@@ -638,17 +666,21 @@ def judge(
     *,
     select: Iterable[str] = (),
     ignore: Iterable[str] = (),
+    configured: tuple[Iterable[str], Iterable[str]] = ((), ()),
     judgement: Judgement | None = None,
 ) -> list[Result]:
-    """Judge every env rule; deselected ones come back as ``skipped`` so the report is complete."""
+    """Judge every env rule; ``select`` / ``ignore`` are the command line's, ``configured`` the
+    configuration's (select, ignore).  A rule left out comes back as ``skipped``, saying by what,
+    so the report is complete."""
     env = [rule for rule in rules if rule.kind == "env"]
-    chosen = selected_ids(env, select, ignore)
     judgement = judgement or Judgement()
+    off = [rule_id for rule_id, level in judgement.severity.items() if level == "off"]
+    skipped = left_out(env, select, ignore, configured, off)
     active = Judgement({k: v for k, v in judgement.severity.items() if v != "off"})
     results: list[Result] = []
     for rule in env:
-        if rule.id not in chosen or judgement.severity.get(rule.id) == "off":
-            results.append(_result(rule, Status.SKIPPED, "deselected"))
+        if rule.id in skipped:
+            results.append(_result(rule, Status.SKIPPED, skipped[rule.id]))
             continue
         results.extend(judge_rule(rule, facts, active))
     return results

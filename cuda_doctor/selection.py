@@ -20,6 +20,15 @@ if TYPE_CHECKING:
 KINDS = {"env": ("check", "environment"), "lint": ("lint", "lint")}
 
 
+#: Why a rule that did not run was left out: the message of its ``skipped`` result.  A report
+#: with any of these is partial: it cannot vouch for the whole machine.
+DESELECTED_BY_OPTIONS = "deselected by --select/--ignore"
+IGNORED_BY_CONFIG = "ignored by config"
+NOT_SELECTED_BY_CONFIG = "not selected by config"
+OFF_BY_CONFIG = 'ignored by config (severity = "off")'
+DESELECTED = frozenset({DESELECTED_BY_OPTIONS, IGNORED_BY_CONFIG, NOT_SELECTED_BY_CONFIG, OFF_BY_CONFIG})
+
+
 class SelectionError(UserError):
     """A selection names no rule, or on the command line only rules this command does not run."""
 
@@ -37,6 +46,31 @@ def selected_ids(rules: Iterable[Rule], select: Iterable[str], ignore: Iterable[
     chosen = [p for p in select if any(rule.matches(p) for rule in rules)]
     keep = [rule for rule in rules if not chosen or any(rule.matches(p) for p in chosen)]
     return {rule.id for rule in keep if not any(rule.matches(p) for p in ignore)}
+
+
+def left_out(
+    rules: Sequence[Rule],
+    select: Iterable[str] = (),
+    ignore: Iterable[str] = (),
+    configured: tuple[Iterable[str], Iterable[str]] = ((), ()),
+    off: Iterable[str] = (),
+) -> dict[str, str]:
+    """The ids of ``rules`` (all of one kind) that will not run → why: the command line's
+    ``select`` / ``ignore``, the ``configured`` (select, ignore), or ``off`` in the configuration."""
+    config_select, config_ignore = (list(patterns) for patterns in configured)
+    chosen = selected_ids(rules, [*config_select, *select], [*config_ignore, *ignore])
+    by_config = selected_ids(rules, config_select, config_ignore)
+    out = {rule_id: OFF_BY_CONFIG for rule_id in off}
+    for rule in rules:
+        if rule.id in chosen or rule.id in out:
+            continue
+        if rule.id in by_config:
+            out[rule.id] = DESELECTED_BY_OPTIONS
+        elif any(rule.matches(p) for p in config_ignore):
+            out[rule.id] = IGNORED_BY_CONFIG
+        else:
+            out[rule.id] = NOT_SELECTED_BY_CONFIG
+    return out
 
 
 def check_selection(

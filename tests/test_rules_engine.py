@@ -217,13 +217,27 @@ def test_select_ignore_and_severity_override() -> None:
     facts = Facts({"system.shm_bytes": 64 * 2**20})
     by_id = {r.rule_id: r for r in judge(rules, facts, select=["CD502"])}
     assert by_id["CD502"].status is Status.FAIL
-    assert by_id["CD101"].status is Status.SKIPPED and by_id["CD101"].message == "deselected"
+    assert by_id["CD101"].status is Status.SKIPPED and by_id["CD101"].message == "deselected by --select/--ignore"
     ignored = {r.rule_id: r for r in judge(rules, facts, ignore=["CD5"])}
     assert ignored["CD502"].status is Status.SKIPPED
     softened = {r.rule_id: r for r in judge(rules, facts, judgement=Judgement({"CD502": "warning"}))}
     assert softened["CD502"].status is Status.WARN
     off = {r.rule_id: r for r in judge(rules, facts, judgement=Judgement({"CD502": "off"}))}
-    assert off["CD502"].status is Status.SKIPPED
+    assert off["CD502"].status is Status.SKIPPED and off["CD502"].message == 'ignored by config (severity = "off")'
+
+
+def test_a_skipped_rule_says_what_left_it_out() -> None:
+    """Not "(not applicable)": the configuration, or the command line, and which."""
+    rules = load_rules()
+    facts = Facts({"system.shm_bytes": 64 * 2**20})
+    by_id = {
+        r.rule_id: r.message
+        for r in judge(rules, facts, select=["CD401"], ignore=["CD501"], configured=(["CD5"], ["CD503"]))
+    }
+    assert by_id["CD503"] == "ignored by config"
+    assert by_id["CD101"] == "not selected by config"
+    assert by_id["CD501"] == "deselected by --select/--ignore"
+    assert by_id["CD502"] != "deselected by --select/--ignore"  # configured select, then judged
 
 
 def test_every_shipped_rule_cites_a_source() -> None:
@@ -283,5 +297,10 @@ def test_one_renderer_for_facts_and_captures() -> None:
     facts = Facts({"gpu[1].name": "H200", "gpu[1].ok": True})
     bind = {"gpu.name": "gpu[1].name", "gpu.ok": "gpu[1].ok"}.get
     values = fact_values(facts, lambda name: bind(name) or name)
-    assert render_template("{gpu.name} ok={gpu.ok} {gpu.gone}", values) == "H200 ok=yes ?"
-    assert render_template("`{name}` {detail}", {"name": "x"}.get) == "`x` ?"
+    # an unknown fact says so, and why, in words: never a bare "?" or the fact's name
+    assert render_template("{gpu.name} ok={gpu.ok} {gpu.gone}", values) == (
+        "H200 ok=yes unknown (nothing was gathered about the GPUs)"
+    )
+    facts.mark_unknown("gpu.gone", "NVML timed out")
+    assert render_template("{gpu.gone}", values) == "unknown (NVML timed out)"
+    assert render_template("`{name}` {detail}", {"name": "x"}.get) == "`x` unknown"

@@ -15,6 +15,7 @@ from cuda_doctor.commands.options import (
     file_option,
     format_option,
     python_option,
+    refuse_fast_python,
     selection,
     smoke_timeout_option,
     timeout_option,
@@ -97,6 +98,7 @@ def command(
         _only_judging(python=python, fast=fast, images=images, run_image=run_image, nccl=nccl)
         report = rejudge(facts_file, config, select=select, ignore=ignore)
     else:
+        refuse_fast_python(fast, python)
         ctx = ProbeContext(
             python=python or sys.executable,
             timeout=timeout,
@@ -132,11 +134,7 @@ def _smoke_steps(progress: Progress) -> Callable[[str, str], None]:
 
 def emit(report: Report, fmt: str, verbose: bool, fail_on: str, save: Path | None) -> None:
     severity = Severity(fail_on)
-    code = report.exit_code(severity)
-    if fmt == "oneline":  # for schedulers: exit 2 when there is no verdict (report/check/oneline.py)
-        from cuda_doctor.report.check.oneline import judge_oneline
-
-        code = judge_oneline(report, severity).exit_code
+    code = report.exit_code(severity)  # 2 when there is no verdict, in every format
     # the checklist first: a report that cannot be saved must not be lost as well
     click.echo(render(report, fmt, verbose=verbose, terminal=sys.stdout.isatty(), fail_on=fail_on), nl=False)
     if save is not None:

@@ -73,14 +73,24 @@ def command(
     from cuda_doctor.pipeline import run_check
     from cuda_doctor.probes.base import ProbeContext
     from cuda_doctor.report.check import render
-    from cuda_doctor.results import Severity
+    from cuda_doctor.results import EXIT_NO_VERDICT, Severity, no_verdict
 
     config = load_config(config_path, Path.cwd())
     level = fail_on or config.fail_on or "error"
-    ctx = ProbeContext(timeout=timeout, fast=not with_framework, smoke=False)
+    # what exec leaves out is said as exec's choice, not as an option the user never passed
+    because = "at container start (exec runs no GPU smoke run)" if with_framework else None
+    ctx = ProbeContext(
+        timeout=timeout,
+        fast=not with_framework,
+        smoke=False,
+        skipped_because=because or "at container start (exec runs the fast check)",
+    )
     report = run_check(ctx, config, command="exec")
     click.echo(render(report, "text", verbose=False, terminal=sys.stderr.isatty(), fail_on=level), err=True, nl=False)
-    if report.exit_code(Severity(level)) != 0:
+    code = report.exit_code(Severity(level))
+    if code == EXIT_NO_VERDICT:  # only findings keep CMD from starting; say what was not checked
+        click.echo(f"cuda-doctor exec: starting {program}, but {no_verdict(report.results)}", err=True)
+    elif code != 0:
         if not warn_only:
             click.echo(
                 f"cuda-doctor exec: not starting {program}: findings at or above '{level}' "

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from cuda_doctor.checkreport import Report
-from cuda_doctor.commands.options import file_option, format_option, python_option, timeout_option
+from cuda_doctor.commands.options import file_option, format_option, python_option, refuse_fast_python, timeout_option
 from cuda_doctor.knowledge import derive_all
 from cuda_doctor.pipeline import gather
 from cuda_doctor.probes.base import ProbeContext
@@ -33,6 +33,7 @@ def command(
 
     The JSON form can be judged later, anywhere: `cuda-doctor check --facts FILE`.
     """
+    refuse_fast_python(fast, python)
     ctx = ProbeContext(python=python or sys.executable, timeout=timeout, fast=fast, smoke=not (fast or no_smoke))
     with probe_progress(fmt == "text" and output is None) as progress:
         facts = gather(ctx, progress=progress)

@@ -81,6 +81,18 @@ def python_option(help: str) -> Callable[[F], F]:
     return click.option("--python", "python", type=click.Path(dir_okay=False), default=None, help=help)
 
 
+def refuse_fast_python(fast: bool, python: str | None) -> None:
+    """--python names the interpreter whose framework is judged, and --fast never imports a
+    framework: together the interpreter would silently go unchecked."""
+    if fast and python is not None:
+        from cuda_doctor.errors import UserError
+
+        raise UserError(
+            "--python cannot be combined with --fast: --fast does not import the framework, "
+            "so the interpreter would not be checked (drop --fast to judge it)"
+        )
+
+
 def file_option(*names: str, help: str, callback: Any = None) -> Callable[[F], F]:
     """A report file to read (``--facts``) or write (``--save``, ``--output``)."""
     return click.option(*names, type=click.Path(path_type=Path, dir_okay=False), callback=callback, help=help)

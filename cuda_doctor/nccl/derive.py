@@ -86,7 +86,7 @@ def _p2p_missing(facts: Facts) -> None:
     p2p, links = facts.get("nccl.p2p"), facts.get("nccl.link_types")
     if not isinstance(p2p, dict) or not isinstance(links, dict):
         missing = "nccl.p2p" if not isinstance(p2p, dict) else "nccl.link_types"
-        facts.mark_unknown("derived.nccl.p2p_missing", facts.reason(missing) or f"{missing} unknown")
+        facts.mark_unknown("derived.nccl.p2p_missing", facts.unknown_reason(missing))
         return
     found = [
         f"GPU {pair.replace('-', '–')} ({links[pair]})"
@@ -164,7 +164,7 @@ def _ratio(facts: Facts) -> None:
     number = (int, float)
     if not isinstance(peak, number) or not isinstance(expected, number) or expected <= 0:
         missing = "nccl.busbw_peak_gbps" if not isinstance(peak, (int, float)) else "derived.nccl.expected_busbw_gbps"
-        facts.mark_unknown("derived.nccl.busbw_ratio", facts.reason(missing) or f"{missing} unknown")
+        facts.mark_unknown("derived.nccl.busbw_ratio", facts.unknown_reason(missing))
         return
     facts.set("derived.nccl.busbw_ratio", round(float(peak) / float(expected), 3))
 

@@ -8,6 +8,11 @@ up as "another process holding the GPU").
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cuda_doctor.facts import Facts
+
 PHASE_1: dict[str, str] = {
     "gpu": "cuda_doctor.probes.gpu",
     "environment": "cuda_doctor.probes.environment",
@@ -26,7 +31,7 @@ PROBES: dict[str, str] = {**PHASE_1, **PHASE_2}
 PROVIDES: dict[str, tuple[str, ...]] = {
     "framework": ("torch.", "tensorflow.", "framework."),
     "toolkit": ("toolkit.",),
-    "docker": ("docker.", "image["),
+    "docker": ("docker.", "image[", "image."),
     "smoke": ("smoke",),
     "nccl": ("nccl.", "nvlink["),
 }
@@ -40,3 +45,20 @@ def runs_fast(name: str, images: tuple[str, ...]) -> bool:
     """Whether probe ``name`` runs under ``--fast``: the fast ones, and Docker when images are
     named (``--image`` asks for it, as ``DockerProbe.applies`` says)."""
     return name in FAST or (name == "docker" and bool(images))
+
+
+def not_checked(why: str) -> str:
+    """A skipped probe's reason as a result's message: "not checked (--fast)", "not checked at
+    container start (exec runs the fast check)", "not checked: not applicable here"."""
+    if why.startswith("--"):
+        return f"not checked ({why})"
+    return f"not checked {why}" if why.startswith("at ") else f"not checked: {why}"
+
+
+def skipped_probes(facts: Facts) -> dict[str, str]:
+    """The probes that did not run → why (their ``probe.<name>.reason``)."""
+    return {
+        name: str(facts.get(f"probe.{name}.reason") or "not run")
+        for name in PROBES
+        if facts.get(f"probe.{name}.status") == "skipped"
+    }

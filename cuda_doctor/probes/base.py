@@ -38,6 +38,9 @@ class ProbeContext:
     images: tuple[str, ...] = ()
     run_images: bool = False
     nccl: bool = False
+    #: Why the probes --fast (or --no-smoke) leaves out did not run, when no option of the user's
+    #: says it: ``exec`` runs the fast check at container start.  None: the options say it.
+    skipped_because: str | None = None
     #: Called with (level, step) whenever a smoke child starts a step (a terminal shows it).
     smoke_progress: Callable[[str, str], None] | None = field(default=None, compare=False, repr=False)
     #: Children one probe leaves running for a later phase (the framework probe's torch child).

@@ -60,10 +60,14 @@ def render_rule_markdown(rule: Rule, level: int = 2) -> str:
     lines.append(f"*{rule.kind} rule · category `{rule.category}` · default severity `{rule.severity.value}`*")
     lines += ["", *rule.rationale.strip().split("\n"), ""]  # its own lines; any other control is escaped
     if rule.kind == "lint":
-        # {name} placeholders are filled from the code the finding is about
-        lines.append(f"Reports: {_placeholders(rule.message.strip())}")
+        # {name} placeholders are filled from the code the finding is about: shown as "…", named in words
+        lines.append(f"Reports: {_PLACEHOLDER.sub('…', rule.message.strip())}")
         if rule.fix:
-            lines.append(f"Fix: {_placeholders(rule.fix.strip())}")
+            lines.append(f"Fix: {_PLACEHOLDER.sub('…', rule.fix.strip())}")
+        filled = dict.fromkeys(_PLACEHOLDER.findall(f"{rule.message} {rule.fix or ''}"))
+        if filled:
+            words = ", ".join(f"the {name.replace('_', ' ')}" for name in filled)
+            lines.append(f"(Each … is what the finding saw in the code: {words}.)")
         lines.append("")
     else:
         if rule.for_each:
@@ -83,8 +87,7 @@ def render_rule_markdown(rule: Rule, level: int = 2) -> str:
     return "\n".join(printable(line) for line in lines) + "\n"
 
 
-def _placeholders(template: str) -> str:
-    return re.sub(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", r"<\1>", template)
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def _condition_text(cond: Mapping[str, object]) -> str:

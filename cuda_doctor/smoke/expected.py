@@ -119,12 +119,21 @@ def _derive_one(facts: Facts, table: dict[str, Any], i: int) -> None:
         facts.mark_unknown(f"{out}.matmul_ratio_min", "no matmul figure could be compared")
 
 
+def _figure(measured_name: str) -> str:
+    """``smoke[0].fp16_tflops`` → "the fp16 TFLOP/s figure": a reason never shows a fact's name."""
+    key = measured_name.rsplit(".", 1)[-1]
+    for suffix, unit in (("_tflops", "TFLOP/s"), ("_gbps", "GB/s"), ("_us", "µs")):
+        if key.endswith(suffix):
+            return f"the {key[: -len(suffix)].replace('_', ' ')} {unit} figure"
+    return f"the {key.replace('_', ' ')} figure"
+
+
 def _ratio(facts: Facts, out: str, measured_name: str, expected: float | None, gpu: str) -> None:
     measured = facts.get(measured_name)
     if not isinstance(measured, (int, float)) or isinstance(measured, bool):
-        facts.mark_unknown(out, facts.reason(measured_name) or f"{measured_name} was not measured")
+        facts.mark_unknown(out, facts.reason(measured_name) or f"{_figure(measured_name)} was not measured")
     elif not expected:
-        facts.mark_unknown(out, f"no expected figure for {measured_name.split('.')[-1]} on {gpu}")
+        facts.mark_unknown(out, f"no expected figure for {_figure(measured_name)} on {gpu}")
     else:
         facts.set(out, round(measured / expected, 2))
         facts.set(out.replace("_ratio", "_percent"), round(100 * measured / expected))

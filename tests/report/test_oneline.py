@@ -16,8 +16,15 @@ from cuda_doctor.results import Result, Severity, Status
 REPO = Path(__file__).resolve().parents[2]
 
 
-def result(rule: str, status: Status, message: str = "m", category: str = "gpu", subject: str | None = None) -> Result:
-    return Result(rule, f"title of {rule}", category, status, message, subject=subject)
+def result(
+    rule: str,
+    status: Status,
+    message: str = "m",
+    category: str = "gpu",
+    subject: str | None = None,
+    evidence: dict[str, object] | None = None,
+) -> Result:
+    return Result(rule, f"title of {rule}", category, status, message, subject=subject, evidence=evidence or {})
 
 
 def report(*results: Result, **facts: object) -> Report:
@@ -89,7 +96,13 @@ def test_a_long_message_is_cut_but_the_verdict_and_the_other_ids_stay() -> None:
 
 def test_an_unknown_driver_is_no_verdict_even_when_other_checks_pass() -> None:
     rep = report(
-        result("CD101", Status.UNKNOWN, "could not check: driver.status was not gathered", category="driver"),
+        result(
+            "CD101",
+            Status.UNKNOWN,
+            "could not check: the gpu probe did not finish in time",
+            category="driver",
+            evidence={"driver.status": "unknown: the gpu probe did not finish in time"},
+        ),
         result("CD401", Status.PASS, category="environment"),
         result("CD502", Status.PASS, category="container"),
         **{"probe.gpu.status": "timeout"},
@@ -97,9 +110,7 @@ def test_an_unknown_driver_is_no_verdict_even_when_other_checks_pass() -> None:
     rep.facts.mark_unknown("gpu", "the gpu probe did not finish in time")
     verdict = judge_oneline(rep)
     assert (verdict.word, verdict.exit_code) == ("UNKNOWN", 2)
-    assert verdict.line == (
-        "UNKNOWN CD101 could not check: driver.status was not gathered (the gpu probe did not finish in time)"
-    )
+    assert verdict.line == "UNKNOWN CD101 could not check: the gpu probe did not finish in time"
 
 
 def test_nothing_judged_is_no_verdict_but_an_unknown_aside_is_not() -> None:
@@ -185,5 +196,9 @@ def test_check_oneline_without_a_verdict_exits_2(fake_nvidia_smi: object, tmp_pa
     proc = judge("oneline")
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout.startswith("UNKNOWN CD101 could not check") and "did not finish in time" in proc.stdout
-    # the no-verdict status belongs to the one-line format, whose consumers read it; the others keep 0
-    assert judge("text").returncode == 0
+    # one rule for every format: no verdict is exit 2, and each says so
+    for fmt in ("text", "markdown", "json"):
+        other = judge(fmt)
+        assert other.returncode == 2, other.stdout
+        assert "no verdict: the NVIDIA driver could not be checked" in other.stdout or fmt == "json"
+    assert json.loads(judge("json").stdout)["summary"]["exit_code"] == 2

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
+from cuda_doctor.probes import not_checked, skipped_probes
 from cuda_doctor.report import count
-from cuda_doctor.results import Result, Severity, Status
+from cuda_doctor.results import Result, Severity, Status, no_verdict
+from cuda_doctor.selection import DESELECTED
+
+if TYPE_CHECKING:
+    from cuda_doctor.checkreport import Report
 
 MARKS = {
     Status.PASS: "✓",
@@ -63,10 +69,12 @@ def visible(result: Result, verbose: bool) -> bool:
 
 def is_partial(results: Iterable[Result]) -> bool:
     """Some rules were deselected: the run cannot vouch for the whole machine."""
-    return any(r.status is Status.SKIPPED and r.message == "deselected" for r in results)
+    return any(r.status is Status.SKIPPED and r.message in DESELECTED for r in results)
 
 
-def summary_line(counts: dict[str, int], exit_code: int, fail_on: Severity, partial: bool = False) -> str:
+def summary_line(report: Report, fail_on: Severity) -> str:
+    """The counts, then the verdict: what the exit status means, in words."""
+    counts = report.counts()
     parts = []
     for status, word in (
         (Status.FAIL, "failed"),
@@ -80,15 +88,26 @@ def summary_line(counts: dict[str, int], exit_code: int, fail_on: Severity, part
         n = counts.get(status.value, 0)
         if n or status in (Status.FAIL, Status.PASS):
             parts.append(count(n, word) if word in ("warning", "rule error") else f"{n} {word}")
-    if exit_code:
-        verdict = f"findings at or above '{fail_on.value}'"
-    elif counts.get(Status.UNKNOWN.value, 0):
-        verdict = "nothing failed, but some checks could not run"
-    elif partial:
-        verdict = "nothing failed in the selected checks"
-    else:
-        verdict = "ready to train"
-    return f"{', '.join(parts)} — {verdict} (exit {exit_code})"
+    exit_code = report.exit_code(fail_on)
+    return f"{', '.join(parts)} — {verdict(report, exit_code, fail_on)} (exit {exit_code})"
+
+
+def verdict(report: Report, exit_code: int, fail_on: Severity) -> str:
+    """ "ready to train" only when everything was checked and nothing failed: never when the
+    framework was not looked at (--fast, exec), some rules were deselected or some could not run."""
+    if exit_code == 1:
+        return f"findings at or above '{fail_on.value}'"
+    why = no_verdict(report.results)
+    if why is not None:
+        return f"no verdict: {why}"
+    if any(r.status is Status.UNKNOWN for r in report.results):
+        return "nothing failed, but some checks could not run"
+    if is_partial(report.results):
+        return "nothing failed in the selected checks"
+    framework = skipped_probes(report.facts).get("framework")
+    if framework is not None:
+        return f"driver and GPUs ready; framework {not_checked(framework)}"
+    return "ready to train"
 
 
 def subject_prefix(result: Result) -> str:

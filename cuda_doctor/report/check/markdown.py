@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from cuda_doctor import __version__
 from cuda_doctor.report import md_cell, printable
-from cuda_doctor.report.check.common import CATEGORY_TITLES, MARKS, grouped, is_partial, summary_line, visible
+from cuda_doctor.report.check.common import CATEGORY_TITLES, MARKS, grouped, summary_line, visible
 from cuda_doctor.results import Severity, Status
 
 if TYPE_CHECKING:
@@ -59,6 +59,6 @@ def render(report: Report, *, verbose: bool = False, terminal: bool = False, fai
             if r.commands and r.status not in (Status.PASS, Status.SKIPPED):
                 lines += ["", "    ```sh", *(f"    {command}" for command in r.commands), "    ```", ""]
         lines.append("")
-    lines.append(f"**{summary_line(report.counts(), report.exit_code(fail_on), fail_on, is_partial(report.results))}**")
+    lines.append(f"**{summary_line(report, fail_on)}**")
     # each line whole: a control character from outside (a value, a message) is escaped wherever it is
     return "".join(printable(line) + "\n" for line in lines)

@@ -8,9 +8,10 @@ anything but visible text:
 
 * ``OK …``       exit 0: nothing reached ``--fail-on``.
 * ``FAIL CD401 …`` exit 1: the worst finding, then the ids of the others.
-* ``UNKNOWN …``  exit 2: nothing failed, but the driver itself could not be checked (or
-  nothing at all was), so there is no verdict; node-problem-detector reads exit 2 as
-  Unknown, and a health check must neither drain nor resume on it.
+* ``UNKNOWN …``  exit 2: nothing failed, but the driver or the list of GPUs could not be
+  checked (or nothing at all was), so there is no verdict (``results.no_verdict``, the rule
+  of every format); node-problem-detector reads exit 2 as Unknown, and a health check must
+  neither drain nor resume on it.
 """
 
 from __future__ import annotations
@@ -21,17 +22,13 @@ from typing import TYPE_CHECKING
 
 from cuda_doctor.report import count, printable
 from cuda_doctor.report.check.common import ORDER
-from cuda_doctor.results import Result, Severity, Status
+from cuda_doctor.results import EXIT_NO_VERDICT, Result, Severity, Status, is_core, no_verdict
 
 if TYPE_CHECKING:
     from cuda_doctor.checkreport import Report
 
 #: Longest line, in characters (all ASCII, so also in bytes).
 LIMIT = 200
-#: Exit status of an UNKNOWN verdict: that of "no verdict" (usage or internal error) too.
-EXIT_UNKNOWN = 2
-#: Categories whose facts everything else rests on: unknown there means no verdict.
-CORE_CATEGORIES = frozenset({"driver"})
 _MAX_IDS = 6
 _ASCII = str.maketrans(
     {"…": "...", "—": "-", "–": "-", "×": "x", "→": "->", "‘": "'", "’": "'", "“": '"', "”": '"', "≥": ">=", "≤": "<="}
@@ -60,12 +57,14 @@ def judge_oneline(report: Report, fail_on: Severity = Severity.ERROR, limit: int
         return Verdict("FAIL", 1, _fit(f"FAIL {_describe(findings[0])}", _more(findings[1:], "more"), limit))
     unknown = _worst_first(r for r in results if r.status is Status.UNKNOWN)
     judged = [r for r in results if r.status in (Status.PASS, Status.INFO, Status.WARN)]
-    core = [r for r in unknown if r.category in CORE_CATEGORIES]
-    if core or (unknown and not judged):
-        first = (core or unknown)[0]
+    why = no_verdict(results)  # the rule every format follows (results.no_verdict)
+    if why is not None:
+        first = next((r for r in unknown if is_core(r)), unknown[0] if unknown else None)
         rest = [r for r in unknown if r is not first]
-        head = f"UNKNOWN {_describe(first)}{_probe_trouble(report)}"
-        return Verdict("UNKNOWN", EXIT_UNKNOWN, _fit(head, _more(rest, "more could not check"), limit))
+        said = _describe(first) if first is not None else clean(why)
+        trouble = _probe_trouble(report)
+        head = f"UNKNOWN {said}{trouble if trouble.strip(' ()') not in said else ''}"
+        return Verdict("UNKNOWN", EXIT_NO_VERDICT, _fit(head, _more(rest, "more could not check"), limit))
     return Verdict("OK", 0, _fit(_ok_head(report, judged, unknown, fail_on), "", limit))
 
 

@@ -15,7 +15,6 @@ from cuda_doctor.report.check.common import (
     MARKS,
     STYLES,
     grouped,
-    is_partial,
     subject_prefix,
     summary_line,
     visible,
@@ -80,7 +79,7 @@ def checklist_lines(report: Report, *, verbose: bool, fail_on: Severity) -> list
         [],
         [
             (
-                summary_line(report.counts(), code, fail_on, is_partial(report.results)),
+                summary_line(report, fail_on),
                 "bold red" if code else "bold green",
             )
         ],
@@ -89,8 +88,10 @@ def checklist_lines(report: Report, *, verbose: bool, fail_on: Severity) -> list
 
 
 def _why_skipped(results: list[Result]) -> str:
-    reasons = {r.message for r in results if r.status is Status.SKIPPED}
-    return reasons.pop() if len(reasons) == 1 else "not applicable"
+    """Why a section whose checks were all skipped was: its reasons, unless there are many."""
+    reasons = list(dict.fromkeys(r.message for r in results if r.status is Status.SKIPPED))
+    joined = "; ".join(reasons)
+    return joined if len(reasons) <= 2 and len(joined) <= 120 else "not applicable here; -v says why for each check"
 
 
 def _headline(report: Report) -> str:
