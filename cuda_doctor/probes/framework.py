@@ -128,9 +128,12 @@ def shape(payload: dict[str, Any], python: str) -> Facts:
     for name, value in values.items():
         if isinstance(name, str) and name.startswith(_PREFIXES):
             facts.set(name, value)
+    failed = facts.get("torch.import_error")
     for name, reason in unknown.items():
         if isinstance(name, str) and name.startswith(_PREFIXES):
-            facts.mark_unknown(name, str(reason))
+            # every torch fact is missing for the one reason: say it with the traceback's last line
+            why = f"import torch failed: {failed}" if failed and name.startswith("torch.") else str(reason)
+            facts.mark_unknown(name, why)
     for name in FRAMEWORK_FACTS:
         if name not in facts.values and name not in facts.unknown:
             facts.mark_unknown(name, f"{python} did not report it")

@@ -19,6 +19,7 @@ KEY_FACTS = (
     "gpu.count",
     "gpu[0].name",
     "gpu[0].compute_capability",
+    "torch.import_error",
     "torch.version",
     "torch.cuda_build",
     "torch.cudnn_version",
@@ -41,6 +42,8 @@ def render(report: Report, *, verbose: bool = False, terminal: bool = False, fai
     lines = [f"## cuda-doctor report: {report.host}", "", f"cuda-doctor {__version__}, {report.created}", ""]
     lines += ["| fact | value |", "| --- | --- |"]
     for name in KEY_FACTS:
+        if name == "torch.import_error" and not report.facts.get(name):
+            continue  # shown only when the import failed
         if report.facts.has(name):
             lines.append(f"| `{name}` | {md_cell(_value(report.facts.get(name)))} |")
         elif name in report.facts.unknown:

@@ -24,6 +24,7 @@ from cuda_doctor.results import Result, Severity, Status
 
 if TYPE_CHECKING:
     from cuda_doctor.checkreport import Report
+    from cuda_doctor.facts import Facts
 
 Segment = tuple[str, str]  # (text, rich style)
 Line = list[Segment]
@@ -98,16 +99,30 @@ def _headline(report: Report) -> str:
     facts = report.facts
     bits = []
     if facts.has("driver.version"):
-        bits.append(f"driver {facts.get('driver.version')} (CUDA {facts.get('driver.cuda_version') or '?'})")
+        bits.append(f"driver {facts.get('driver.version')} (CUDA {facts.get('driver.cuda_version') or 'unknown'})")
     names = [facts.get(f"gpu[{i}].name") for i in facts.indices("gpu")]
     if names:
         bits.append(f"{len(names)}× {names[0]}" if len(set(names)) == 1 else ", ".join(map(str, names)))
-    if facts.get("torch.installed"):
-        build = facts.get("torch.cuda_build")
-        bits.append(f"torch {facts.get('torch.version')} ({'CUDA ' + str(build) if build else 'CPU-only'})")
-    elif facts.get("torch.installed") is False:
-        bits.append(f"no torch in {facts.get('framework.python')}")
+    torch = _torch(facts)
+    if torch:
+        bits.append(torch)
     return " · ".join(bits)
+
+
+def _torch(facts: Facts) -> str:
+    """What the headline says of torch: its build, that its import failed (and how), or nothing."""
+    if facts.get("torch.installed") is False:
+        return f"no torch in {facts.get('framework.python')}"
+    if not facts.get("torch.installed"):
+        return ""
+    if facts.get("torch.import_error"):  # the last line of the import's traceback
+        return f"torch: import failed ({facts.get('torch.import_error')})"
+    if not facts.has("torch.version"):
+        return f"torch: version unknown ({facts.unknown_reason('torch.version')})"
+    if not facts.has("torch.cuda_build"):
+        return f"torch {facts.get('torch.version')}"
+    build = facts.get("torch.cuda_build")
+    return f"torch {facts.get('torch.version')} ({'CUDA ' + str(build) if build else 'CPU-only'})"
 
 
 def _result_lines(result: Result, verbose: bool) -> list[Line]:
