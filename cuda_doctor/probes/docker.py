@@ -1,19 +1,24 @@
 """The Docker engine and the local images that matter for GPU work, read through the docker SDK.
 
 Facts: ``docker.status`` ("ok" | "sdk_missing" | "unreachable" | "permission_denied" |
-"timeout" | "error"), ``docker.error``, ``docker.version``, ``docker.api_version``,
+"timeout" | "error"), ``docker.error``, ``docker.sdk_python`` (where the SDK is missing: the
+interpreter to install it into, quoted for a shell), ``docker.version``, ``docker.api_version``,
 ``docker.runtimes``, ``docker.nvidia_runtime``, ``docker.default_runtime``, ``docker.cdi_devices``,
 ``docker.cdi_spec_dirs``, and per image ``image[i].*``: the references named with ``--image``
 first, then local ``nvidia/cuda``, ``pytorch/pytorch`` and ``nvcr.io/nvidia/*`` images.
 
-The SDK is an optional extra.  ``DOCKER_HOST`` (and the TLS variables) come from the context's
-environment.  Every API call is bounded twice: the SDK's socket timeout, and a worker-thread
-deadline for a daemon that accepts a connection and never answers.
+The SDK is an optional extra; its absence is mentioned only where an engine socket exists (or
+``DOCKER_HOST`` names a remote engine) or an ``--image`` is named.  ``DOCKER_HOST`` (and the TLS
+variables) come from the context's environment.  Every API call is bounded twice: the SDK's
+socket timeout, and a worker-thread deadline for a daemon that accepts a connection and never
+answers.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +32,8 @@ from cuda_doctor.deadline import call_with_deadline
 from cuda_doctor.facts import Facts
 from cuda_doctor.probes.base import ProbeContext
 
-SDK_FIX = "pip install docker  (or, from a checkout of cuda-doctor: pip install '.[docker]')"
+#: The SDK's requirement, as cuda-doctor's ``docker`` extra states it (pyproject.toml).
+SDK_REQUIREMENT = "docker>=7.0"
 
 #: At most this many discovered local images are inspected (requested ones always are).
 MAX_DISCOVERED = 50
@@ -56,13 +62,8 @@ class DockerProbe:
         requested = list(ctx.images)
         try:
             import docker  # noqa: F401  (an optional extra)
-        except ImportError as exc:
-            _engine_down(
-                facts,
-                "sdk_missing",
-                f"the docker SDK for Python is not installed ({exc}); install it: {SDK_FIX}",
-                requested,
-            )
+        except ImportError:
+            _sdk_missing(facts, ctx, requested)
             return facts
         deadline = ctx.timeout + 2.0
         outcome = call_with_deadline(lambda: _connect(ctx), deadline, "docker-connect")
@@ -122,6 +123,31 @@ PROBE = DockerProbe()
 
 def _docker_host(env: Mapping[str, str]) -> str:
     return env.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def _engine_may_answer(ctx: ProbeContext) -> bool:
+    """A socket where the engine would listen exists, or DOCKER_HOST names a remote engine."""
+    host = _docker_host(ctx.env)
+    if not host.startswith("unix://"):
+        return True  # tcp://, ssh://: only the SDK could tell
+    return ctx.file(host[len("unix://") :]).exists()
+
+
+def _sdk_missing(facts: Facts, ctx: ProbeContext, requested: list[str]) -> None:
+    """Without the SDK nothing can be asked of an engine; that is worth saying only where an
+    engine socket or an --image makes it matter, and then once (CD901), with the command that
+    installs it into the environment cuda-doctor runs in."""
+    host = _docker_host(ctx.env)
+    if not requested and not _engine_may_answer(ctx):
+        _engine_down(facts, "unreachable", f"no Docker daemon answers at {host} (no such socket)", requested)
+        return
+    facts.set("docker.sdk_python", shlex.quote(sys.executable))  # cuda-doctor's own interpreter
+    _engine_down(
+        facts,
+        "sdk_missing",
+        f"the docker SDK for Python is not installed where cuda-doctor runs ({sys.executable})",
+        requested,
+    )
 
 
 def _connect(ctx: ProbeContext) -> Any:
@@ -209,7 +235,8 @@ def _engine_down(facts: Facts, status: str, message: str, requested: list[str]) 
             facts.set(f"image[{i}].found", False)
             facts.set(f"image[{i}].error", str(exc))
             continue
-        facts.mark_unknown(f"image[{i}].found", message)
+        # CD901 says why once; each image only that it was not inspected
+        facts.mark_unknown(f"image[{i}].found", "the image was not inspected: the Docker engine could not be asked")
     if requested:
         facts.set("image.count", len(requested))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import sys
 import threading
@@ -64,17 +65,33 @@ def test_without_the_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "docker", None)  # makes `import docker` raise ImportError
     facts = PROBE.collect(ctx_for("unix:///nonexistent.sock", "nvidia/cuda:12.2.2-base-ubuntu22.04"))
     assert facts.get("docker.status") == "sdk_missing"
-    assert "pip install docker" in facts.get("docker.error")
+    assert "SDK for Python is not installed" in facts.get("docker.error")
+    assert facts.get("docker.sdk_python") == shlex.quote(sys.executable)
     assert facts.reason("docker.version") == facts.get("docker.error")
     assert facts.get("image[0].ref") == "nvidia/cuda:12.2.2-base-ubuntu22.04"
-    assert "image[0].found" in facts.unknown
+    assert "SDK" not in facts.unknown["image[0].found"]  # said once, by CD901
+
+
+def test_without_the_sdk_and_without_an_engine_the_sdk_is_not_mentioned(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "docker", None)
+    facts = PROBE.collect(ctx_for(f"unix://{tmp_path}/no.sock"))
+    assert facts.get("docker.status") == "unreachable"
+    assert "SDK" not in facts.get("docker.error") and "no such socket" in facts.get("docker.error")
+    listening = socket.socket(socket.AF_UNIX)
+    listening.bind(str(tmp_path / "docker.sock"))
+    try:
+        assert PROBE.collect(ctx_for(f"unix://{tmp_path}/docker.sock")).get("docker.status") == "sdk_missing"
+    finally:
+        listening.close()
 
 
 def test_a_daemon_that_accepts_and_never_answers(silent_socket: Path) -> None:
     facts = PROBE.collect(ctx_for(f"unix://{silent_socket}", "nvidia/cuda:12.2.2-base-ubuntu22.04"))
     assert facts.get("docker.status") == "timeout"
     assert "did not answer in 1 s" in facts.get("docker.error")
-    assert "did not answer" in (facts.reason("image[0].found") or "")
+    assert "was not inspected: the Docker engine could not be asked" in (facts.reason("image[0].found") or "")
 
 
 def test_no_socket_at_all(tmp_path: Path) -> None:

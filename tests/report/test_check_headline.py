@@ -55,7 +55,7 @@ def test_a_failing_import_of_torch_as_a_real_process(fake_nvidia_smi: Any, tmp_p
         check=False,
     )
     last_line = "ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory"
-    first, *rest = proc.stdout.splitlines()
+    first = proc.stdout.splitlines()[0]
     assert first.endswith(f" · torch: import failed ({last_line})"), first
     assert "None" not in first and "CPU-only" not in first
     section = proc.stdout.split("[?] Framework build", 1)[1].split("\n[", 1)[0]
