@@ -23,7 +23,8 @@ from cuda_doctor.results import Result, Status
 from cuda_doctor.rules import Judgement, Rule, judge, load_rules
 from cuda_doctor.selection import check_selection
 
-#: Called with ("start" | "done", probe name) so a terminal can show progress.
+#: Called with ("start" | "done", probe name) so a terminal can show progress; "done" comes
+#: from the probe's own thread as it ends.
 Progress = Callable[[str, str], None]
 
 
@@ -90,8 +91,9 @@ def skipped_by_probe(results: list[Result], facts: Facts) -> list[Result]:
 class _ProbeRun:
     """One probe on its own daemon thread; a probe must never take the doctor down."""
 
-    def __init__(self, probe: Probe, ctx: ProbeContext) -> None:
+    def __init__(self, probe: Probe, ctx: ProbeContext, progress: Progress | None) -> None:
         self.probe = probe
+        self.progress = progress
         self.result: Facts | None = None
         self.error: str | None = None
         self.seconds: float | None = None
@@ -104,6 +106,8 @@ class _ProbeRun:
         except BaseException as exc:  # even a SystemExit in a probe ends as a recorded reason
             self.error = f"{type(exc).__name__}: {exc}"
         self.seconds = round(time.monotonic() - start, 3)
+        if self.progress:  # as it ends, not when its turn to be joined comes
+            self.progress("done", self.probe.name)
 
 
 def collect(ctx: ProbeContext, probes: Sequence[Probe], progress: Progress | None = None) -> Facts:
@@ -123,7 +127,7 @@ def collect(ctx: ProbeContext, probes: Sequence[Probe], progress: Progress | Non
     if not active:
         return facts
     started = time.monotonic()
-    runs = [_ProbeRun(probe, ctx) for probe in active]
+    runs = [_ProbeRun(probe, ctx, progress) for probe in active]
     for run in runs:
         if progress:
             progress("start", run.probe.name)
@@ -141,7 +145,7 @@ def collect(ctx: ProbeContext, probes: Sequence[Probe], progress: Progress | Non
             facts.merge(run.result)
             facts.set(f"probe.{name}.status", "ok")
         facts.set(f"probe.{name}.seconds", run.seconds)  # None: still running when abandoned
-        if progress:
+        if progress and run.thread.is_alive():  # abandoned: it will never say it is done
             progress("done", name)
     return facts
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -21,7 +20,7 @@ from cuda_doctor.commands.options import (
     timeout_option,
 )
 from cuda_doctor.config import load_config
-from cuda_doctor.pipeline import Progress, rejudge, run_check
+from cuda_doctor.pipeline import rejudge, run_check
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.report.check import FORMATS, render
 from cuda_doctor.results import Severity
@@ -109,12 +108,12 @@ def command(
             run_images=run_image,
             nccl=nccl,
         )
-        from cuda_doctor.report.progress import probe_progress
+        from cuda_doctor.report.progress import progress_line
 
-        with probe_progress(fmt == "text") as progress:
-            if progress is not None and ctx.smoke:
-                ctx = ctx.but(smoke_progress=_smoke_steps(progress))
-            report = run_check(ctx, config, select=select, ignore=ignore, progress=progress)
+        with progress_line(fmt == "text") as line:
+            if line is not None:
+                ctx = ctx.but(step_progress=line.step)  # the framework probe's and the smoke run's steps
+            report = run_check(ctx, config, select=select, ignore=ignore, progress=line)
     emit(report, fmt, verbose, fail_on or config.fail_on or "error", save)
 
 
@@ -123,13 +122,6 @@ def _only_judging(**given: object) -> None:
     used = [f"--{name.replace('_', '-')}" for name, value in given.items() if value]
     if used:
         raise click.UsageError(f"{', '.join(used)} cannot be combined with --facts (nothing is probed)")
-
-
-def _smoke_steps(progress: Progress) -> Callable[[str, str], None]:
-    def step(level: str, name: str) -> None:
-        progress("step", f"smoke ({level}): {name}")
-
-    return step
 
 
 def emit(report: Report, fmt: str, verbose: bool, fail_on: str, save: Path | None) -> None:

@@ -13,7 +13,7 @@ from cuda_doctor.knowledge import derive_all
 from cuda_doctor.pipeline import gather
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.report.facts import FORMATS, render
-from cuda_doctor.report.progress import probe_progress
+from cuda_doctor.report.progress import progress_line
 
 
 @click.command("facts")
@@ -35,8 +35,8 @@ def command(
     """
     refuse_fast_python(fast, python)
     ctx = ProbeContext(python=python or sys.executable, timeout=timeout, fast=fast, smoke=not (fast or no_smoke))
-    with probe_progress(fmt == "text" and output is None) as progress:
-        facts = gather(ctx, progress=progress)
+    with progress_line(fmt == "text" and output is None) as line:
+        facts = gather(ctx if line is None else ctx.but(step_progress=line.step), progress=line)
     problems = derive_all(facts) if derived else []
     report = Report(facts=facts, results=[], command="facts", problems=problems)
     terminal = sys.stdout.isatty() and output is None

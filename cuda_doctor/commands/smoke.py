@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -24,30 +22,13 @@ from cuda_doctor.config import Config, load_config
 from cuda_doctor.pipeline import collect, judge_facts, load_probe
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.report.check import FORMATS
+from cuda_doctor.report.progress import ProgressLine, progress_line
 from cuda_doctor.smoke.probe import SmokeProbe
-from cuda_doctor.smoke.runner import ProgressCallback
 
 #: The smoke rules, and the GPU probe whose facts (clock reasons, MIG, UUIDs) they read.
 SMOKE_RULES = ("CD7", "CD101")  # the driver check says why a smoke run could not start
 NCCL_RULES = ("CD8",)
 GPU_PROBE = "cuda_doctor.probes.gpu"
-
-
-@contextlib.contextmanager
-def step_progress(enabled: bool) -> Iterator[ProgressCallback | None]:
-    """The step the smoke child is running, on stderr, only on a terminal."""
-    if not enabled or not (sys.stderr.isatty() and sys.stdout.isatty()):
-        yield None
-        return
-    from rich.console import Console
-
-    console = Console(stderr=True)
-    with console.status("GPU smoke run: starting…") as status:
-
-        def update(level: str, step: str) -> None:
-            status.update(f"GPU smoke run ({level} level): {step}…")
-
-        yield update
 
 
 @click.command("smoke")
@@ -83,16 +64,16 @@ def command(
     """
     config = load_config(config_path, Path.cwd())
     ctx = ProbeContext(python=python or sys.executable, timeout=timeout, smoke_timeout=smoke_timeout, nccl=nccl)
-    with step_progress(fmt == "text") as progress:
-        report = run_smoke_check(ctx, config, progress)
+    with progress_line(fmt == "text") as line:
+        report = run_smoke_check(ctx, config, line)
     emit(report, fmt, verbose, fail_on or config.fail_on or "error", save)
 
 
-def run_smoke_check(ctx: ProbeContext, config: Config, progress: ProgressCallback | None = None) -> Report:
+def run_smoke_check(ctx: ProbeContext, config: Config, line: ProgressLine | None = None) -> Report:
     # The GPU is read idle first, so that the smoke child is not counted as "another process".
     gpu = load_probe(GPU_PROBE)
-    facts = collect(ctx, [gpu]) if gpu is not None else None
-    smoke_facts = collect(ctx.but(smoke_progress=progress), [SmokeProbe()])
+    facts = collect(ctx, [gpu], line) if gpu is not None else None
+    smoke_facts = collect(ctx if line is None else ctx.but(step_progress=line.step), [SmokeProbe()], line)
     if facts is None:
         facts = smoke_facts
     else:
@@ -101,7 +82,7 @@ def run_smoke_check(ctx: ProbeContext, config: Config, progress: ProgressCallbac
     if ctx.nccl:
         from cuda_doctor.nccl.probe import NcclProbe
 
-        facts.merge(collect(ctx, [NcclProbe()]))
+        facts.merge(collect(ctx, [NcclProbe()], line))
         rules = (*SMOKE_RULES, *NCCL_RULES)
     results, problems = judge_facts(facts, config, select=rules)
     # Only the smoke rules: the others would all read "deselected".

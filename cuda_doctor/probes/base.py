@@ -41,8 +41,9 @@ class ProbeContext:
     #: Why the probes --fast (or --no-smoke) leaves out did not run, when no option of the user's
     #: says it: ``exec`` runs the fast check at container start.  None: the options say it.
     skipped_because: str | None = None
-    #: Called with (level, step) whenever a smoke child starts a step (a terminal shows it).
-    smoke_progress: Callable[[str, str], None] | None = field(default=None, compare=False, repr=False)
+    #: Called with (what, step) whenever a child starts a step: ("framework", "import torch"),
+    #: ("smoke, driver level", "cuInit"); a terminal shows it (report/progress.py).
+    step_progress: Callable[[str, str], None] | None = field(default=None, compare=False, repr=False)
     #: Children one probe leaves running for a later phase (the framework probe's torch child).
     handoff: Handoff = field(default_factory=Handoff, compare=False, repr=False)
 

@@ -78,8 +78,16 @@ class FrameworkProbe:
         start_timeout = self.start_timeout(ctx)
         keep = ctx.smoke and ctx.handoff.accepting  # the smoke run will want this torch
         config = json.dumps({"then": "wait" if keep else "exit"})
+        report = ctx.step_progress
         child = children.Child(
-            ctx.python, source, [config], env=ctx.env, timeout=timeout, start_timeout=start_timeout, stdin=keep
+            ctx.python,
+            source,
+            [config],
+            env=ctx.env,
+            timeout=timeout,
+            start_timeout=start_timeout,
+            stdin=keep,
+            on_step=None if report is None else lambda step: report("framework", step),  # "import torch"
         )
         if keep:
             ctx.handoff.leave(TORCH_CHILD, child)  # also when it fails: the smoke run reads why

@@ -26,7 +26,7 @@ from typing import Any
 
 from cuda_doctor.facts import Facts, indexed
 from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.smoke.runner import ChildRun, SmokeRun, run_smoke
+from cuda_doctor.smoke.runner import ChildRun, ProgressCallback, SmokeRun, run_smoke
 
 #: Per-GPU figures the framework level measures, and the step that measures each.
 MEASURED: dict[str, str] = {
@@ -98,13 +98,21 @@ class SmokeProbe:
 
     def collect(self, ctx: ProbeContext) -> Facts:
         try:
-            run = run_smoke(ctx, ctx.smoke_progress)
+            run = run_smoke(ctx, _level_steps(ctx))
         except Exception as exc:  # a broken runner must become a reason, not a traceback
             facts = Facts()
             facts.set("smoke.status", "failed")
             facts.set("smoke.error", f"the smoke run could not start: {type(exc).__name__}: {exc}")
             return facts
         return facts_from_run(run, ctx)
+
+
+def _level_steps(ctx: ProbeContext) -> ProgressCallback | None:
+    """The runner's (level, step) as the context's (what, step)."""
+    report = ctx.step_progress
+    if report is None:
+        return None
+    return lambda level, step: report(f"smoke, {level} level", step)
 
 
 PROBE = SmokeProbe()

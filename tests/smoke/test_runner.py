@@ -186,7 +186,7 @@ def test_the_framework_probes_child_runs_the_smoke_steps(
 ) -> None:
     python, log = _counted(tmp_path, python_without_torch)
     steps: list[tuple[str, str]] = []
-    ctx = ProbeContext(root=fake_root, env=clean_env, python=python, smoke_progress=lambda *s: steps.append(s))
+    ctx = ProbeContext(root=fake_root, env=clean_env, python=python, step_progress=lambda *s: steps.append(s))
     facts = _check(ctx)
     assert facts.get("torch.installed") is False
     assert facts.get("smoke.driver_level.status") == "ok"
@@ -194,7 +194,7 @@ def test_the_framework_probes_child_runs_the_smoke_steps(
     assert facts.get("smoke.framework_level.error") == (
         f"torch is not installed for {python} (ModuleNotFoundError: No module named 'torch')"
     )
-    assert ("framework", "import torch") in steps
+    assert ("smoke, framework level", "import torch") in steps
     assert len(_starts(log)) == 2  # the framework probe's child and the driver-level child, no third
     assert wait_until(lambda: all(gone(pid) for pid in _starts(log)))
 
