@@ -394,6 +394,12 @@ def derive_visible_devices(facts: Facts) -> None:
         return
     facts.set("derived.cvd.problem", found.problem)
     facts.set("derived.cvd.gpu_count", count)
+    # how many GPUs there are to name, in words: also when the count is unknown
+    if isinstance(count, int) and not isinstance(count, bool):
+        here = f"this machine has {count} GPU{'' if count == 1 else 's'}"
+    else:
+        here = f"the number of GPUs here is unknown: {facts.unknown_reason('gpu.count')}"
+    facts.set("derived.cvd.gpus_here", here)
 
 
 def _resolve_device(
