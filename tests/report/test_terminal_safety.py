@@ -57,7 +57,6 @@ def test_printable_escapes_controls_and_keeps_the_rest() -> None:
     assert printable("8× H200 — ✓ [ok]") == "8× H200 — ✓ [ok]"
     assert printable("a\x1b]2;t\x07b") == "a\\x1b]2;t\\x07b"
     assert printable("a\nb\tc") == "a\\x0ab\\x09c"
-    assert printable("a\nb\tc", keep_newlines=True) == "a\nb\\x09c"
     assert printable("\x9b\u202e\u2028") == "\\x9b\\u202e\\u2028"
     assert printable("× ✓", ascii_only=True) == "\\xd7 \\u2713"
 
@@ -225,3 +224,19 @@ def test_a_saved_reports_hostname_in_fleet_and_diff(fake_nvidia_smi: object, tmp
             code, out = doctor([*args, "--format", fmt], fake_nvidia_smi, tmp_path, tty=tty)
             assert code in (0, 1), out
             assert_inert(out)
+
+
+def test_rules_and_explain_of_a_hostile_user_rule_file(fake_nvidia_smi: object, tmp_path: Path) -> None:
+    rules = tmp_path / "my-rules"
+    rules.mkdir()
+    title = json.dumps(HOSTILE)  # \uXXXX escapes, which TOML reads the same way
+    (rules / "CDU001.toml").write_text(
+        f'id = "CDU001"\ntitle = {title}\ncategory = "environment"\nrationale = "r"\n'
+        'links = ["https://example.org"]\n[[outcome]]\nwhen = { fact = "a", equals = 1 }\nmessage = "m"\n',
+        encoding="utf-8",
+    )
+    (tmp_path / "pyproject.toml").write_text('[tool.cuda-doctor]\nrules-dirs = ["my-rules"]\n')
+    for args in (["rules"], ["rules", "--format", "markdown"], ["explain", "CDU001"]):
+        code, out = doctor(args, fake_nvidia_smi, tmp_path)
+        assert code == 0, out
+        assert_inert(out)
