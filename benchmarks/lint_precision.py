@@ -14,9 +14,13 @@ source line the finding points at and n counts repeats of that (repo, path, rule
 A labels file has one JSON object per line: {"key": …, "label": "right" | "wrong" | "debatable",
 "reason": "…", "severity": "warning"} — `severity` (optional) is the severity the finding should have.
 right = an ML engineer would agree it is a real problem and the printed fix is right; wrong = a false
-positive; debatable = reasonable people disagree. Precision is right / labelled ("strict") and
-(right + debatable) / labelled ("lenient"). Labels whose key no longer matches a finding are listed
-by label: a vanished `right` is a lost true positive, a vanished `wrong` a removed false positive.
+positive; debatable = reasonable people disagree. Precision is right / labelled ("strict"),
+(right + debatable) / labelled ("lenient"), and accepted / labelled ("accepted"), where a finding
+is accepted when it is right at the severity it has (the label names no other severity), or
+debatable at info where the label says info is its severity. `--labels` may be given several times
+(an older labels file and one for findings that appeared since; a key labelled in two files is an
+error). Labels whose key no longer matches a finding are listed by label: a vanished `right` is a
+lost true positive, a vanished `wrong` a removed false positive.
 
 `--expected FILE` (JSON lines {"repo", "path", "rule", "line", "why"}; rule "*" for any rule, line a
 number or a list of numbers) reports which findings that should exist are found. `--alone` lints
@@ -234,6 +238,7 @@ class Tally:
     right: int = 0
     wrong: int = 0
     debatable: int = 0
+    accepted: int = 0
 
     @property
     def labelled(self) -> int:
@@ -251,23 +256,43 @@ class Tally:
     def lenient(self) -> float | None:
         return (self.right + self.debatable) / self.labelled if self.labelled else None
 
-    def add(self, label: str | None) -> None:
+    @property
+    def accepted_share(self) -> float | None:
+        return self.accepted / self.labelled if self.labelled else None
+
+    def add(self, label: str | None, accepted: bool = False) -> None:
         self.findings += 1
         if label in LABELS:
             setattr(self, label, getattr(self, label) + 1)
+        self.accepted += accepted
 
 
-def tally(rows: Iterable[tuple[str, str | None]]) -> dict[str, Tally]:
-    """(group, label or None) pairs → a Tally per group, plus the group 'all'."""
+def is_accepted(record: Record, label: Label | None) -> bool:
+    """Right at the severity it has, or debatable at info where the label asks for info."""
+    if label is None:
+        return False
+    if label.label == "right":
+        return label.severity in (None, record.severity)
+    return label.label == "debatable" and record.severity == "info" and label.severity == "info"
+
+
+def tally(rows: Iterable[tuple[str, str | None, bool]]) -> dict[str, Tally]:
+    """(group, label or None, accepted) triples → a Tally per group, plus the group 'all'."""
     out: dict[str, Tally] = defaultdict(Tally)
-    for group, label in rows:
-        out[group].add(label)
-        out["all"].add(label)
+    for group, label, accepted in rows:
+        out[group].add(label, accepted)
+        out["all"].add(label, accepted)
     return dict(out)
 
 
-def read_labels(path: Path) -> dict[str, Label]:
+def read_labels(paths: Sequence[Path]) -> dict[str, Label]:
     labels: dict[str, Label] = {}
+    for path in paths:
+        _read_labels_file(path, labels)
+    return labels
+
+
+def _read_labels_file(path: Path, labels: dict[str, Label]) -> None:
     with path.open(encoding="utf-8") as handle:
         for number, text in enumerate(handle, start=1):
             if not text.strip():
@@ -281,7 +306,6 @@ def read_labels(path: Path) -> dict[str, Label]:
             if key in labels:
                 raise ValueError(f"{path}:{number}: key labelled twice: {key}")
             labels[key] = Label(key, item["label"], str(item.get("reason", "")), item.get("severity"))
-    return labels
 
 
 # -- output --------------------------------------------------------------------------------
@@ -325,18 +349,30 @@ def print_counts(runs: Sequence[LintRun]) -> None:
 def print_precision(records: Sequence[Record], labels: dict[str, Label]) -> None:
     def rows(groups: dict[str, Tally], order: Sequence[str]) -> list[list[object]]:
         return [
-            [g, t.findings, t.labelled, t.right, t.debatable, t.wrong, percent(t.strict), percent(t.lenient)]
+            [
+                g,
+                t.findings,
+                t.labelled,
+                t.right,
+                t.debatable,
+                t.wrong,
+                percent(t.strict),
+                percent(t.lenient),
+                t.accepted,
+                percent(t.accepted_share),
+            ]
             for g in order
             if (t := groups.get(g))
         ]
 
-    header = ["", "findings", "labelled", "right", "debatable", "wrong", "precision", "+debatable"]
+    header = ["", "findings", "labelled", "right", "debatable", "wrong", "precision", "+debatable", "accepted", "acc%"]
     label_of = {r.key: labels[r.key].label if r.key in labels else None for r in records}
-    by_rule = tally((r.rule, label_of[r.key]) for r in records)
+    ok = {r.key: is_accepted(r, labels.get(r.key)) for r in records}
+    by_rule = tally((r.rule, label_of[r.key], ok[r.key]) for r in records)
     print_table("Precision per rule", ["rule", *header[1:]], rows(by_rule, [*sorted(by_rule.keys() - {"all"}), "all"]))
-    by_severity = tally((r.severity, label_of[r.key]) for r in records)
+    by_severity = tally((r.severity, label_of[r.key], ok[r.key]) for r in records)
     print_table("Precision per severity", ["severity", *header[1:]], rows(by_severity, [*SEVERITIES, "all"]))
-    by_repo = tally((r.repo, label_of[r.key]) for r in records)
+    by_repo = tally((r.repo, label_of[r.key], ok[r.key]) for r in records)
     print_table(
         "Precision per repository",
         ["repository", *header[1:]],
@@ -344,6 +380,15 @@ def print_precision(records: Sequence[Record], labels: dict[str, Label]) -> None
     )
     print_severity_disagreements(records, labels)
     print_vanished(records, labels)
+    print_unlabelled(records, labels)
+
+
+def print_unlabelled(records: Sequence[Record], labels: dict[str, Label], shown: int = 20) -> None:
+    missing = [r for r in records if r.key not in labels]
+    if missing:
+        print(f"\nFindings without a label: {len(missing)}")
+        for r in missing[:shown]:
+            print(f"  {r.key}  {r.severity}  {r.message[:90]}")
 
 
 def print_severity_disagreements(records: Sequence[Record], labels: dict[str, Label]) -> None:
@@ -583,7 +628,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("-j", "--jobs", type=int, default=0, help="lint's --jobs for a whole checkout (0: one per CPU)")
     parser.add_argument("--dump", type=Path, metavar="FILE", help="write every finding as JSON lines, for labelling")
     parser.add_argument("--context", type=int, default=3, help="source lines each side of a finding in --dump")
-    parser.add_argument("--labels", type=Path, metavar="FILE", help="labels (JSON lines): print precision")
+    parser.add_argument(
+        "--labels", type=Path, action="append", metavar="FILE", help="labels (JSON lines): print precision; repeatable"
+    )
     parser.add_argument("--expected", type=Path, metavar="FILE", help="findings that should exist (JSON lines)")
     parser.add_argument("--alone", action="store_true", help="also lint each file alone and compare")
     parser.add_argument(

@@ -17,6 +17,8 @@ DETECTORS: dict[str, str] = {
     "dataloader_num_workers": "CDL008",
     "dataloader_pin_memory": "CDL009",
     "cudnn_benchmark": "CDL010",
+    "visible_devices_after_cuda_init": "CDL011",
+    "jax_removed_api": "CDL012",
     "cuda_tag_format": "CDL101",  # CDL101-CDL105: dockerfile
     "cuda_tag_deleted": "CDL102",
     "cuda_tag_unsupported": "CDL103",

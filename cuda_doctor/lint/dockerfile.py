@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cuda_doctor.container import tags
 from cuda_doctor.lint.findings import Hit
-from cuda_doctor.lint.python_ast import LAUNCH_RE
+from cuda_doctor.lint.pyscan import LAUNCH_RE
 from cuda_doctor.lint.requirements import (
     TorchPin,
     check_pin,
@@ -35,12 +35,8 @@ class Instruction:
 
 def instructions(text: str) -> list[Instruction]:
     """Logical instructions: continuations joined, comment lines dropped, heredocs kept in RUN."""
-    escape = "\\"
     lines = text.splitlines()
-    head = lines[0] if lines else ""
-    directive = re.match(r"#\s*escape\s*=\s*(\S)", head)
-    if directive:
-        escape = directive.group(1)
+    escape = _escape_directive(lines)
     out: list[Instruction] = []
     index = 0
     while index < len(lines):
@@ -72,6 +68,21 @@ def instructions(text: str) -> list[Instruction]:
     return out
 
 
+PARSER_DIRECTIVE = re.compile(r"^#\s*([a-zA-Z][\w-]*)\s*=\s*(\S+)\s*$")
+
+
+def _escape_directive(lines: list[str]) -> str:
+    """The escape character: ``# escape=`` among the parser directives, which are the comment
+    lines of the form ``# key=value`` at the very top (the first other line ends them)."""
+    for line in lines:
+        match = PARSER_DIRECTIVE.match(line.strip())
+        if match is None:
+            break
+        if match.group(1).lower() == "escape" and match.group(2) in ("\\", "`"):
+            return match.group(2)
+    return "\\"
+
+
 def substitute(text: str, values: dict[str, str]) -> str | None:
     """Expand ``$VAR`` / ``${VAR}`` / ``${VAR:-default}``; None when a variable has no value."""
     missing = False
@@ -100,6 +111,47 @@ def _arg_assignments(args: str) -> dict[str, str | None]:
         name, eq, value = word.partition("=")
         out[name] = value.strip("\"'") if eq else None
     return out
+
+
+def _declare(args: str, known: dict[str, str], target: dict[str, str], fallback: dict[str, str]) -> None:
+    """ARG/ENV: a default is expanded with the values declared before it (as Docker does); a
+    default that names an unknown variable (a cycle, a build argument without a default) makes
+    the variable unknown, so that nothing built from it is judged."""
+    for name, value in _arg_assignments(args).items():
+        if value is None:
+            if name in fallback:  # re-declared in a stage: takes the global default
+                target[name] = fallback[name]
+            continue
+        expanded = substitute(value, known)
+        if expanded is None:
+            target.pop(name, None)
+        else:
+            target[name] = expanded
+        known = {**known, **target}
+
+
+def base_image_reference(text: str) -> str | None:
+    """The base image of the last stage (stage names followed, ARG defaults substituted), or
+    None when it cannot be resolved."""
+    global_args: dict[str, str] = {}
+    by_name: dict[str, str | None] = {}
+    last: str | None = None
+    for ins in instructions(text):
+        if ins.keyword == "ARG" and not by_name and last is None:
+            _declare(ins.args, global_args, global_args, {})
+        elif ins.keyword == "FROM":
+            words = [w for w in ins.args.split() if not w.startswith("--")]
+            if not words:
+                return None
+            reference = substitute(words[0], global_args)
+            if reference is not None and "$" in reference:
+                reference = None
+            if reference is not None and reference.lower() in by_name:
+                reference = by_name[reference.lower()]
+            last = reference
+            if len(words) >= 3 and words[1].upper() == "AS":
+                by_name[words[2].lower()] = reference
+    return last
 
 
 @dataclass
@@ -204,17 +256,13 @@ def lint_dockerfile(text: str, path: Path, read_file: ReadFile) -> list[Hit]:
     by_name: dict[str, Stage] = {}
     for ins in instructions(text):
         if ins.keyword == "ARG":
-            for name, value in _arg_assignments(ins.args).items():
-                target = stage_args if stages else global_args
-                if value is not None:
-                    target[name] = value
-                elif name in global_args:  # re-declared in a stage: takes the global default
-                    target[name] = global_args[name]
+            if stages:
+                _declare(ins.args, {**global_args, **stage_args}, stage_args, global_args)
+            else:
+                _declare(ins.args, global_args, global_args, {})
             continue
         if ins.keyword == "ENV" and stages:
-            for name, value in _arg_assignments(ins.args).items():
-                if value is not None:
-                    stage_args[name] = value
+            _declare(ins.args, {**global_args, **stage_args}, stage_args, {})
             continue
         if ins.keyword == "FROM":
             stage_args = {}
@@ -259,8 +307,8 @@ def _from(ins: Instruction, global_args: dict[str, str], by_name: dict[str, Stag
     if not words:
         return Stage(None, None, name)
     reference = substitute(words[0], global_args)
-    if reference is None or not reference:
-        return Stage(None, None, name)  # a build-arg without a default: cannot tell
+    if reference is None or not reference or "$" in reference:
+        return Stage(None, None, name)  # a build-arg without a default, or a cycle: cannot tell
     if reference.lower() == "scratch":
         return Stage(None, None, name)
     if reference.lower() in by_name:
@@ -295,12 +343,21 @@ def _base_image(stage: Stage, by_name: dict[str, Stage]) -> Image | None:
     return stage.image
 
 
+def _has_nvcc(image: Image) -> bool:
+    """Whether the image has a CUDA compiler, so that extensions are built against its CUDA:
+    nvidia/cuda and pytorch/pytorch ``devel`` tags, and NGC's framework images. A pip torch
+    wheel brings its own CUDA libraries, so in a runtime image the image's CUDA is unused."""
+    if image.repository == NGC_PYTORCH:
+        return True
+    return image.tag is not None and "devel" in image.tag
+
+
 def _mismatches(stage: Stage, by_name: dict[str, Stage]) -> list[Hit]:
     image = _base_image(stage, by_name)
     if image is None:
         return []
     cuda = image_cuda(image)
-    if cuda is None:
+    if cuda is None or not _has_nvcc(image):
         return []
     image_mm = ".".join(cuda.split(".")[:2])
     hits: list[Hit] = []

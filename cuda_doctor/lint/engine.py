@@ -24,9 +24,12 @@ from cuda_doctor.lint.detectors import DETECTORS
 from cuda_doctor.lint.dockerfile import lint_dockerfile
 from cuda_doctor.lint.findings import Finding, Hit
 from cuda_doctor.lint.notebook import NotebookError, lint_notebook
-from cuda_doctor.lint.python_ast import ProjectFlags, has_loop_tokens, lint_source, needs_ast
-from cuda_doctor.lint.requirements import lint_pyproject, lint_requirements, project_torch
+from cuda_doctor.lint.prefilter import needs_ast
+from cuda_doctor.lint.project import ProjectContext, ProjectFinder, read_small_text
+from cuda_doctor.lint.python_ast import launch_for_project, lint_source
+from cuda_doctor.lint.requirements import lint_pyproject, lint_requirements
 from cuda_doctor.lint.shell import lint_shell
+from cuda_doctor.lint.workflow import lint_workflow
 from cuda_doctor.results import Severity
 from cuda_doctor.rules import Rule, render_template
 from cuda_doctor.selection import selected_ids
@@ -35,7 +38,6 @@ MAX_BYTES = 5 * 1024 * 1024
 PARALLEL_MIN_BYTES = 8 * 1024 * 1024  # below this, starting workers costs more than it saves
 SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "dist-packages"})
 SUPPRESS = re.compile(r"cuda-doctor:\s*ignore(?:\[(?P<ids>[A-Za-z0-9_,\s]+)\])?")
-PROJECT_SCAN_LIMIT = 5000
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,10 @@ def builtin_rules() -> Mapping[str, Rule]:
 
 
 def kind_of(path: Path, explicit: bool) -> str | None:
-    name = path.name
+    return _kind(path.name, path.parent.name, path.parent.parent.name, explicit)
+
+
+def _kind(name: str, parent: str, grandparent: str, explicit: bool) -> str | None:
     lower = name.lower()
     if lower.endswith((".py", ".pyw")):
         return "python"
@@ -90,12 +95,12 @@ def kind_of(path: Path, explicit: bool) -> str | None:
         return "dockerfile"
     if lower == "pyproject.toml":
         return "pyproject"
-    if lower.endswith((".txt", ".in")) and (
-        "requirements" in lower or "constraints" in lower or path.parent.name == "requirements"
-    ):
+    if lower.endswith((".txt", ".in")) and ("requirements" in lower or "constraints" in lower or parent == "requirements"):
         return "requirements"
     if lower.endswith((".sh", ".bash")):
         return "shell"
+    if lower.endswith((".yml", ".yaml")) and parent == "workflows" and grandparent == ".github":
+        return "workflow"
     if explicit and "." not in name:
         return "script"  # decided by its #! line once read
     return None
@@ -152,26 +157,33 @@ def _walk(root: Path, seen: set[tuple[int, int]], top: Path, exclude: Sequence[s
     except OSError as exc:
         yield Target(root, None, _os_reason(exc))
         return
+    parent, grandparent = root.name, root.parent.name
     for entry in entries:
-        path = Path(entry.path)
-        if excluded(path.relative_to(top), exclude):
+        name = entry.name
+        if exclude and excluded(Path(entry.path).relative_to(top), exclude):
             continue
         try:
             is_dir = entry.is_dir()
         except OSError as exc:
-            yield Target(path, kind_of(path, False), _os_reason(exc))
+            yield Target(Path(entry.path), _kind(name, parent, grandparent, False), _os_reason(exc))
             continue
         if is_dir:
-            if entry.name.startswith(".") or entry.name in SKIP_DIRS:
+            if name == ".github":
+                workflows = os.path.join(entry.path, "workflows")
+                if os.path.isdir(workflows):
+                    yield from _walk(Path(workflows), seen, top, exclude)  # CI workflows only
+                continue
+            if name.startswith(".") or name in SKIP_DIRS:
                 continue
             # os.path.exists, not Path.exists: before Python 3.13 the latter raises on EACCES
-            if os.path.exists(path / "pyvenv.cfg"):
+            if os.path.exists(os.path.join(entry.path, "pyvenv.cfg")):
                 continue  # a virtual environment
-            yield from _walk(path, seen, top, exclude)
+            yield from _walk(Path(entry.path), seen, top, exclude)
             continue
-        kind = kind_of(path, False)
+        kind = _kind(name, parent, grandparent, False)
         if kind is None:
             continue
+        path = Path(entry.path)
         if entry.is_symlink() and not os.path.exists(path):
             yield Target(path, kind, _broken_link_reason(path))
             continue
@@ -223,9 +235,11 @@ def read_source(target: Target, max_bytes: int) -> Source | Hit:
             data = handle.read(max_bytes + 1)
     except OSError as exc:
         return Hit.make("CDL000", 1, 1, reason=_os_reason(exc))
+    if target.kind is None:
+        return Source(path, "none", data, "")  # named on the command line, but no kind lint reads
     if b"\0" in data[:8192]:
         return Hit.make("CDL000", 1, 1, reason="binary file (contains NUL bytes)")
-    kind = target.kind or "python"
+    kind = target.kind
     if kind == "script":
         first = data.split(b"\n", 1)[0]
         if first.startswith(b"#!") and b"python" in first:
@@ -256,57 +270,14 @@ def _declared_encoding(data: bytes) -> str | None:
     return None if encoding in ("utf-8", "utf-8-sig") else encoding
 
 
-# -- project-wide mentions ----------------------------------------------------------------
-
-
-def project_root(path: Path) -> Path | None:
-    for directory in _real(path).parents:
-        if any(os.path.exists(directory / marker) for marker in (".git", "pyproject.toml", "setup.py")):
-            return directory
-    return None
-
-
-def scan_project(root: Path, already: set[Path]) -> ProjectFlags:
-    """What the rest of the project (files not linted now) mentions; bounded in file count."""
-    flags = ProjectFlags()
-    count = 0
-    for target in discover([root]):
-        if target.kind not in ("python", "notebook") or target.problem:
-            continue
-        resolved = _real(target.path)
-        if resolved in already:
-            continue
-        count += 1
-        if count > PROJECT_SCAN_LIMIT:
-            break
-        source = read_source(target, MAX_BYTES)
-        if isinstance(source, Hit):
-            continue  # a file of the wider project we cannot read changes nothing here
-        flags = flags | ProjectFlags.of(source.data)
-        if flags.amp and flags.grad_scaler and flags.cudnn_benchmark:
-            break
-    return flags
-
-
 # -- linting one file ---------------------------------------------------------------------
 
 
-def _read_small_text(path: Path) -> str | None:
-    """A regular file of at most MAX_BYTES as UTF-8, else None (a FIFO or a device named by
-    ``pip install -r`` would block or never end)."""
-    try:
-        info = path.stat()
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BYTES:
-            return None
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def lint_one(kind: str, path: Path, text: str, project: ProjectFlags) -> list[Hit]:
+def lint_one(kind: str, path: Path, text: str, context: ProjectContext, pin: tuple[str, str] | None) -> list[Hit]:
+    """``pin``: (release, as written) of the exact torch pin of the file's project (CDL201)."""
     if kind == "python":
         try:
-            return lint_source(text, str(path), project)
+            return lint_source(text, context.relative(path), context)
         except SyntaxError as exc:
             line, column = exc.lineno or 1, exc.offset or 1
             return [
@@ -316,12 +287,11 @@ def lint_one(kind: str, path: Path, text: str, project: ProjectFlags) -> list[Hi
             return [Hit.make("CDL000", 1, 1, reason=f"cannot parse: {type(exc).__name__}")]
     if kind == "notebook":
         try:
-            return lint_notebook(text, project)
+            return lint_notebook(text, context, context.relative(path))
         except NotebookError as exc:
             return [Hit.make("CDL000", 1, 1, reason=str(exc))]
     if kind == "dockerfile":
-        return lint_dockerfile(text, path, _read_small_text)
-    pin = (project.torch_release, project.torch_release_from) if project.torch_release else None
+        return lint_dockerfile(text, path, read_small_text)
     if kind == "requirements":
         return lint_requirements(text, pin)
     if kind == "pyproject":
@@ -331,22 +301,29 @@ def lint_one(kind: str, path: Path, text: str, project: ProjectFlags) -> list[Hi
             return [Hit.make("CDL000", 1, 1, reason=f"not valid TOML: {exc}")]
     if kind == "shell":
         return lint_shell(text)
+    if kind == "workflow":
+        return lint_workflow(text)
     return []
 
 
-def _guarded(kind: str, path: Path, text: str, project: ProjectFlags) -> list[Hit]:
+Task = tuple[str, str, str, ProjectContext, "tuple[str, str] | None"]
+
+
+def _guarded(kind: str, path: Path, text: str, context: ProjectContext, pin: tuple[str, str] | None) -> list[Hit]:
     """Error isolation: a detector bug on one file is a finding, never a crash."""
     try:
-        return lint_one(kind, path, text, project)
+        hits = lint_one(kind, path, text, context, pin)
+        # the launcher is deprecated, and torchrun there, only from a torch release on
+        return [launch_for_project(h, context.torch) if h.rule_id == "CDL006" else h for h in hits]
     except Exception as exc:
         return [
             Hit.make("CDL000", 1, 1, severity=Severity.ERROR, reason=f"internal error: {type(exc).__name__}: {exc}")
         ]
 
 
-def _worker(task: tuple[str, str, str, ProjectFlags]) -> list[Hit]:
-    kind, path, text, project = task
-    return _guarded(kind, Path(path), text, project)
+def _worker(task: Task) -> list[Hit]:
+    kind, path, text, context, pin = task
+    return _guarded(kind, Path(path), text, context, pin)
 
 
 # -- the run ------------------------------------------------------------------------------
@@ -369,20 +346,17 @@ def lint_paths(
         elif got.kind != "none":
             sources.append(got)
 
-    project = ProjectFlags()
-    for source in sources:
-        if source.kind in ("python", "notebook"):
-            project = project | ProjectFlags.of(source.data)
-    project = _widen(project, sources) | _torch_pins(sources)
-
-    tasks: list[tuple[str, str, str, ProjectFlags]] = []
+    finder = ProjectFinder()
+    tasks: list[Task] = []
     parsed = 0
     for source in sources:
-        if source.kind == "python" and not needs_ast(source.data, project):
+        context = finder.context(source.path)
+        if source.kind == "python" and not needs_ast(source.data, context.relative(source.path)):
             continue
         parsed += source.kind == "python"
-        tasks.append((source.kind, str(source.path), source.text, project))
-    for (_, path, _, _), hits in zip(tasks, _run(tasks, options.jobs), strict=True):
+        pin = context.torch.exact() if source.kind in ("requirements", "pyproject") else None
+        tasks.append((source.kind, str(source.path), source.text, context, pin))
+    for (_, path, _, _, _), hits in zip(tasks, _run(tasks, options.jobs), strict=True):
         raw.extend((Path(path), hit) for hit in hits)
 
     # split once per file that mentions a suppression, not once per hit
@@ -401,61 +375,7 @@ def lint_paths(
     return LintReport(findings, files, parsed, rules)
 
 
-def _widen(project: ProjectFlags, sources: list[Source]) -> ProjectFlags:
-    """'Anywhere in the project' includes files not passed (pre-commit passes changed files only)."""
-    if project.amp and project.grad_scaler and project.cudnn_benchmark:
-        return project
-    candidates = [s for s in sources if s.kind in ("python", "notebook") and has_loop_tokens(s.data)]
-    if not candidates:
-        return project
-    already = {_real(s.path) for s in sources}
-    roots = {root for s in candidates if (root := project_root(s.path)) is not None}
-    for root in sorted(roots):
-        project = project | scan_project(root, already)
-    return project
-
-
-DEPENDENCY_KINDS = ("requirements", "pyproject")
-
-
-def _torch_pins(sources: list[Source]) -> ProjectFlags:
-    """The torch release the project pins: in the dependency files linted, else in those next to
-    the linted files and at their project root (requirements*.txt, requirements/*.txt,
-    pyproject.toml), read the way CDL201 reads them."""
-    files: list[tuple[str, str, str]] = [(s.path.name, s.kind, s.text) for s in sources if s.kind in DEPENDENCY_KINDS]
-    seen = {_real(s.path) for s in sources}
-    folders: dict[Path, None] = {}  # ordered, and a look-up per folder instead of a list scan
-    by_parent = {s.path.parent: s.path for s in sources}  # one root look-up per folder
-    for path in by_parent.values():
-        for folder in (path.parent, project_root(path)):
-            if folder is not None:
-                folders.setdefault(folder)
-    for folder in folders:
-        for path in _dependency_files(folder):
-            resolved = _real(path)
-            if resolved in seen:
-                continue
-            seen.add(resolved)
-            text = _read_small_text(path)
-            if text is not None:
-                files.append((path.name, kind_of(path, False) or "", text))
-    found = project_torch(files)
-    return ProjectFlags(
-        torch_release=found.release or "",
-        torch_release_from=found.release_from or "",
-        torch_below_2_4_from=found.below_2_4_from or "",
-    )
-
-
-def _dependency_files(folder: Path) -> list[Path]:
-    try:
-        candidates = sorted([*folder.iterdir(), *(folder / "requirements").glob("*.txt")])
-    except OSError:
-        return []  # an unreadable folder holds no pin we can use
-    return [p for p in candidates if kind_of(p, False) in DEPENDENCY_KINDS and os.path.isfile(p)]
-
-
-def _run(tasks: list[tuple[str, str, str, ProjectFlags]], jobs: int) -> Iterable[list[Hit]]:
+def _run(tasks: list[Task], jobs: int) -> Iterable[list[Hit]]:
     workers = jobs or (os.cpu_count() or 1)
     size = sum(len(t[2]) for t in tasks)
     if workers <= 1 or size < PARALLEL_MIN_BYTES or len(tasks) < 4:
@@ -516,8 +436,3 @@ def _display(path: Path) -> str:
     return path.as_posix() if relative.startswith("..") else Path(relative).as_posix()
 
 
-def _real(path: Path) -> Path:
-    try:
-        return path.resolve()
-    except (OSError, RuntimeError):  # a symlink loop: Python 3.11 raises RuntimeError
-        return path.absolute()

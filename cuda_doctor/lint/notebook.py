@@ -1,13 +1,17 @@
-"""Jupyter notebooks: code cells checked as Python, ``!`` lines as shell; lines point into the JSON."""
+"""Jupyter notebooks: code cells checked as Python once IPython's syntax is taken out (ipython.py),
+shell lines and ``%%bash`` cells as shell; lines point into the JSON file."""
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 from dataclasses import dataclass
 
 from cuda_doctor.lint.findings import Hit
-from cuda_doctor.lint.python_ast import ProjectFlags, analyse
+from cuda_doctor.lint.ipython import PYTHON_CELL_MAGICS, SHELL_CELL_MAGICS, cell_magic, transform_cell
+from cuda_doctor.lint.project import ProjectContext
+from cuda_doctor.lint.python_ast import FileInfo, analyse
 from cuda_doctor.lint.shell import check_command
 
 
@@ -39,15 +43,17 @@ def _cells(raw: str) -> list[_Cell]:
         source = cell.get("source", "")
         lines = source if isinstance(source, list) else str(source).splitlines(keepends=True)
         lines = [str(line) for line in lines]
+        # a list item may hold several lines: one entry per line, so that line numbers hold
+        split = [part for line in lines for part in (line.splitlines(keepends=True) or [line])]
         file_lines: list[int] = []
-        for line in lines:
+        for line in split:
             # after the line just placed: a source line is also found inside the JSON line of
             # an earlier one that contains it ("x" in "x = f(x)"); one that is not found further
             # on shares the line (a cell source written as one string)
             found = _locate(raw_lines, cursor + 1, line)
             cursor = max(cursor, 0) if found is None else found
             file_lines.append(cursor + 1)
-        out.append(_Cell(number, lines, file_lines))
+        out.append(_Cell(number, split, file_lines))
     return out
 
 
@@ -60,47 +66,64 @@ def _locate(raw_lines: list[str], start: int, line: str) -> int | None:
     return None
 
 
-def lint_notebook(raw: str, project: ProjectFlags) -> list[Hit]:
+def lint_notebook(raw: str, context: ProjectContext, path: str = "notebook.ipynb") -> list[Hit]:
     hits: list[Hit] = []
     python: list[str] = []
     mapping: list[int] = []  # combined python line (0-based) → JSON line
     for cell in _cells(raw):
-        first = cell.lines[0].strip() if cell.lines else ""
-        if first.startswith("%%"):
-            if first.startswith(("%%bash", "%%sh", "%%script")):
-                for text, file_line in zip(cell.lines[1:], cell.file_lines[1:], strict=True):
+        if not cell.lines:
+            continue
+        magic = cell_magic(cell.lines[0])
+        lines, file_lines = cell.lines, cell.file_lines
+        if magic is not None:
+            if magic in SHELL_CELL_MAGICS:
+                for text, file_line in zip(lines[1:], file_lines[1:], strict=True):
                     hits.extend(_relocate(check_command(text, 1), file_line))
-            continue
-        cell_source: list[str] = []
-        for text, file_line in zip(cell.lines, cell.file_lines, strict=True):
-            stripped = text.strip()
-            if stripped.startswith("!"):
-                hits.extend(_relocate(check_command(stripped[1:], 1), file_line))
-                cell_source.append("\n")
-            elif stripped.startswith("%") or stripped.endswith("?"):
-                cell_source.append("\n")  # IPython magics and help are not Python
-            else:
-                cell_source.append(text if text.endswith("\n") else text + "\n")
+            if magic not in PYTHON_CELL_MAGICS:
+                continue  # another language (html, writefile, sql …): not Python
+            lines = ["\n", *lines[1:]]
+        transformed = transform_cell(lines)
+        for index, command in transformed.commands:
+            hits.extend(_relocate(check_command(command, 1), file_lines[index]))
+        source = [line + "\n" for line in transformed.lines]
         try:
-            ast.parse("".join(cell_source))
+            ast.parse("".join(source))
         except SyntaxError as exc:
-            line = (
-                cell.file_lines[min(max((exc.lineno or 1) - 1, 0), len(cell.file_lines) - 1)] if cell.file_lines else 1
-            )
-            hits.append(
-                Hit.make(
-                    "CDL000", line, 1, reason=f"cell {cell.index}: syntax error: {exc.msg}; this cell was not checked"
-                )
-            )
+            if not not_code(transformed.lines, exc):
+                line = file_lines[min(max((exc.lineno or 1) - 1, 0), len(file_lines) - 1)]
+                reason = f"cell {cell.index}: syntax error: {exc.msg}; this cell was not checked"
+                hits.append(Hit.make("CDL000", line, 1, reason=reason))
             continue
-        python.extend(cell_source)
-        mapping.extend(cell.file_lines)
+        python.extend(source)
+        mapping.extend(file_lines)
     if python:
         tree = ast.parse("".join(python))
-        for hit in analyse(tree, project):
+        info = FileInfo(path, raw.encode("utf-8", "surrogateescape"), notebook=True)
+        for hit in analyse(tree, context, info):
             index = min(hit.line - 1, len(mapping) - 1)
             hits.append(_relocate([hit], mapping[index])[0])
     return hits
+
+
+# A cell of a documentation notebook that holds no code to run: an output pasted into the cell, a
+# placeholder to fill in, a Markdown fence or doctest left by a docs-to-notebook converter.  It
+# fails when run as it stands, but nobody means to run it; the linter cannot check it either way.
+PLACEHOLDER = re.compile(r"<[A-Za-z][\w\- .]*>|\.\.\.\s*\)|`{3,}|^\s*>>>")
+PROSE_LINE = re.compile(r"^\s*[\"']?[A-Z][a-z]+[,:!]?( +[\w'’,!?.:;-]+){4,}")
+LABEL_LINE = re.compile(r"^[A-Z]\w*: +\S+( +\S+){2,}")
+REPR_OPEN = re.compile(r"^[A-Z]\w*\s*\{\s*$|^\w+\(.*\b(grad_fn|dtype|device)=")
+
+
+def not_code(lines: list[str], exc: SyntaxError) -> bool:
+    line = lines[(exc.lineno or 1) - 1] if 0 < (exc.lineno or 0) <= len(lines) else ""
+    if PLACEHOLDER.search(line) or any(re.search(r"`{3,}|<[A-Z][A-Z\-_ ]*>", other) for other in lines):
+        return True
+    if REPR_OPEN.search(line) or LABEL_LINE.match(line):
+        return True
+    message = exc.msg or ""
+    if message.startswith("unterminated string literal") and PROSE_LINE.match(line) and not line.startswith((" ", "\t")):
+        return True  # a line of pasted text at the start of a line
+    return False
 
 
 def _relocate(hits: list[Hit], file_line: int) -> list[Hit]:

@@ -1,61 +1,23 @@
-"""Python source checks, by AST (stdlib ``ast``): one walk collects everything a rule needs."""
+"""Python source checks: one scan of the tree (pyscan), then each rule's conclusion from it.
+
+A rule that is about a script (no mixed precision, DataLoader settings, cudnn.benchmark) is
+judged on the file alone, so that a file gets the same findings linted alone (as pre-commit does)
+as with its whole repository; a version-dependent rule (deprecated APIs) reads the file's
+project (project.py) for the release it runs on.
+"""
 
 from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from cuda_doctor.lint import apis
+from cuda_doctor.lint.dataloaders import loader_hits
 from cuda_doctor.lint.findings import Hit
+from cuda_doctor.lint.project import FrameworkSource, ProjectContext
+from cuda_doctor.lint.pyscan import Ref, Scan, scan_tree
 from cuda_doctor.results import Severity
-
-# torch.cuda.amp / torch.cpu.amp → torch.amp (FutureWarning since torch 2.4).
-DEPRECATED_TORCH_AMP = {
-    "torch.cuda.amp.autocast": 'torch.amp.autocast("cuda", ...)',
-    "torch.cuda.amp.GradScaler": 'torch.amp.GradScaler("cuda", ...)',
-    "torch.cuda.amp.custom_fwd": 'torch.amp.custom_fwd(device_type="cuda")',
-    "torch.cuda.amp.custom_bwd": 'torch.amp.custom_bwd(device_type="cuda")',
-    "torch.cpu.amp.autocast": 'torch.amp.autocast("cpu", ...)',
-    "torch.cpu.amp.GradScaler": 'torch.amp.GradScaler("cpu", ...)',
-}
-TF_EXPERIMENTAL_PREFIXES = (
-    "tensorflow.keras.mixed_precision.experimental",
-    "tf.keras.mixed_precision.experimental",
-    "keras.mixed_precision.experimental",
-)
-TF_REPLACEMENTS = {
-    "set_policy": "tf.keras.mixed_precision.set_global_policy",
-    "global_policy": "tf.keras.mixed_precision.global_policy",
-    "Policy": "tf.keras.mixed_precision.Policy",
-    "LossScaleOptimizer": "tf.keras.mixed_precision.LossScaleOptimizer",
-}
-AUTOCAST = {
-    "torch.autocast": None,
-    "torch.amp.autocast": None,
-    "torch.amp.autocast_mode.autocast": None,
-    "torch.cuda.amp.autocast": "cuda",
-    "torch.cpu.amp.autocast": "cpu",
-}
-GRAD_SCALERS = (
-    "torch.amp.GradScaler",
-    "torch.cuda.amp.GradScaler",
-    "torch.cpu.amp.GradScaler",
-    "torch.amp.grad_scaler.GradScaler",
-    "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
-)
-LOW_PRECISION = {
-    "torch.float16": "float16",
-    "torch.half": "float16",
-    "torch.bfloat16": "bfloat16",
-}
-DATALOADERS = ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
-CONV_LAYERS = frozenset(
-    f"torch.nn.{kind}{n}d" for kind in ("Conv", "ConvTranspose", "LazyConv") for n in (1, 2, 3)
-)  # cuDNN picks an algorithm for each: what cudnn.benchmark speeds up
-TF_AMP_NAMES = ("set_global_policy", "mixed_precision.Policy", "mixed_precision.set_policy")
-LAUNCH_MODULE = "torch.distributed.launch"
-LAUNCH_RE = re.compile(r"-m\s+torch\.distributed\.launch\b")
-LOCAL_RANK_FLAGS = ("--local_rank", "--local-rank")
 
 TORCH_AMP_FIX = (
     'wrap the forward pass and the loss in `with torch.autocast("cuda", dtype=torch.bfloat16):` '
@@ -66,425 +28,260 @@ TF_AMP_FIX = (
     '"mixed_bfloat16" on Ampere or newer) before building the model'
 )
 
-
-def dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
-@dataclass
-class _State:
-    aliases: dict[str, str] = field(default_factory=dict)
-    frameworks: set[str] = field(default_factory=set)
-    hits: list[Hit] = field(default_factory=list)
-    uses_cuda: bool = False
-    uses_amp: bool = False
-    grad_scalers: list[ast.Call] = field(default_factory=list)
-    autocasts: list[tuple[ast.Call, str | None]] = field(default_factory=list)  # dtype or None=unknown
-    loops: list[tuple[int, int, str, str]] = field(default_factory=list)  # line, col, framework, call
-    fit_calls: list[ast.Call] = field(default_factory=list)
-    dataloaders: list[ast.Call] = field(default_factory=list)
-    convs: list[tuple[ast.AST, str]] = field(default_factory=list)
-    sets_benchmark: bool = False
-    project_pin: str = ""  # a torch requirement of the project that allows no torch >= 2.4
-
-    def resolve(self, name: str) -> str:
-        head, _, rest = name.partition(".")
-        base = self.aliases.get(head)
-        if base is None:
-            return name
-        return f"{base}.{rest}" if rest else base
+# Evidence, in the file's bytes, that precision is chosen on purpose (or elsewhere: a wrapper,
+# a launcher flag, a config file): CDL003 stays silent.  Plain substrings, shared with the
+# byte pre-filter so that both judge a file alike.
+AMP_EVIDENCE = (
+    b"autocast", b"GradScaler", b"mixed_precision", b"set_global_policy", b"float16", b"bfloat16", b".half(",
+    b"fp16", b"bf16", b"16-mixed", b"LossScale", b"use_amp", b"--amp", b"args.amp", b"apex", b"float64",
+    b".double(", b"torch.double", b"LBFGS", b"precision=", b"Accelerator(", b"deepspeed", b"lightning", b"Trainer(",
+)  # fmt: skip
+# Evidence of loss scaling done somewhere (a scaler object, a wrapper that scales): CDL004 stays silent.
+SCALER_EVIDENCE = (
+    b"scaler", b"Scaler", b"SCALER", b"LossScale", b"loss_scale", b"Accelerator(", b"deepspeed", b"DeepSpeed",
+    b"lightning", b"Lightning", b"Trainer(",
+)  # fmt: skip
 
 
-def _collect_imports(nodes: list[ast.stmt], state: _State) -> None:
-    for node in nodes:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    state.aliases[alias.asname] = alias.name
-                else:
-                    top = alias.name.split(".")[0]
-                    state.aliases.setdefault(top, top)
-                _note_framework(alias.name, state)
-                if alias.name == LAUNCH_MODULE:
-                    state.hits.append(_launch_hit(node, f"import {LAUNCH_MODULE}"))
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            _note_framework(node.module, state)
-            for alias in node.names:
-                if alias.name == "*":
-                    continue
-                state.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-                if f"{node.module}.{alias.name}" == LAUNCH_MODULE or node.module == LAUNCH_MODULE:
-                    state.hits.append(_launch_hit(node, f"from {node.module} import {alias.name}"))
+def mentions(data: bytes, tokens: tuple[bytes, ...]) -> bool:
+    return any(token in data for token in tokens)
 
 
-def _note_framework(module: str, state: _State) -> None:
-    top = module.split(".")[0]
-    if top in ("torch", "lightning", "pytorch_lightning", "accelerate"):
-        state.frameworks.add("torch")
-    elif top in ("tensorflow", "keras", "tf_keras"):
-        state.frameworks.add("tensorflow")
-
-
-def _launch_hit(node: ast.AST, command: str) -> Hit:
-    return Hit.make("CDL006", getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1, command=command)
-
-
-def _const_str(node: ast.AST | None) -> str | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    return None
-
-
-def _kw(call: ast.Call, name: str) -> ast.keyword | None:
-    for keyword in call.keywords:
-        if keyword.arg == name:
-            return keyword
-    return None
-
-
-def _has_star_kwargs(call: ast.Call) -> bool:
-    return any(k.arg is None for k in call.keywords)
-
-
-def _precision_of(node: ast.AST, state: _State) -> str | None:
-    name = dotted(node)
-    return LOW_PRECISION.get(state.resolve(name)) if name else None
-
-
-def _asks_low_precision(arg: str | None, value: ast.expr, state: _State) -> bool:
-    """dtype=torch.bfloat16, fp16=True (HF), precision="16-mixed" (Lightning), mixed_precision="fp16"."""
-    if arg in ("dtype", "torch_dtype"):
-        return _precision_of(value, state) is not None
-    if arg in ("fp16", "bf16"):
-        return isinstance(value, ast.Constant) and value.value is True
-    if arg == "precision":
-        return "16" in str(getattr(value, "value", ""))
-    if arg == "mixed_precision":
-        return _const_str(value) not in (None, "no")
-    return False
-
-
-def _visit_call(node: ast.Call, state: _State) -> None:
-    func = node.func
-    if isinstance(func, ast.Attribute):
-        _visit_method_call(node, func, state)
-    for keyword in node.keywords:
-        value = keyword.value
-        if _asks_low_precision(keyword.arg, value, state):
-            state.uses_amp = True
-        elif keyword.arg == "device" and (_const_str(value) or "").startswith("cuda"):
-            state.uses_cuda = True
-    name = dotted(func)
-    if name:
-        _visit_named_call(node, state.resolve(name), state)
-
-
-def _visit_method_call(node: ast.Call, func: ast.Attribute, state: _State) -> None:
-    """What ``x.backward()``, ``optimizer.step()``, ``model.fit()``, ``.cuda()`` … say about the code."""
-    attr = func.attr
-    if attr == "backward":
-        state.loops.append((node.lineno, node.col_offset + 1, "torch", "backward()"))
-    elif attr == "step":
-        owner = (dotted(func.value) or "").split(".")[-1].lower()
-        if "optim" in owner or owner == "opt":
-            state.loops.append((node.lineno, node.col_offset + 1, "torch", f"{owner}.step()"))
-    elif attr in ("fit", "fit_generator"):
-        state.fit_calls.append(node)
-    elif attr in ("cuda",):
-        state.uses_cuda = True
-    elif attr in ("half", "bfloat16"):
-        state.uses_amp = True
-    elif attr == "add_argument":
-        for arg in node.args:
-            flag = _const_str(arg)
-            if flag in LOCAL_RANK_FLAGS:
-                state.hits.append(Hit.make("CDL007", arg.lineno, arg.col_offset + 1, flag=flag))
-
-
-def _visit_named_call(node: ast.Call, qual: str, state: _State) -> None:
-    """A call by its resolved name (``torch.autocast``, ``DataLoader``, ``nn.Conv2d`` …)."""
-    if qual in AUTOCAST:
-        state.uses_amp = True
-        _note_autocast(node, qual, state)
-    elif qual in GRAD_SCALERS or qual.endswith(".GradScaler"):
-        state.uses_amp = True
-        state.grad_scalers.append(node)
-    elif qual.endswith(TF_AMP_NAMES):
-        state.uses_amp = True
-    elif qual in DATALOADERS:
-        state.dataloaders.append(node)
-    elif qual in CONV_LAYERS or qual.startswith("torchvision.models."):
-        state.convs.append((node, qual))
-    elif qual.startswith("torch.cuda."):
-        state.uses_cuda = True
-    elif qual in ("torch.set_default_dtype",) and node.args and _precision_of(node.args[0], state):
-        state.uses_amp = True
-
-
-def _note_autocast(node: ast.Call, qual: str, state: _State) -> None:
-    enabled = _kw(node, "enabled")
-    if enabled is not None and isinstance(enabled.value, ast.Constant) and enabled.value.value is False:
-        return
-    device = AUTOCAST[qual]
-    if device is None:
-        dev_node = node.args[0] if node.args else getattr(_kw(node, "device_type"), "value", None)
-        device = _const_str(dev_node) if dev_node is not None else None
-    dtype_kw = _kw(node, "dtype")
-    dtype_node = dtype_kw.value if dtype_kw else (node.args[1] if len(node.args) > 1 else None)
-    if dtype_node is not None:
-        dtype = _precision_of(dtype_node, state)
-    elif device == "cuda":
-        dtype = "float16"  # autocast's default on CUDA
-    elif device == "cpu":
-        dtype = "bfloat16"
-    else:
-        dtype = None
-    if device is not None and device.startswith("cuda"):
-        state.uses_cuda = True
-    state.autocasts.append((node, dtype))
-
-
-def _visit_reference(node: ast.Attribute | ast.Name, state: _State, consumed: set[int]) -> None:
-    if id(node) in consumed:
-        return
-    name = dotted(node)
-    if name is None:
-        return
-    qual = state.resolve(name)
-    if qual in DEPRECATED_TORCH_AMP:
-        state.hits.append(_deprecated_amp_hit(node, name, DEPRECATED_TORCH_AMP[qual], state))
-        _consume(node, consumed)
-    elif qual.startswith(TF_EXPERIMENTAL_PREFIXES) or name.startswith(TF_EXPERIMENTAL_PREFIXES):
-        leaf = qual.rsplit(".", 1)[-1]
-        replacement = TF_REPLACEMENTS.get(leaf, "tf.keras.mixed_precision.set_global_policy")
-        state.hits.append(Hit.make("CDL002", node.lineno, node.col_offset + 1, name=name, replacement=replacement))
-        state.uses_amp = True
-        _consume(node, consumed)
-    elif qual in LOW_PRECISION:
-        state.uses_amp = True
-    elif qual.startswith("torch.cuda"):
-        state.uses_cuda = True
-
-
-def _deprecated_amp_hit(node: ast.AST, name: str, replacement: str, state: _State) -> Hit:
-    """Under a pin below torch 2.4 the old API is the right one: torch.amp.GradScaler("cuda")
-    exists only from 2.3 and torch.amp.custom_fwd from 2.4, so the fix is to upgrade first."""
-    line, column = getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
-    pin = state.project_pin
-    if not pin:
-        detail = "is deprecated (FutureWarning since torch 2.4)"
-        return Hit.make("CDL001", line, column, name=name, detail=detail, fix=f"Use `{replacement}`.")
-    detail = f"is deprecated from torch 2.4; the project pins `{pin}`, where it is still the API to use"
-    fix = f"Upgrade torch (≥ 2.4), then use `{replacement}`; under the current pin keep `{name}`."
-    return Hit.make("CDL001", line, column, severity=Severity.INFO, name=name, detail=detail, fix=fix)
-
-
-def _consume(node: ast.AST, consumed: set[int]) -> None:
-    while isinstance(node, ast.Attribute):
-        node = node.value
-        consumed.add(id(node))
-
-
-def _visit_assign_targets(targets: list[ast.expr], state: _State) -> None:
-    for target in targets:
-        name = dotted(target)
-        if name and (state.resolve(name) == "torch.backends.cudnn.benchmark" or name.endswith("cudnn.benchmark")):
-            state.sets_benchmark = True
-
-
-def analyse(tree: ast.Module, project: ProjectFlags) -> list[Hit]:
-    """One walk sorts the nodes by type; imports are applied first so that names resolve."""
-    state = _State(project_pin=project.torch_below_2_4_from)
-    imports: list[ast.stmt] = []
-    calls: list[ast.Call] = []
-    references: list[ast.Attribute | ast.Name] = []
-    strings: list[ast.Constant] = []
-    docstrings: set[int] = set()
-    targets: list[ast.expr] = []
-    for node in ast.walk(tree):
-        kind = type(node)
-        if kind is ast.Attribute or kind is ast.Name:
-            references.append(node)  # type: ignore[arg-type]
-        elif kind is ast.Call:
-            calls.append(node)  # type: ignore[arg-type]
-        elif kind is ast.Constant:
-            strings.append(node)  # type: ignore[arg-type]
-        elif kind is ast.Expr and type(node.value) is ast.Constant:  # type: ignore[attr-defined]
-            docstrings.add(id(node.value))  # type: ignore[attr-defined]
-        elif kind is ast.Import or kind is ast.ImportFrom:
-            imports.append(node)  # type: ignore[arg-type]
-        elif kind is ast.Assign:
-            targets.extend(node.targets)  # type: ignore[attr-defined]
-        elif kind is ast.AugAssign or kind is ast.AnnAssign:
-            targets.append(node.target)  # type: ignore[attr-defined]
-    _collect_imports(imports, state)
-    _visit_assign_targets(targets, state)
-    consumed: set[int] = set()
-    for ref in references:
-        _visit_reference(ref, state, consumed)
-    for call in calls:
-        _visit_call(call, state)
-    for const in strings:
-        _visit_string(const, state, docstrings)
-    return _conclude(state, project)
-
-
-def _visit_string(node: ast.Constant, state: _State, docstrings: set[int]) -> None:
-    text = node.value
-    if id(node) in docstrings or not isinstance(text, str):
-        return
-    if text == LAUNCH_MODULE or LAUNCH_RE.search(text):
-        state.hits.append(_launch_hit(node, f"python -m {LAUNCH_MODULE}"))
-    elif text == "cuda" or text.startswith("cuda:"):
-        state.uses_cuda = True
-
-
-def _conclude(state: _State, project: ProjectFlags) -> list[Hit]:
-    hits = state.hits
-    if "tensorflow" in state.frameworks:
-        for call in state.fit_calls:
-            state.loops.append((call.lineno, call.col_offset + 1, "tensorflow", "model.fit()"))
-    state.loops.sort()
-
-    if state.loops and not project.amp and not state.uses_amp:
-        line, col, framework, loop_call = state.loops[0]
-        hits.append(Hit.make("CDL003", line, col, framework=framework, call=loop_call, amp_fix=amp_fix(framework)))
-
-    has_backward = any(f == "torch" for _, _, f, _ in state.loops)
-    if has_backward and not state.grad_scalers and not project.grad_scaler:
-        for call, dtype in state.autocasts:
-            if dtype == "float16":
-                hits.append(Hit.make("CDL004", call.lineno, call.col_offset + 1))
-    dtypes = [dtype for _, dtype in state.autocasts]
-    if state.grad_scalers and dtypes and all(d == "bfloat16" for d in dtypes):
-        for call in state.grad_scalers:
-            hits.append(Hit.make("CDL005", call.lineno, call.col_offset + 1))
-
-    if state.uses_cuda:
-        hits.extend(_dataloader_hits(state))
-    if state.convs and not state.sets_benchmark and not project.cudnn_benchmark and (state.uses_cuda or state.loops):
-        node, qual = min(state.convs, key=lambda c: (getattr(c[0], "lineno", 0), getattr(c[0], "col_offset", 0)))
-        hits.append(
-            Hit.make(
-                "CDL010", getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1, layer=qual.rsplit(".", 1)[-1]
-            )
-        )
-    return hits
-
-
-def _dataloader_hits(state: _State) -> list[Hit]:
-    hits: list[Hit] = []
-    for call in state.dataloaders:
-        if _has_star_kwargs(call):
-            continue  # the settings come from elsewhere: cannot tell
-        workers = _kw(call, "num_workers")
-        if workers is None:
-            hits.append(
-                Hit.make("CDL008", call.lineno, call.col_offset + 1, detail="num_workers unset (defaults to 0)")
-            )
-        elif isinstance(workers.value, ast.Constant) and workers.value.value == 0:
-            hits.append(Hit.make("CDL008", workers.value.lineno, workers.value.col_offset + 1, detail="num_workers=0"))
-        pin = _kw(call, "pin_memory")
-        if pin is None:
-            hits.append(Hit.make("CDL009", call.lineno, call.col_offset + 1, detail="without pin_memory"))
-        elif isinstance(pin.value, ast.Constant) and pin.value.value is False:
-            hits.append(Hit.make("CDL009", pin.value.lineno, pin.value.col_offset + 1, detail="with pin_memory=False"))
-    return hits
-
-
-def amp_fix(framework: str) -> str:
-    return TF_AMP_FIX if framework == "tensorflow" else TORCH_AMP_FIX
-
-
-# -- cheap byte-level facts: project-wide mentions, and whether a file needs its AST at all --
-
-AMP_TOKENS = (
-    b"autocast",
-    b"GradScaler",
-    b"mixed_precision",
-    b"set_global_policy",
-    b"float16",
-    b"bfloat16",
-    b".half()",
-    b"fp16",
-    b"bf16",
-    b"16-mixed",
-    b"LossScale",
-)
-SCALER_TOKENS = (b"GradScaler", b"LossScale")
-BENCHMARK_TOKENS = (b"cudnn.benchmark",)
-LOOP_TOKENS = (b".backward(", b".step(", b".fit(", b".fit_generator(")
+DEEPSPEED = re.compile(rb"(?i)deepspeed")
+TEST_PARTS = frozenset({"tests", "test", "testing", "test_utils", "unittests"})
 
 
 @dataclass(frozen=True)
-class ProjectFlags:
-    """What the whole project mentions anywhere (so a rule about 'no X anywhere' can hold)."""
+class FileInfo:
+    """What the rules need to know about the file besides its tree."""
 
-    amp: bool = False
-    grad_scaler: bool = False
-    cudnn_benchmark: bool = False
-    # From the project's requirements files / pyproject.toml (empty: no such pin).
-    torch_release: str = ""  # an exact pin, "2.1.0"
-    torch_release_from: str = ""  # "torch==2.1.0 (requirements.txt)"
-    torch_below_2_4_from: str = ""  # a requirement that allows no torch >= 2.4, as written
+    path: str
+    data: bytes
+    notebook: bool = False
 
-    @classmethod
-    def of(cls, data: bytes) -> ProjectFlags:
-        return cls(
-            amp=any(t in data for t in AMP_TOKENS),
-            grad_scaler=any(t in data for t in SCALER_TOKENS),
-            cudnn_benchmark=any(t in data for t in BENCHMARK_TOKENS),
-        )
-
-    def __or__(self, other: ProjectFlags) -> ProjectFlags:
-        return ProjectFlags(
-            self.amp or other.amp,
-            self.grad_scaler or other.grad_scaler,
-            self.cudnn_benchmark or other.cudnn_benchmark,
-            self.torch_release or other.torch_release,
-            self.torch_release_from or other.torch_release_from,
-            self.torch_below_2_4_from or other.torch_below_2_4_from,
+    @property
+    def is_test(self) -> bool:
+        parts = re.split(r"[\\/]", self.path)
+        name = parts[-1]
+        return (
+            any(p in TEST_PARTS for p in parts[:-1])
+            or name.startswith("test_")
+            or name.endswith(("_test.py", "_tests.py"))
+            or name == "conftest.py"
         )
 
 
-def has_loop_tokens(data: bytes) -> bool:
-    return any(t in data for t in LOOP_TOKENS)
-
-
-def needs_ast(data: bytes, project: ProjectFlags) -> bool:
-    """False only when no check could fire on this file: every check needs one of these words.
-
-    Parsing is the cost of linting; most files of a large tree mention none of the APIs.
-    """
-    has = data.__contains__
-    if has(b"cuda.amp") or has(b"cpu.amp") or has(b".amp.") or has(b"import amp"):
-        return True
-    if has(b"mixed_precision") and has(b"experimental"):
-        return True
-    if has(b"distributed.launch") or has(b"import launch"):
-        return True
-    if (has(b"local_rank") or has(b"local-rank")) and has(b"add_argument"):
-        return True
-    if has(b"GradScaler") and has(b"bfloat16"):
-        return True
-    loops = has_loop_tokens(data)
-    if loops and (not project.amp or (has(b"autocast") and not project.grad_scaler)):
-        return True
-    cuda = has(b"cuda")
-    if cuda and has(b"DataLoader"):
-        return True
-    conv = has(b"Conv") or has(b"torchvision")
-    return conv and (cuda or loops) and not project.cudnn_benchmark
-
-
-def lint_source(text: str, path: str, project: ProjectFlags) -> list[Hit]:
+def lint_source(text: str, path: str, context: ProjectContext, data: bytes | None = None) -> list[Hit]:
     """Parse and analyse; a SyntaxError propagates for the engine to report as CDL000."""
     tree = ast.parse(text, filename=path)
-    return analyse(tree, project)
+    info = FileInfo(path, data if data is not None else text.encode("utf-8", "surrogateescape"))
+    return analyse(tree, context, info)
+
+
+def analyse(tree: ast.Module, context: ProjectContext, info: FileInfo) -> list[Hit]:
+    scan = scan_tree(tree)
+    hits = list(scan.hits)
+    hits.extend(_deprecated_api_hits(scan, context))
+    hits.extend(_local_rank_hits(scan, info, bool(context.deepspeed.requirements)))
+    if info.is_test:
+        return hits
+    hits.extend(_amp_hits(scan, info))
+    hits.extend(loader_hits(scan, b"from_pretrained" in info.data))
+    hits.extend(_benchmark_hits(scan, info))
+    return hits
+
+
+# -- deprecated and removed APIs (CDL001, CDL002, CDL012) ----------------------------------
+
+
+def _deprecated_api_hits(scan: Scan, context: ProjectContext) -> list[Hit]:
+    hits: list[Hit] = []
+    calls = scan.called
+    for ref in scan.refs:
+        if ref.gated:
+            continue  # a fallback for an older release, or a branch for another version
+        if ref.qual in apis.DEPRECATED_TORCH_AMP:
+            hits.append(_torch_amp_hit(ref, context.torch))
+        elif apis.TF_EXPERIMENTAL in ref.qual:
+            hits.append(_tf_hit(ref, calls.get(id(ref.node)), context.tensorflow))
+        elif ref.qual.startswith("jax."):
+            api = apis.jax_lookup(ref.qual)
+            if api is not None:
+                hits.append(_jax_hit(ref, api, context.jax))
+    return hits
+
+
+def _where(ref: Ref) -> tuple[int, int]:
+    return getattr(ref.node, "lineno", 1), getattr(ref.node, "col_offset", 0) + 1
+
+
+def _torch_amp_hit(ref: Ref, torch: FrameworkSource) -> Hit:
+    """Under a torch below 2.4 the old API is the right one: torch.amp.GradScaler("cuda") exists
+    only from 2.3 and torch.amp.custom_fwd from 2.4, so the fix is to upgrade first."""
+    line, column = _where(ref)
+    replacement = apis.DEPRECATED_TORCH_AMP[ref.qual]
+    capped = torch.capped_below(apis.TORCH_AMP_API)
+    image = torch.unknown_image()
+    if capped:
+        detail = f"is deprecated from torch 2.4; the project pins `{capped}`, where it is still the API to use"
+        fix = f"Upgrade torch (≥ 2.4), then use `{replacement}`; under the current pin keep `{ref.name}`."
+        return Hit.make("CDL001", line, column, severity=Severity.INFO, name=ref.name, detail=detail, fix=fix)
+    if image:
+        detail = (
+            f"is deprecated from torch 2.4; this project's torch comes from its base image `{image}`, "
+            "whose torch release cuda-doctor does not know"
+        )
+        fix = (
+            f"If that image's torch is 2.4 or newer (`python -c \"import torch; print(torch.__version__)\"` "
+            f"in it), use `{replacement}`; on an older torch keep `{ref.name}`."
+        )
+        return Hit.make("CDL001", line, column, severity=Severity.INFO, name=ref.name, detail=detail, fix=fix)
+    detail = "is deprecated (FutureWarning since torch 2.4)"
+    return Hit.make("CDL001", line, column, name=ref.name, detail=detail, fix=f"Use `{replacement}`.")
+
+
+def _tf_hit(ref: Ref, call: ast.Call | None, tensorflow: FrameworkSource) -> Hit:
+    """Removed in TensorFlow 2.9: an error unless the project runs an older TensorFlow (a pin
+    below 2.9, or a base image whose TensorFlow is not known)."""
+    line, column = _where(ref)
+    leaf = ref.qual.split(apis.TF_EXPERIMENTAL + ".", 1)[-1].split(".")[0] if "experimental." in ref.qual else ""
+    fix = apis.tf_fix(leaf, call)
+    capped = tensorflow.capped_below(apis.TF_REMOVED)
+    image = tensorflow.unknown_image()
+    if capped:
+        detail = f"was removed in TensorFlow 2.9; the project pins `{capped}`, where it still exists"
+        if tensorflow.capped_below(apis.TF_STABLE):
+            fix = f"Upgrade TensorFlow (≥ 2.4) first: the stable API does not exist under this pin. Then: {fix}"
+        return Hit.make("CDL002", line, column, severity=Severity.WARNING, name=ref.name, detail=detail, fix=fix)
+    if image:
+        detail = (
+            f"was removed in TensorFlow 2.9; this project's TensorFlow comes from its base image `{image}`, "
+            "whose TensorFlow release cuda-doctor does not know"
+        )
+        fix = f"On TensorFlow 2.4 or newer: {fix} (the image's TensorFlow: `python -c \"import tensorflow as tf; print(tf.__version__)\"`)"
+        return Hit.make("CDL002", line, column, severity=Severity.WARNING, name=ref.name, detail=detail, fix=fix)
+    return Hit.make("CDL002", line, column, name=ref.name, detail="was removed in TensorFlow 2.9", fix=fix)
+
+
+def _jax_hit(ref: Ref, api: apis.RemovedApi, jax: FrameworkSource) -> Hit:
+    line, column = _where(ref)
+    capped = jax.capped_below(api.removed)
+    if capped:
+        detail = f"was removed in JAX {api.removed}; the project pins `{capped}`, where it still exists"
+        fix = f"Before upgrading JAX, use {api.fix}."
+        return Hit.make("CDL012", line, column, severity=Severity.INFO, name=ref.name, detail=detail, fix=fix)
+    image = jax.unknown_image()
+    if image:
+        detail = f"was removed in JAX {api.removed}; this project's JAX comes from its base image `{image}`"
+        return Hit.make(
+            "CDL012", line, column, severity=Severity.WARNING, name=ref.name, detail=detail, fix=f"Use {api.fix}."
+        )
+    return Hit.make("CDL012", line, column, name=ref.name, detail=f"was removed in JAX {api.removed}", fix=f"Use {api.fix}.")
+
+
+def launch_for_project(hit: Hit, torch: FrameworkSource) -> Hit:
+    """CDL006 is right where torchrun exists; under an older torch it is not (yet) deprecated."""
+    if torch.capped_below(apis.TORCH_LAUNCH_DEPRECATED):
+        return Hit.make("CDL006", hit.line, hit.column, severity=Severity.INFO, **_launch_captures(hit, torch, "old"))
+    capped = torch.capped_below(apis.TORCHRUN)
+    image = torch.unknown_image()
+    if capped or image:
+        return Hit.make("CDL006", hit.line, hit.column, severity=Severity.INFO, **_launch_captures(hit, torch, "unknown"))
+    return Hit.make("CDL006", hit.line, hit.column, **_launch_captures(hit, torch, ""))
+
+
+LAUNCH_FIX = 'Use `torchrun` (e.g. `torchrun --nproc-per-node 4 train.py`) and read `int(os.environ["LOCAL_RANK"])` in the script.'
+
+
+def _launch_captures(hit: Hit, torch: FrameworkSource, case: str) -> dict[str, str]:
+    command = hit.capture_dict().get("command", "python -m torch.distributed.launch")
+    if case == "":
+        return {"command": command, "detail": "is deprecated since torch 1.9", "fix": LAUNCH_FIX}
+    where = torch.capped_below(apis.TORCHRUN) or f"the base image `{torch.unknown_image()}`"
+    detail = f"is deprecated since torch 1.9; this project's torch comes from {where}"
+    fix = (
+        "On torch 1.10 or newer (where `torchrun` exists): " + LAUNCH_FIX[0].lower() + LAUNCH_FIX[1:] + " "
+        "On an older torch keep the launcher."
+    )
+    return {"command": command, "detail": detail, "fix": fix}
+
+
+# -- --local_rank (CDL007) -----------------------------------------------------------------
+
+
+def _local_rank_hits(scan: Scan, info: FileInfo, deepspeed_project: bool) -> list[Hit]:
+    """The deepspeed launcher passes --local_rank, so a DeepSpeed script (or any script of a
+    project that requires deepspeed) must accept it; a script that also reads LOCAL_RANK from the
+    environment keeps the argument for compatibility."""
+    if not scan.local_ranks or deepspeed_project or "deepspeed" in scan.frameworks or DEEPSPEED.search(info.data):
+        return []
+    reads_env = b"LOCAL_RANK" in info.data or scan.distributed_helper
+    hits = []
+    for node, flag in scan.local_ranks:
+        line, column = getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
+        if reads_env:
+            detail = (
+                "kept next to a read of the LOCAL_RANK environment variable (or a distributed-setup helper "
+                "that may read it): a compatibility shim for launchers that pass it"
+            )
+            hits.append(Hit.make("CDL007", line, column, severity=Severity.INFO, flag=flag, detail=detail))
+        else:
+            detail = "torchrun passes the local rank in the LOCAL_RANK environment variable"
+            hits.append(Hit.make("CDL007", line, column, flag=flag, detail=detail))
+    return hits
+
+
+# -- entry points: mixed precision (CDL003, CDL004, CDL005) and cudnn.benchmark (CDL010) --------
+
+
+def is_entry_point(scan: Scan, info: FileInfo) -> bool:
+    """A script that is run, not imported: a ``__main__`` block, a training step at module level,
+    or a notebook."""
+    return info.notebook or scan.main_guard or scan.module_loop
+
+
+def trains(scan: Scan) -> bool:
+    """A torch training loop: a backward() call and an optimizer step."""
+    calls = {loop[3] for loop in scan.loops}
+    return "backward()" in calls and len(calls) > 1
+
+
+def _amp_hits(scan: Scan, info: FileInfo) -> list[Hit]:
+    hits: list[Hit] = []
+    entry = is_entry_point(scan, info)
+    torch_loops = [loop for loop in scan.loops if loop[2] == "torch"]
+    if entry and scan.uses_gpu and trains(scan) and "torch" in scan.frameworks and not mentions(info.data, AMP_EVIDENCE):
+        line, col, framework, call, _ = min(torch_loops)
+        hits.append(Hit.make("CDL003", line, col, framework="PyTorch", call=call, amp_fix=TORCH_AMP_FIX))  # noqa: E501
+    elif entry and "tensorflow" in scan.frameworks and scan.fit_calls and not mentions(info.data, AMP_EVIDENCE):
+        if re.search(rb"['\"]/?(gpu|GPU)(:\d+)?['\"]|MirroredStrategy", info.data):
+            call = min(scan.fit_calls, key=lambda c: (c.lineno, c.col_offset))
+            hits.append(
+                Hit.make(
+                    "CDL003", call.lineno, call.col_offset + 1, framework="TensorFlow", call="model.fit()", amp_fix=TF_AMP_FIX
+                )
+            )
+    backward_functions = {loop[4] for loop in torch_loops if loop[3] == "backward()"}
+    if backward_functions and not scan.grad_scalers and not mentions(info.data, SCALER_EVIDENCE):
+        for node, dtype, function in scan.autocasts:
+            if dtype == "float16" and function in backward_functions:
+                hits.append(Hit.make("CDL004", getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1))
+    dtypes = [dtype for _, dtype, _ in scan.autocasts]
+    if scan.grad_scalers and dtypes and all(d == "bfloat16" for d in dtypes):
+        for scaler in scan.grad_scalers:
+            enabled = next((k for k in scaler.keywords if k.arg == "enabled"), None)
+            if enabled is None:
+                hits.append(Hit.make("CDL005", scaler.lineno, scaler.col_offset + 1))
+    return hits
+
+
+def _benchmark_hits(scan: Scan, info: FileInfo) -> list[Hit]:
+    """In the script that trains a conv net on a GPU, and that sets no cuDNN option at all; a
+    library module that defines the model must not set the process-wide flag."""
+    if not scan.convs or not scan.uses_gpu or not is_entry_point(scan, info) or b"cudnn" in info.data:
+        return []
+    if not trains(scan):
+        return []
+    node, qual = min(scan.convs, key=lambda c: (getattr(c[0], "lineno", 0), getattr(c[0], "col_offset", 0)))
+    line, column = getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
+    return [Hit.make("CDL010", line, column, layer=qual.rsplit(".", 1)[-1])]

@@ -80,8 +80,8 @@ def wheel_cuda(pin: TorchPin) -> str | None:
 
 def check_pin(pin: TorchPin) -> Hit | None:
     """CDL201 when no torch release (or not the pinned one) ships the asked-for CUDA variant."""
-    if not pin.variant or not pin.variant.startswith("cu"):
-        return None
+    if pin.via == "index" or not pin.variant or not pin.variant.startswith("cu"):
+        return None  # a requirement that takes its variant from the file's index URL: that URL is checked
     cuda = variant_cuda(pin.variant)
     if cuda is None:
         return None
@@ -398,23 +398,20 @@ def lint_command(command: str, line: int) -> list[Hit]:
     return _dedupe(check_pin(pin) for inst in pip_installs(command, line) for pin in inst.pins)
 
 
-# -- the torch release a project pins (requirements files, pyproject.toml) ----------------
+# -- what a project's dependency files require of a framework ------------------------------
 
 
-@dataclass(frozen=True)
-class ProjectTorch:
-    """What the project's dependency files say about torch, each with the line that says it."""
-
-    release: str | None = None  # "2.1.0": an exact pin
-    release_from: str | None = None  # "torch==2.1.0 (requirements.txt)"
-    below_2_4_from: str | None = None  # a requirement that allows no torch ≥ 2.4, as written
-
-
-AMP_DEVICE_API = Version("2.4")  # torch.amp.custom_fwd/GradScaler("cuda") everywhere; FutureWarning
+FRAMEWORK_NAMES = {
+    "torch": frozenset({"torch"}),
+    "tensorflow": frozenset({"tensorflow", "tensorflow-gpu", "tensorflow-cpu", "tensorflow-macos"}),
+    "jax": frozenset({"jax"}),
+    "deepspeed": frozenset({"deepspeed"}),
+}
 
 
-def torch_requirements(text: str, kind: str) -> list[Requirement]:
-    """The torch requirements of a requirements file or pyproject.toml (``kind``); never raises."""
+def framework_requirements(text: str, kind: str, framework: str) -> list[Requirement]:
+    """The requirements of one framework (``torch``, ``tensorflow``, ``jax``) in a requirements file
+    or pyproject.toml (``kind``); never raises."""
     if kind == "pyproject":
         try:
             lines = _pyproject_requirements(tomllib.loads(text))
@@ -422,19 +419,22 @@ def torch_requirements(text: str, kind: str) -> list[Requirement]:
             return []  # reported as CDL000 when the file itself is linted
     else:
         lines = [line for _, line in logical_lines(text) if line and not line.startswith("-")]
+    names = FRAMEWORK_NAMES[framework]
     out: list[Requirement] = []
     for line in lines:
+        if not any(name in line.lower() for name in names):
+            continue
         try:
             req = Requirement(line)
         except InvalidRequirement:
             continue
-        if req.name.lower() == "torch":
+        if req.name.lower() in names:
             out.append(req)
     return out
 
 
-def caps_below(req: Requirement, bound: Version = AMP_DEVICE_API) -> bool:
-    """True when the requirement allows no torch release at or above ``bound``."""
+def caps_below(req: Requirement, bound: Version) -> bool:
+    """True when the requirement allows no release at or above ``bound``."""
     return any(_spec_caps(spec.operator, spec.version, bound) for spec in req.specifier)
 
 
@@ -457,17 +457,3 @@ def _spec_caps(operator: str, version: str, bound: Version) -> bool:
     except (InvalidVersion, ValueError, IndexError):
         return False
     return False
-
-
-def project_torch(files: Iterable[tuple[str, str, str]]) -> ProjectTorch:
-    """``files``: (name for messages, kind, text); the first exact pin and first cap win."""
-    release = release_from = below = None
-    for name, kind, text in files:
-        for req in torch_requirements(text, kind):
-            written = f"{req} ({name})"
-            exact = [s for s in req.specifier if s.operator in ("==", "===") and "*" not in s.version]
-            if release is None and exact:
-                release, release_from = exact[0].version.partition("+")[0], written
-            if below is None and caps_below(req):
-                below = written
-    return ProjectTorch(release, release_from, below)

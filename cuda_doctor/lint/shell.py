@@ -1,26 +1,67 @@
-"""Shell scripts: deprecated launchers and torch pins in ``pip install`` lines."""
+"""Shell scripts: deprecated launchers and torch pins in ``pip install`` lines.
+
+A launcher may be split over a variable (``L="torch.distributed.launch --nproc_per_node=8"``,
+then ``python -m $L train.py``): simple ``NAME=value`` assignments are kept and expanded in
+later lines.  A variable whose value already names the launcher is reported where it is set,
+not again where it is used.
+"""
 
 from __future__ import annotations
 
+import re
+
 from cuda_doctor.lint.findings import Hit
-from cuda_doctor.lint.python_ast import LAUNCH_RE
+from cuda_doctor.lint.pyscan import LAUNCH_RE
 from cuda_doctor.lint.requirements import lint_command, logical_lines
+
+ASSIGNMENT = re.compile(r"^\s*(?:export\s+|local\s+|readonly\s+)?(?P<name>[A-Za-z_]\w*)=(?P<value>.*)$")
+REFERENCE = re.compile(r"\$\{(?P<braced>[A-Za-z_]\w*)\}|\$(?P<bare>[A-Za-z_]\w*)")
+LAUNCHER = "python -m torch.distributed.launch"
 
 
 def check_command(command: str, line: int, column: int = 1) -> list[Hit]:
     hits: list[Hit] = []
-    match = LAUNCH_RE.search(command)
-    if match:
-        hits.append(Hit.make("CDL006", line, column, command="python -m torch.distributed.launch"))
+    if LAUNCH_RE.search(command):
+        hits.append(Hit.make("CDL006", line, column, command=LAUNCHER))
     hits.extend(lint_command(command, line))
     return hits
+
+
+def _value(raw: str) -> str:
+    raw = raw.strip()
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'":
+        return raw[1:-1]
+    return raw.split(" ", 1)[0] if raw and raw[0] not in "\"'" else raw.strip("\"'")
 
 
 def lint_shell(text: str) -> list[Hit]:
     # the same logical lines as a requirements file: continuations joined, and a comment (a
     # whole line, or " #" to the end) is never read as part of a command
     hits: list[Hit] = []
+    variables: dict[str, str] = {}
     for number, command in logical_lines(text):
-        if command.strip():
-            hits.extend(check_command(command, number))
+        if not command.strip():
+            continue
+        line_hits = check_command(command, number)
+        hits.extend(line_hits)
+        if not any(h.rule_id == "CDL006" for h in line_hits) and "$" in command:
+            hits.extend(_expanded_launch(command, number, variables))
+        assignment = ASSIGNMENT.match(command)
+        if assignment:
+            variables[assignment.group("name")] = _value(assignment.group("value"))
     return hits
+
+
+def _expanded_launch(command: str, line: int, variables: dict[str, str]) -> list[Hit]:
+    used = [m.group("braced") or m.group("bare") for m in REFERENCE.finditer(command)]
+    values = [variables[name] for name in used if name in variables]
+    if not values or any(LAUNCH_RE.search(value) for value in values):
+        return []  # nothing known, or reported where the variable was set
+
+    def expand(match: re.Match[str]) -> str:
+        name = match.group("braced") or match.group("bare")
+        return variables.get(name, match.group(0))
+
+    if LAUNCH_RE.search(REFERENCE.sub(expand, command)):
+        return [Hit.make("CDL006", line, 1, command=LAUNCHER)]
+    return []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from cuda_doctor.lint.notebook import lint_notebook
-from cuda_doctor.lint.python_ast import ProjectFlags
+from cuda_doctor.lint.project import ProjectContext
 
 SOURCE = [
     "import torch\n",
@@ -20,7 +20,7 @@ def _notebook(source: object) -> str:
 
 
 def _lines(raw: str) -> list[tuple[int, str]]:
-    return [(hit.line, hit.rule_id) for hit in lint_notebook(raw, ProjectFlags())]
+    return [(hit.line, hit.rule_id) for hit in lint_notebook(raw, ProjectContext())]
 
 
 def test_a_line_contained_in_the_one_above_points_at_its_own_json_line() -> None:

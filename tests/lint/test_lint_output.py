@@ -31,8 +31,8 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    for name in ("launcher.py", "Dockerfile.tags", "dataloader.py", "bf16_scaler.py"):
-        shutil.copy(CASES / name, tmp_path / name)
+    for name in ("launcher.py", "Dockerfile.tags", "dataloader/train_images.py", "bf16_scaler.py"):
+        shutil.copy(CASES / name, tmp_path / Path(name).name)
     return tmp_path
 
 

@@ -1,0 +1,143 @@
+"""Deprecated and removed framework APIs: what replaces each, and from which release."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from cuda_doctor.paths import rules_dir
+from cuda_doctor.tomlcompat import tomllib
+
+# torch.cuda.amp / torch.cpu.amp → torch.amp (FutureWarning since torch 2.4).
+DEPRECATED_TORCH_AMP = {
+    "torch.cuda.amp.autocast": 'torch.amp.autocast("cuda", ...)',
+    "torch.cuda.amp.GradScaler": 'torch.amp.GradScaler("cuda", ...)',
+    "torch.cuda.amp.custom_fwd": 'torch.amp.custom_fwd(device_type="cuda")',
+    "torch.cuda.amp.custom_bwd": 'torch.amp.custom_bwd(device_type="cuda")',
+    "torch.cpu.amp.autocast": 'torch.amp.autocast("cpu", ...)',
+    "torch.cpu.amp.GradScaler": 'torch.amp.GradScaler("cpu", ...)',
+}
+TORCH_AMP_API = "2.4"  # torch.amp.custom_fwd exists from 2.4, torch.amp.GradScaler("cuda") from 2.3
+TORCH_LAUNCH_DEPRECATED = "1.9"
+TORCHRUN = "1.10"  # the torchrun console script
+
+TF_EXPERIMENTAL = "mixed_precision.experimental"
+TF_REMOVED = "2.9"
+TF_STABLE = "2.4"
+TF_REPLACEMENTS = {
+    "set_policy": "tf.keras.mixed_precision.set_global_policy",
+    "global_policy": "tf.keras.mixed_precision.global_policy",
+    "Policy": "tf.keras.mixed_precision.Policy",
+    "LossScaleOptimizer": "tf.keras.mixed_precision.LossScaleOptimizer",
+}
+
+
+def tf_fix(leaf: str, call: ast.Call | None) -> str:
+    """A runnable replacement for one experimental name; the stable ``Policy`` has no
+    ``loss_scale`` and the stable ``LossScaleOptimizer`` takes ``dynamic``/``initial_scale``."""
+    stable = TF_REPLACEMENTS.get(leaf)
+    if stable is None:
+        return (
+            "Use the stable `tf.keras.mixed_precision` API (available since TensorFlow 2.4), e.g. "
+            '`tf.keras.mixed_precision.set_global_policy("mixed_float16")`.'
+        )
+    if call is None:
+        return f"Use `{stable}` (available since TensorFlow 2.4)."
+    scale = _loss_scale(call, leaf)
+    if leaf == "Policy" and scale is not None:
+        name = ast.unparse(call.args[0]) if call.args else '"mixed_float16"'
+        if _is_none(scale):
+            return f"Use `{stable}({name})`: drop `loss_scale=None` (available since TensorFlow 2.4)."
+        return (
+            f"Use `{stable}({name})`; the stable Policy takes no `loss_scale`: wrap the optimizer in "
+            "`tf.keras.mixed_precision.LossScaleOptimizer(optimizer)` instead, which scales the loss "
+            "dynamically (available since TensorFlow 2.4)."
+        )
+    if leaf == "LossScaleOptimizer" and scale is not None:
+        optimizer = ast.unparse(call.args[0]) if call.args else "optimizer"
+        if _is_dynamic(scale):
+            return f"Use `{stable}({optimizer})`: dynamic loss scaling is its default (available since TensorFlow 2.4)."
+        return (
+            f"Use `{stable}({optimizer}, dynamic=False, initial_scale={ast.unparse(scale)})` for a fixed "
+            "loss scale (available since TensorFlow 2.4)."
+        )
+    return f"Use `{stable}` with the same arguments (available since TensorFlow 2.4)."
+
+
+def _loss_scale(call: ast.Call, leaf: str) -> ast.expr | None:
+    for item in call.keywords:
+        if item.arg == "loss_scale":
+            return item.value
+    if len(call.args) > 1 and leaf in ("Policy", "LossScaleOptimizer"):
+        return call.args[1]
+    return None
+
+
+def _is_none(node: ast.expr) -> bool:
+    return type(node) is ast.Constant and node.value is None
+
+
+def _is_dynamic(node: ast.expr) -> bool:
+    return type(node) is ast.Constant and node.value == "dynamic"
+
+
+@dataclass(frozen=True)
+class RemovedApi:
+    old: str
+    removed: str
+    fix: str
+
+
+@functools.lru_cache(maxsize=1)
+def jax_removed() -> tuple[dict[str, RemovedApi], tuple[RemovedApi, ...]]:
+    """(exact name → row, module rows whose every name is gone) from rules/data/jax_apis.toml."""
+    with (rules_dir() / "data" / "jax_apis.toml").open("rb") as handle:
+        data: dict[str, Any] = tomllib.load(handle)
+    exact: dict[str, RemovedApi] = {}
+    modules: list[RemovedApi] = []
+    for row in data.get("api", []):
+        api = RemovedApi(str(row["old"]), str(row["removed"]), str(row["fix"]))
+        if api.old.endswith(".*"):
+            modules.append(api)
+        else:
+            exact[api.old] = api
+    return exact, tuple(modules)
+
+
+def jax_lookup(qual: str) -> RemovedApi | None:
+    exact, modules = jax_removed()
+    found = exact.get(qual)
+    if found is not None:
+        return found
+    for api in modules:
+        prefix = api.old[:-2]
+        if qual == prefix or qual.startswith(prefix + "."):
+            return api
+    return None
+
+
+JAX_TOKENS = (
+    b"tree_map",
+    b"tree_flatten",
+    b"tree_leaves",
+    b"tree_structure",
+    b"tree_transpose",
+    b"tree_unflatten",
+    b"treedef_is_leaf",
+    b"tree_multimap",
+    b"maps",
+    b"KeyArray",
+    b"linear_util",
+    b"tie_in",
+    b"NINF",
+    b"PZERO",
+    b"NZERO",
+    b"row_stack",
+    b"in1d",
+    b"trapz",
+    b"round_",
+    b"shuffle",
+    b"xla_computation",
+)  # every removed name's last part (a module: its name), for the byte pre-filter

@@ -1,0 +1,143 @@
+"""IPython's cell syntax turned into Python with the same line numbers.
+
+What IPython's input transformers accept is not a syntax error: ``%magic`` and ``!shell`` lines
+(with ``\\`` continuation lines), ``x = !cmd``, ``obj?`` help, automagic lines (``pip install x``,
+``cd data``), ``>>>`` and ``In [1]:`` prompts, and a cell indented as a whole.  Each such line
+becomes ``pass`` (continuation lines become empty), so that a magic that is the only statement
+of an ``if`` body still leaves valid Python, and the rest of the cell is checked.  The shell
+commands are returned for the shell checks.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# Line magics and default aliases that IPython runs without the % (automagic is on by default).
+AUTOMAGIC = frozenset(
+    {
+        "alias", "autoreload", "bookmark", "cat", "cd", "conda", "config", "cp", "dhist", "env",
+        "history", "less", "ll", "load_ext", "ls", "lsmagic", "man", "matplotlib", "mkdir", "more",
+        "mv", "pdb", "pip", "popd", "pushd", "pwd", "pycat", "reload_ext", "rm", "rmdir", "run",
+        "set_env", "store", "sx", "system", "tensorboard", "time", "timeit", "who", "whos", "xmode",
+    }
+)  # fmt: skip
+PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "memit", "skip"})
+SHELL_CELL_MAGICS = frozenset({"bash", "sh", "script", "shell"})
+
+CLASSIC_START = re.compile(r"^>>>( |$)")
+CLASSIC_PROMPT = re.compile(r"^(>>>|\.\.\.)( |$)")
+IPYTHON_START = re.compile(r"^In \[\d+\]: ")
+IPYTHON_PROMPT = re.compile(r"^(In \[\d+\]: |\s*\.\.\.+: ?)")
+HELP = re.compile(r"^\s*(\?{1,2}[\w.]+|[\w.]+(\(\))?\?{1,2})\s*$")
+ASSIGN_ESCAPE = re.compile(r"^(\s*)([\w.,\s\[\]]+?)\s*=\s*[!%]")
+AUTOMAGIC_LINE = re.compile(r"^\s*(?P<word>[A-Za-z_]\w*)\s+(?P<rest>\S.*)$")
+NOT_MAGIC_REST = re.compile(
+    r"^(=(?!=)|[+\-*/%&|^@]=|\*\*=|//=|<<=|>>=|[(\[,:;)\]]|\.(?![./])|if\b|else\b|for\b|in\b|and\b|or\b|is\b)"
+)  # what follows a name in Python, not the argument of a magic (``cd ..`` and ``ls ./data`` are magics)
+
+
+@dataclass
+class Transformed:
+    lines: list[str]  # Python, one per cell line
+    commands: list[tuple[int, str]] = field(default_factory=list)  # (cell line index, shell command)
+
+
+def _strip_prompts(lines: list[str]) -> list[str]:
+    first = next((line for line in lines if line.strip()), "")
+    if CLASSIC_START.match(first):
+        return [CLASSIC_PROMPT.sub("", line, count=1) for line in lines]
+    if IPYTHON_START.match(first):
+        return [IPYTHON_PROMPT.sub("", line, count=1) for line in lines]
+    indent = re.match(r"^[ \t]+", first)
+    if indent:
+        prefix = indent.group(0)
+        return [line[len(prefix) :] if line.startswith(prefix) else line for line in lines]
+    return lines
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def _triple_quotes(line: str) -> int:
+    return line.count('"""') + line.count("'''")
+
+
+def transform_cell(raw_lines: list[str]) -> Transformed:
+    """The cell's lines (without their newlines) as Python, plus the shell commands it runs."""
+    lines = _strip_prompts([line.rstrip("\r\n") for line in raw_lines])
+    out = Transformed(list(lines))
+    in_string = False
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if in_string:
+            in_string = _triple_quotes(line) % 2 == 0
+            index += 1
+            continue
+        command = _escaped(line)
+        if command is None:
+            if _triple_quotes(line) % 2 == 1:
+                in_string = True
+            index += 1
+            continue
+        text, replacement = command
+        out.lines[index] = replacement
+        first = index
+        # a command continues on the next line after a trailing backslash
+        while text.endswith("\\") and index + 1 < len(lines):
+            index += 1
+            text = text[:-1] + " " + lines[index].strip()
+            out.lines[index] = ""
+        if text:
+            out.commands.append((first, text))
+        index += 1
+    return out
+
+
+def _escaped(line: str) -> tuple[str, str] | None:
+    """(shell command or '', the Python that stands for the line) for IPython syntax, else None."""
+    stripped = line.strip()
+    pad = _indent(line)
+    if not stripped:
+        return None
+    if stripped.startswith("!"):
+        return stripped.lstrip("!").strip(), f"{pad}pass"
+    if stripped.startswith("%") and not stripped.startswith("%%"):
+        return _magic_command(stripped[1:]), f"{pad}pass"
+    if stripped.startswith("%%"):
+        return "", f"{pad}pass"  # a cell magic below the first line: IPython rejects it, nothing to check
+    if HELP.match(line):
+        return "", f"{pad}pass"
+    assign = ASSIGN_ESCAPE.match(line)
+    if assign and not stripped.startswith(("if ", "while ", "return ")):
+        rest = line[assign.end() - 1 :]
+        command = rest[1:].strip() if rest.startswith("!") else _magic_command(rest[1:])
+        return command, f"{pad}{assign.group(2).strip()} = None"
+    match = AUTOMAGIC_LINE.match(line)
+    if match and match.group("word") in AUTOMAGIC and not NOT_MAGIC_REST.match(match.group("rest")):
+        return _magic_command(stripped), f"{pad}pass"
+    return None
+
+
+def _magic_command(text: str) -> str:
+    """The shell command a line magic runs, where it runs one: ``%pip``/``%conda`` install,
+    ``%run`` (a Python script or module), ``%sx``/``%system``; else ''."""
+    word, _, rest = text.strip().partition(" ")
+    rest = rest.strip()
+    if word in ("pip", "conda"):
+        return f"{word} {rest}"
+    if word == "run":
+        return f"python {rest}"
+    if word in ("sx", "system"):
+        return rest
+    return ""
+
+
+def cell_magic(first_line: str) -> str | None:
+    """The name of a ``%%magic`` that starts the cell, else None."""
+    stripped = first_line.strip()
+    if not stripped.startswith("%%"):
+        return None
+    return stripped[2:].split(None, 1)[0] if len(stripped) > 2 else ""

@@ -1,0 +1,158 @@
+"""Whether a Python file needs its tree at all: a necessary condition for every check, on bytes.
+
+Parsing is the cost of linting, and most files of a large tree mention none of the APIs the
+checks look for; each clause below is what one check cannot do without (the words it matches
+on, the evidence it is silenced by), so a file for which this says False cannot have a finding.
+Plain substring tests come first: they reject most files at memory speed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from cuda_doctor.lint.apis import JAX_TOKENS
+from cuda_doctor.lint.python_ast import AMP_EVIDENCE, SCALER_EVIDENCE, FileInfo, mentions
+
+# Everything the scanner takes for GPU use: .cuda(), torch.cuda / torch.backends.cudnn /
+# torch.accelerator, "cuda"/"gpu"/"nccl" strings, accelerate's Accelerator, deepspeed.
+GPU_TOKENS = (
+    b"cuda", b"CUDA", b"cudnn", b"gpu", b"GPU", b"nccl", b"NCCL", b"accelerator", b"Accelerator", b"deepspeed",
+    b"MirroredStrategy",
+)  # fmt: skip
+AUTOCAST_CALL = re.compile(rb"autocast\s*\(")
+DEF_LINE = re.compile(rb"^[ \t]*(async[ \t]+def|def)\b")
+TRAINING = re.compile(rb"(?i)train|shuffle|sampler")
+
+
+def needs_ast(data: bytes, path: str = "") -> bool:  # noqa: C901 - one clause per check, in order of cost
+    has = data.__contains__
+    if (has(b"autocast") or has(b"GradScaler") or has(b"custom_fwd") or has(b"custom_bwd")) and _amp_module(data):
+        return True  # CDL001 (torch.cuda.amp.*)
+    if has(b"experimental") and (
+        has(b"mixed_precision.experimental") or has(b"import experimental") or has(b"mixed_precision as")
+    ):
+        return True  # CDL002
+    if has(b"distributed.launch") or has(b"import launch"):
+        return True  # CDL006
+    if (has(b"local_rank") or has(b"local-rank")) and has(b"add_argument"):
+        return True  # CDL007
+    if has(b"CUDA_VISIBLE_DEVICES") or has(b"CUDA_DEVICE_ORDER"):
+        return True  # CDL011
+    if has(b"jax") and any(has(t) for t in JAX_TOKENS):
+        return True  # CDL012
+    backward = has(b"backward")
+    loader = has(b"DataLoader")
+    fit = has(b".fit")
+    scaler = has(b"GradScaler") and has(b"bfloat16")
+    if not (backward or loader or fit or scaler) or FileInfo(path, b"").is_test:
+        return False  # the remaining checks need one of these, and do not judge tests
+    if scaler:
+        return True  # CDL005
+    autocast = has(b"autocast") and (has(b"autocast as") or AUTOCAST_CALL.search(data) is not None)
+    if backward and autocast and not mentions(data, SCALER_EVIDENCE):
+        return True  # CDL004
+    if not any(has(t) for t in GPU_TOKENS):
+        return False  # CDL003, CDL008-CDL010 all need GPU use
+    if loader and TRAINING.search(data) is not None:
+        return True  # CDL008, CDL009: a training loader
+    # CDL003 (no precision evidence) or CDL010 (a conv model and no cuDNN setting) …
+    if mentions(data, AMP_EVIDENCE) and not ((has(b"Conv") or has(b"torchvision")) and not has(b"cudnn")):
+        return False
+    # … in a training script
+    if fit and (has(b"tensorflow") or has(b"keras")) and has(b"__main__") and has(b"__name__"):
+        return True
+    return backward and has(b"step") and _torch_entry_point(data)
+
+
+def _amp_module(data: bytes) -> bool:
+    """torch.cuda.amp.X / torch.cpu.amp.X written out, or reached through ``from torch.cuda import
+    amp`` / ``import torch.cuda.amp as A`` (each leaves one of these in the text)."""
+    if b"cuda.amp" in data or b"cpu.amp" in data or b"import amp" in data:
+        return True
+    at = data.find(b"amp.")
+    while at >= 0:
+        if at == 0 or not (data[at - 1 : at].isalnum() or data[at - 1 : at] in (b"_", b".")):
+            return True  # ``amp.autocast``: the name of a module bound to torch.cuda.amp
+        at = data.find(b"amp.", at + 4)
+    return False
+
+
+def _torch_entry_point(data: bytes) -> bool:
+    """A ``__main__`` block, or a ``.backward(`` call that may be at module level: outside the
+    triple-quoted strings, with no ``def`` line above it at a smaller indentation (erring towards
+    yes: an unclosed string or an odd layout counts as module level)."""
+    if b"__main__" in data and b"__name__" in data:
+        return True
+    strings = _triple_quoted(data)
+    if strings is None:
+        return True
+    lines: list[bytes] | None = None
+    starts: list[int] = []
+    at = data.find(b"backward")
+    while at >= 0:
+        if _is_method_call(data, at) and not any(start <= at < end for start, end in strings):
+            line_start = data.rfind(b"\n", 0, at) + 1
+            text = data[line_start : data.find(b"\n", at) if data.find(b"\n", at) >= 0 else len(data)]
+            indent = len(text) - len(text.lstrip(b" \t"))
+            if indent == 0:
+                return True
+            if lines is None:
+                lines = data.split(b"\n")
+                starts = [0]
+                for line in lines:
+                    starts.append(starts[-1] + len(line) + 1)
+            if not _inside_def(lines, _row(starts, at), indent):
+                return True
+        at = data.find(b"backward", at + 8)
+    return False
+
+
+def _is_method_call(data: bytes, at: int) -> bool:
+    """``x.backward(``, with any spaces around the dot and before the parenthesis."""
+    before = data[max(0, at - 40) : at].rstrip(b" \t")
+    after = data[at + 8 : at + 48].lstrip(b" \t\r\n")
+    return before.endswith(b".") and after.startswith(b"(")
+
+
+def _triple_quoted(data: bytes) -> list[tuple[int, int]] | None:
+    """The spans of triple-quoted strings, or None when one is not closed."""
+    spans: list[tuple[int, int]] = []
+    at = 0
+    while True:
+        double, single = data.find(b'"""', at), data.find(b"'''", at)
+        if double < 0 and single < 0:
+            return spans
+        start, quote = (double, b'"""') if single < 0 or 0 <= double < single else (single, b"'''")
+        end = data.find(quote, start + 3)
+        if end < 0:
+            return None
+        spans.append((start, end + 3))
+        at = end + 3
+
+
+def _row(starts: list[int], offset: int) -> int:
+    low, high = 0, len(starts) - 1
+    while low < high:
+        mid = (low + high + 1) // 2
+        if starts[mid] <= offset:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _inside_def(lines: list[bytes], row: int, indent: int) -> bool:
+    """Whether a ``def`` line encloses the line at ``row`` (by indentation)."""
+    for above in range(row - 1, -1, -1):
+        line = lines[above]
+        stripped = line.lstrip()
+        if not stripped or stripped.startswith(b"#"):
+            continue
+        level = len(line) - len(stripped)
+        if level < indent:
+            if DEF_LINE.match(line):
+                return True
+            if level == 0:
+                return False
+            indent = level
+    return False

@@ -1,0 +1,292 @@
+"""The project a file belongs to, and what that project says about its torch, TensorFlow and JAX.
+
+A file's project is the nearest folder above it (within its git checkout) that has a
+``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``requirements*.txt``; only that folder's
+dependency files pin the framework for it, never a sibling sub-project's.  When they say nothing
+about a framework, the nearest ``Dockerfile`` above the file (up to the git root) may: a base image
+that comes with the framework (``pytorch/pytorch:2.1.0-…``, ``nvcr.io/nvidia/pytorch:YY.MM-py3``)
+is where that framework comes from.  Everything is read from the file system, so one file linted
+alone and the same file linted with its whole repository get the same answer.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
+from cuda_doctor.lint.dockerfile import base_image_reference
+from cuda_doctor.lint.requirements import caps_below, framework_requirements
+from cuda_doctor.paths import rules_dir
+from cuda_doctor.tomlcompat import tomllib
+
+FRAMEWORKS = ("torch", "tensorflow", "jax", "deepspeed")
+MAX_DEPENDENCY_BYTES = 1024 * 1024
+PROJECT_FILES = frozenset({"pyproject.toml", "setup.py", "setup.cfg"})
+REQUIREMENTS = re.compile(r"^(requirements|constraints)[^/]*\.(txt|in)$", re.IGNORECASE)
+DOCKERFILE = re.compile(r"^(dockerfile|containerfile)([._-][^/]*)?$|\.(docker|container)file$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class FrameworkSource:
+    """What a file's project says about one framework.
+
+    ``requirements``: (requirement as written, where) from the project's dependency files;
+    ``image``: the base image the framework comes with, when the dependency files say nothing;
+    ``image_version``: that image's framework version when it is known (from the tag or from a
+    verified row of rules/data), else empty.
+    """
+
+    requirements: tuple[tuple[str, str], ...] = ()
+    image: str = ""
+    image_version: str = ""
+
+    def exact(self) -> tuple[str, str] | None:
+        """(release, as written) of the first exact pin, e.g. ("2.1.0", "torch==2.1.0 (requirements.txt)")."""
+        for text, where in self.requirements:
+            req = _requirement(text)
+            if req is None:
+                continue
+            for spec in req.specifier:
+                if spec.operator in ("==", "===") and "*" not in spec.version:
+                    return spec.version.partition("+")[0], f"{req} ({where})"
+        if self.image_version and not self.requirements:
+            return self.image_version, f"the base image `{self.image}`"
+        return None
+
+    def capped_below(self, bound: str) -> str | None:
+        """How the project allows no release at or above ``bound`` (as written), else None."""
+        limit = Version(bound)
+        for text, where in self.requirements:
+            req = _requirement(text)
+            if req is not None and caps_below(req, limit):
+                return f"{req} ({where})"
+        if not self.requirements and self.image_version:
+            try:
+                if Version(self.image_version) < limit:
+                    return f"the base image `{self.image}` ({self.image_version})"
+            except InvalidVersion:
+                return None
+        return None
+
+    def unknown_image(self) -> str:
+        """The base image the framework comes from when its version is not known, else ''."""
+        return self.image if self.image and not self.image_version and not self.requirements else ""
+
+
+@dataclass(frozen=True)
+class ProjectContext:
+    """Per file: the framework sources of its project (picklable: sent to worker processes)."""
+
+    torch: FrameworkSource = field(default_factory=FrameworkSource)
+    tensorflow: FrameworkSource = field(default_factory=FrameworkSource)
+    jax: FrameworkSource = field(default_factory=FrameworkSource)
+    deepspeed: FrameworkSource = field(default_factory=FrameworkSource)  # only whether it is required
+    root: str = ""  # the git checkout the file is in ("" when none)
+
+    def relative(self, path: Path) -> str:
+        """The path inside its checkout (what "tests/" in a path means is decided on this)."""
+        absolute = os.path.abspath(path)
+        if self.root and absolute.startswith(self.root.rstrip(os.sep) + os.sep):
+            return Path(absolute[len(self.root.rstrip(os.sep)) + 1 :]).as_posix()
+        return Path(path).as_posix()
+
+    def of(self, framework: str) -> FrameworkSource:
+        source: FrameworkSource = getattr(self, framework)
+        return source
+
+
+def _requirement(text: str) -> Requirement | None:
+    try:
+        return Requirement(text)
+    except InvalidRequirement:
+        return None
+
+
+# -- images that bring a framework ---------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1)
+def _ngc_versions() -> dict[tuple[str, str], str]:
+    """(framework, NGC release) → framework version, from the verified rows of the tag data."""
+    with (rules_dir() / "data" / "nvidia_cuda_tags.toml").open("rb") as handle:
+        data: dict[str, Any] = tomllib.load(handle)
+    out: dict[tuple[str, str], str] = {}
+    for framework, table in (("torch", "ngc_pytorch"), ("tensorflow", "ngc_tensorflow")):
+        for row in data.get(table, []):
+            version = row.get(framework)
+            if version and row.get("verified", True):
+                out[(framework, str(row["release"]))] = str(version)
+    return out
+
+
+IMAGE_FRAMEWORK = {
+    "nvcr.io/nvidia/pytorch": "torch",
+    "pytorch/pytorch": "torch",
+    "docker.io/pytorch/pytorch": "torch",
+    "ghcr.io/pytorch/pytorch": "torch",
+    "nvcr.io/nvidia/tensorflow": "tensorflow",
+    "tensorflow/tensorflow": "tensorflow",
+    "docker.io/tensorflow/tensorflow": "tensorflow",
+    "nvcr.io/nvidia/jax": "jax",
+    "ghcr.io/nvidia/jax": "jax",
+}
+
+
+def image_framework(reference: str) -> tuple[str, str] | None:
+    """(framework, version or '') of a base image that comes with one, else None."""
+    name, _, _digest = reference.partition("@")
+    repository, tag = name, ""
+    if ":" in name.rsplit("/", 1)[-1]:
+        repository, tag = name.rsplit(":", 1)
+    framework = IMAGE_FRAMEWORK.get(repository.lower())
+    if framework is None:
+        return None
+    if repository.lower().startswith("nvcr.io/nvidia/"):
+        release = tag.split("-", 1)[0]
+        if framework == "tensorflow" and "-tf1" in tag:
+            return framework, "1.15"  # NGC's TF1 images carry TensorFlow 1.15 (NVIDIA/tensorflow releases)
+        return framework, _ngc_versions().get((framework, release), "")
+    match = re.match(r"^(\d+\.\d+(?:\.\d+)?)(?:-|$)", tag)
+    return framework, match.group(1) if match else ""
+
+
+# -- the file system, read once per folder -------------------------------------------------
+
+
+@dataclass
+class _Folder:
+    is_git_root: bool = False
+    is_project: bool = False
+    dependency_files: list[tuple[str, str, str]] = field(default_factory=list)  # (name, kind, text)
+    images: list[str] = field(default_factory=list)  # base images of its Dockerfiles, "Dockerfile" first
+
+
+ReadText = Callable[[Path], "str | None"]
+
+
+def read_small_text(path: Path, limit: int = MAX_DEPENDENCY_BYTES) -> str | None:
+    """A regular file of at most ``limit`` bytes as UTF-8, else None (never blocks on a FIFO)."""
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+class ProjectFinder:
+    """Finds each file's ProjectContext; caches what it reads per folder for one lint run."""
+
+    def __init__(self, read_text: ReadText = read_small_text) -> None:
+        self._read = read_text
+        self._folders: dict[str, _Folder] = {}
+        self._contexts: dict[str, ProjectContext] = {}
+
+    def context(self, path: Path) -> ProjectContext:
+        folder = os.path.dirname(os.path.abspath(path))
+        found = self._contexts.get(folder)
+        if found is None:
+            found = self._contexts[folder] = self._context_of(folder)
+        return found
+
+    def project_pin(self, path: Path) -> tuple[str, str] | None:
+        """The exact torch release the file's project pins: CDL201's hint for an index URL."""
+        return self.context(path).torch.exact()
+
+    def _context_of(self, folder: str) -> ProjectContext:
+        chain = self._ancestors(folder)
+        project = next((info for info in chain if info.is_project), None)
+        sources: dict[str, FrameworkSource] = {}
+        for framework in FRAMEWORKS:
+            requirements: list[tuple[str, str]] = []
+            if project is not None:
+                for name, kind, text in project.dependency_files:
+                    requirements.extend((str(req), name) for req in framework_requirements(text, kind, framework))
+            image, version = ("", "") if requirements else self._image(chain, framework)
+            sources[framework] = FrameworkSource(tuple(requirements), image, version)
+        top = self._git_root(folder, chain)
+        return ProjectContext(**sources, root=top)
+
+    @staticmethod
+    def _git_root(folder: str, chain: list[_Folder]) -> str:
+        current = folder
+        for info in chain:
+            if info.is_git_root:
+                return current
+            current = os.path.dirname(current)
+        return ""
+
+    @staticmethod
+    def _image(chain: list[_Folder], framework: str) -> tuple[str, str]:
+        for info in chain:
+            for reference in info.images:
+                found = image_framework(reference)
+                if found is not None and found[0] == framework:
+                    return reference, found[1]
+            if info.images:
+                return "", ""  # the nearest Dockerfile decides: its base brings no such framework
+        return "", ""
+
+    def _ancestors(self, folder: str) -> list[_Folder]:
+        """The folder and those above it, up to and including the git root (or the top)."""
+        out: list[_Folder] = []
+        current = folder
+        for _ in range(64):  # a bound on depth: a path is never this deep in practice
+            info = self._folder(current)
+            out.append(info)
+            parent = os.path.dirname(current)
+            if info.is_git_root or parent == current:
+                break
+            current = parent
+        return out
+
+    def _folder(self, folder: str) -> _Folder:
+        found = self._folders.get(folder)
+        if found is None:
+            found = self._folders[folder] = self._read_folder(folder)
+        return found
+
+    def _read_folder(self, folder: str) -> _Folder:
+        info = _Folder()
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            return info  # an unreadable folder says nothing about any project
+        info.is_git_root = ".git" in names
+        dependency: list[str] = []
+        dockerfiles: list[str] = []
+        for name in names:
+            if name in PROJECT_FILES or REQUIREMENTS.match(name):
+                info.is_project = True
+            if name == "pyproject.toml" or REQUIREMENTS.match(name):
+                dependency.append(name)
+            elif DOCKERFILE.search(name):
+                dockerfiles.append(name)
+        if "requirements" in names:
+            try:
+                nested = sorted(os.listdir(os.path.join(folder, "requirements")))
+            except OSError:
+                nested = []
+            dependency.extend(f"requirements/{n}" for n in nested if n.endswith((".txt", ".in")))
+        for name in dependency:
+            text = self._read(Path(folder, name))
+            if text is not None:
+                kind = "pyproject" if name == "pyproject.toml" else "requirements"
+                info.dependency_files.append((name, kind, text))
+        dockerfiles.sort(key=lambda n: (n.lower() != "dockerfile", n))
+        for name in dockerfiles:
+            text = self._read(Path(folder, name))
+            reference = base_image_reference(text) if text is not None else None
+            if reference:
+                info.images.append(reference)
+        return info

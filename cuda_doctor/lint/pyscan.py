@@ -1,0 +1,662 @@
+"""One pass over a Python module's tree: everything the rules need, with the context they need it in.
+
+Statements are visited in order with their context (inside a version-gated branch or an import
+fallback, inside an annotation, which function, whether CUDA has surely been initialised by then);
+expressions below a statement are walked with an explicit stack.  Each node is visited once.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cuda_doctor.lint.apis import jax_lookup
+from cuda_doctor.lint.findings import Hit
+
+LAUNCH_MODULE = "torch.distributed.launch"
+LAUNCH_RE = re.compile(r"-m\s+torch\.distributed\.launch\b")
+LOCAL_RANK_FLAGS = ("--local_rank", "--local-rank")
+VISIBLE_DEVICE_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+# Module names used as they are written even when no import of the file binds them (a star
+# import, a notebook's earlier cell): ``torch.cuda.amp.autocast`` means what it says.
+IMPLICIT_HEADS = frozenset({"torch", "tf", "tensorflow", "keras", "jax", "os"})
+GPU_STRINGS = frozenset({"cuda", "CUDA", "gpu", "GPU", "nccl", "NCCL"})
+GPU_PREFIXES = ("cuda:", "gpu:", "/gpu:", "GPU:", "/GPU:")
+
+# Names in an ``if`` test that make its branches a version or feature gate.
+GATE_WORD = re.compile(r"(?i)version|greater|_ge_|_lt_|^_?torch_\d|^_?(has|is)_(torch|native|amp|apex|tf|jax)")
+FRAMEWORK_MODULES = ("torch", "tensorflow", "keras", "jax", "tf_keras")
+VERSION_TEXT = re.compile(r"^\d+\.\d+")
+FALLBACK_ERRORS = frozenset({"AttributeError", "ImportError", "ModuleNotFoundError", "TypeError", "NameError"})
+BROAD_ERRORS = frozenset({"Exception", "BaseException"})
+
+# torch.cuda calls that initialise CUDA in this process (torch/cuda/__init__.py: they call
+# _lazy_init(), or, for is_available(), cudaGetDeviceCount, which runs cuInit); device_count()
+# counts through NVML without initialising CUDA, and manual_seed*/empty_cache are lazy.
+CUDA_INIT_CALLS = frozenset(
+    {
+        "torch.cuda.init",
+        "torch.cuda.is_available",
+        "torch.cuda.set_device",
+        "torch.cuda.current_device",
+        "torch.cuda.synchronize",
+        "torch.cuda.get_device_name",
+        "torch.cuda.get_device_properties",
+        "torch.cuda.get_device_capability",
+        "torch.cuda.mem_get_info",
+        "torch.cuda.memory_allocated",
+        "torch.cuda.memory_reserved",
+        "torch.cuda.max_memory_allocated",
+        "torch.cuda.current_stream",
+        "torch.cuda.Stream",
+        "torch.cuda.Event",
+        "torch.cuda.is_bf16_supported",
+        "torch.cuda.FloatTensor",
+        "torch.cuda.HalfTensor",
+        "torch.cuda.LongTensor",
+        "torch.cuda.IntTensor",
+    }
+)
+
+
+def dotted(node: ast.AST) -> str | None:
+    parts: list[str] = []
+    while type(node) is ast.Attribute:
+        parts.append(node.attr)  # type: ignore[attr-defined]
+        node = node.value  # type: ignore[attr-defined]
+    if type(node) is ast.Name:
+        parts.append(node.id)  # type: ignore[attr-defined]
+        return ".".join(reversed(parts))
+    return None
+
+
+def const_str(node: ast.AST | None) -> str | None:
+    if type(node) is ast.Constant and isinstance(node.value, str):  # type: ignore[union-attr]
+        return node.value  # type: ignore[union-attr]
+    return None
+
+
+def keyword(call: ast.Call, name: str) -> ast.keyword | None:
+    for item in call.keywords:
+        if item.arg == name:
+            return item
+    return None
+
+
+@dataclass
+class Ref:
+    """A dotted name used in the code, resolved through the imports."""
+
+    node: ast.AST
+    name: str  # as written
+    qual: str  # resolved
+    gated: bool  # in a version/feature-gated branch, an import fallback, or of a gated import
+    imported: bool = False  # the import statement itself
+
+
+@dataclass
+class LoaderSite:
+    """A ``DataLoader(...)`` call and what is around it."""
+
+    call: ast.Call
+    target: str  # the name it is assigned to, or ""
+    function: int  # id of the enclosing function (0: module level)
+
+
+@dataclass
+class CudaState:
+    """Whether CUDA has surely been initialised at this point of a block."""
+
+    initialised: bool = False
+
+
+Gates = tuple["ast.expr | bool", ...]  # if-tests to judge when needed; True: an import fallback
+
+
+@dataclass
+class Ctx:
+    gated: Gates = ()
+    annotation: bool = False
+    function: int = 0
+    cuda: CudaState = field(default_factory=CudaState)
+    main: bool = False  # in the ``if __name__ == "__main__":`` block
+
+    def child(self, **changes: object) -> Ctx:
+        values = {
+            "gated": self.gated,
+            "annotation": self.annotation,
+            "function": self.function,
+            "cuda": self.cuda,
+            "main": self.main,
+        }
+        values.update(changes)
+        return Ctx(**values)  # type: ignore[arg-type]
+
+
+@dataclass
+class Scan:
+    aliases: dict[str, str] = field(default_factory=dict)
+    gated_aliases: set[str] = field(default_factory=set)
+    reported_aliases: set[str] = field(default_factory=set)  # bound by an import already reported
+    frameworks: set[str] = field(default_factory=set)
+    hits: list[Hit] = field(default_factory=list)  # reported as they are seen
+    refs: list[Ref] = field(default_factory=list)  # torch.cuda.amp / tf experimental / jax candidates
+    uses_gpu: bool = False
+    loops: list[tuple[int, int, str, str, int]] = field(default_factory=list)  # line, col, framework, call, function
+    fit_calls: list[ast.Call] = field(default_factory=list)
+    autocasts: list[tuple[ast.AST, str | None, int]] = field(default_factory=list)  # node, dtype, function
+    grad_scalers: list[ast.Call] = field(default_factory=list)
+    loaders: list[LoaderSite] = field(default_factory=list)
+    convs: list[tuple[ast.AST, str]] = field(default_factory=list)
+    local_ranks: list[tuple[ast.AST, str]] = field(default_factory=list)
+    vision_model: bool = False  # an image model: 2-D/3-D convolutions, torchvision/timm models
+    distributed_helper: bool = False  # args handed to init_distributed_mode(args) and the like
+    main_guard: bool = False
+    module_loop: bool = False  # a backward() at module level (a script or notebook run top to bottom)
+    assigned: dict[tuple[int, str], list[ast.expr]] = field(default_factory=dict)  # (function, name) → values
+    classes: dict[str, ast.ClassDef] = field(default_factory=dict)
+    functions: dict[str, ast.AST] = field(default_factory=dict)
+    function_calls: dict[int, set[str]] = field(default_factory=dict)  # function id → names it calls
+    called: dict[int, ast.Call] = field(default_factory=dict)  # func node id → its call (TF fixes)
+
+    def resolve(self, name: str) -> str:
+        head, _, rest = name.partition(".")
+        base = self.aliases.get(head)
+        if base is None:
+            return name
+        return f"{base}.{rest}" if rest else base
+
+
+# -- gates ---------------------------------------------------------------------------------
+
+
+def is_gate_test(test: ast.expr, resolve: Callable[[str], str] = str) -> bool:
+    """A version or feature check: ``torch.__version__ >= …``, ``is_torch_version(...)``,
+    ``hasattr(torch, "amp")``, ``_TORCH_GREATER_EQUAL_2_4``, ``find_spec("apex")``."""
+    for node in ast.walk(test):
+        kind = type(node)
+        if kind is ast.Name:
+            if GATE_WORD.search(node.id):  # type: ignore[attr-defined]
+                return True
+        elif kind is ast.Attribute:
+            if GATE_WORD.search(node.attr):  # type: ignore[attr-defined]
+                return True
+        elif kind is ast.Call:
+            name = (dotted(node.func) or "").rsplit(".", 1)[-1]  # type: ignore[attr-defined]
+            if name == "find_spec":
+                return True
+            if name in ("hasattr", "getattr") and node.args:  # type: ignore[attr-defined]
+                owner = resolve(dotted(node.args[0]) or "")  # type: ignore[attr-defined]
+                if owner.split(".")[0] in FRAMEWORK_MODULES:
+                    return True
+        elif kind is ast.Constant and isinstance(node.value, str) and VERSION_TEXT.match(node.value):  # type: ignore[attr-defined]
+            return True
+    return False
+
+
+def is_main_test(test: ast.expr) -> bool:
+    if type(test) is not ast.Compare or len(test.comparators) != 1:  # type: ignore[attr-defined]
+        return False
+    sides = [test.left, test.comparators[0]]  # type: ignore[attr-defined]
+    return any(type(s) is ast.Name and s.id == "__name__" for s in sides) and any(
+        const_str(s) == "__main__" for s in sides
+    )
+
+
+def _handler_names(handler: ast.ExceptHandler) -> set[str] | None:
+    """The exception names a handler catches; None for a bare ``except:``."""
+    if handler.type is None:
+        return None
+    nodes = handler.type.elts if type(handler.type) is ast.Tuple else [handler.type]  # type: ignore[attr-defined]
+    return {(dotted(n) or "").rsplit(".", 1)[-1] for n in nodes}
+
+
+def is_fallback_handler(handler: ast.ExceptHandler, body_imports: bool) -> bool:
+    """``except (AttributeError, ImportError, TypeError)``: the code path for an older library;
+    a bare or broad ``except`` only when the ``try`` imports something."""
+    names = _handler_names(handler)
+    if names is None:
+        return body_imports
+    return bool(names & FALLBACK_ERRORS) or (body_imports and bool(names & BROAD_ERRORS))
+
+
+# -- the walk ------------------------------------------------------------------------------
+
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _children(node: ast.AST) -> tuple[str, ...]:
+    kind = type(node)
+    fields = _CHILD_FIELDS.get(kind)
+    if fields is None:
+        fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f not in ("ctx", "type_comment"))
+    return fields
+
+
+class Scanner:
+    def __init__(self, scan: Scan) -> None:
+        self.scan = scan
+        self.docstrings: set[int] = set()
+        self._gate_cache: dict[int, bool] = {}
+
+    def is_gated(self, gates: Gates) -> bool:
+        """Judged only when a deprecated name or an import needs it: most tests never are."""
+        for gate in gates:
+            if gate is True:
+                return True
+            if gate is not False:
+                key = id(gate)
+                found = self._gate_cache.get(key)
+                if found is None:
+                    found = self._gate_cache[key] = is_gate_test(gate, self.scan.resolve)  # type: ignore[arg-type]
+                if found:
+                    return True
+        return False
+
+    # statements ---------------------------------------------------------------------------
+
+    def module(self, tree: ast.Module) -> None:
+        self._prescan_imports(tree.body, False)
+        self.block(tree.body, Ctx())
+
+    def _prescan_imports(self, body: list[ast.stmt], gated: bool) -> None:
+        """Module-level imports first (also those in if/try blocks), so that a function defined
+        above an import still resolves its names."""
+        for node in body:
+            kind = type(node)
+            if kind is ast.Import or kind is ast.ImportFrom:
+                self._bind_imports(node, gated, report=False)  # type: ignore[arg-type]
+            elif kind is ast.If:
+                gate = gated or is_gate_test(node.test, self.scan.resolve)  # type: ignore[attr-defined]
+                self._prescan_imports(node.body, gate)  # type: ignore[attr-defined]
+                self._prescan_imports(node.orelse, gate)  # type: ignore[attr-defined]
+            elif kind is ast.Try or kind.__name__ == "TryStar":
+                imports = any(type(s) in (ast.Import, ast.ImportFrom) for s in node.body)  # type: ignore[attr-defined]
+                guarded = any(is_fallback_handler(h, imports) for h in node.handlers)  # type: ignore[attr-defined]
+                self._prescan_imports(node.body, gated or guarded)  # type: ignore[attr-defined]
+                for handler in node.handlers:  # type: ignore[attr-defined]
+                    self._prescan_imports(handler.body, gated or is_fallback_handler(handler, imports))
+                self._prescan_imports(node.orelse, gated)  # type: ignore[attr-defined]
+                self._prescan_imports(node.finalbody, gated)  # type: ignore[attr-defined]
+
+    def block(self, body: list[ast.stmt], ctx: Ctx) -> None:
+        if body and type(body[0]) is ast.Expr and const_str(body[0].value) is not None:  # type: ignore[attr-defined]
+            self.docstrings.add(id(body[0].value))  # type: ignore[attr-defined]
+        for node in body:
+            self.statement(node, ctx)
+
+    def statement(self, node: ast.stmt, ctx: Ctx) -> None:  # noqa: C901 - one dispatch on the statement kind
+        kind = type(node)
+        if kind is ast.Expr:
+            if const_str(node.value) is None:  # type: ignore[attr-defined]  # a bare string is a comment
+                self.expr(node.value, ctx)  # type: ignore[attr-defined]
+        elif kind is ast.Assign:
+            self.expr(node.value, ctx)  # type: ignore[attr-defined]
+            for target in node.targets:  # type: ignore[attr-defined]
+                self._assigned(target, node.value, ctx)  # type: ignore[attr-defined]
+                self.expr(target, ctx)
+        elif kind is ast.AugAssign or kind is ast.AnnAssign:
+            if kind is ast.AnnAssign:
+                self.expr(node.annotation, ctx.child(annotation=True))  # type: ignore[attr-defined]
+            if node.value is not None:  # type: ignore[attr-defined]
+                self.expr(node.value, ctx)  # type: ignore[attr-defined]
+                self._assigned(node.target, node.value, ctx)  # type: ignore[attr-defined]
+            self.expr(node.target, ctx)  # type: ignore[attr-defined]
+        elif kind is ast.Import or kind is ast.ImportFrom:
+            self._bind_imports(node, self.is_gated(ctx.gated), report=True)  # type: ignore[arg-type]
+        elif kind is ast.If:
+            self._if(node, ctx)  # type: ignore[arg-type]
+        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+            self._function(node, ctx)  # type: ignore[arg-type]
+        elif kind is ast.ClassDef:
+            self.scan.classes[node.name] = node  # type: ignore[attr-defined,assignment]
+            for expr in (*node.decorator_list, *node.bases, *(k.value for k in node.keywords)):  # type: ignore[attr-defined]
+                self.expr(expr, ctx)
+            self.block(node.body, ctx.child(cuda=CudaState()))  # type: ignore[attr-defined]
+        elif kind is ast.Try or kind.__name__ == "TryStar":
+            self._try(node, ctx)
+        elif kind is ast.With or kind is ast.AsyncWith:
+            for item in node.items:  # type: ignore[attr-defined]
+                self.expr(item.context_expr, ctx)
+                if item.optional_vars is not None:
+                    self.expr(item.optional_vars, ctx)
+            self.block(node.body, ctx)  # type: ignore[attr-defined]
+        elif kind is ast.For or kind is ast.AsyncFor:
+            self.expr(node.iter, ctx)  # type: ignore[attr-defined]
+            self.expr(node.target, ctx)  # type: ignore[attr-defined]
+            inner = ctx.child(cuda=CudaState(ctx.cuda.initialised))
+            self.block(node.body, inner)  # type: ignore[attr-defined]
+            self.block(node.orelse, inner)  # type: ignore[attr-defined]
+        elif kind is ast.While:
+            self.expr(node.test, ctx)  # type: ignore[attr-defined]
+            inner = ctx.child(cuda=CudaState(ctx.cuda.initialised))
+            self.block(node.body, inner)  # type: ignore[attr-defined]
+            self.block(node.orelse, inner)  # type: ignore[attr-defined]
+        elif kind.__name__ == "Match":
+            self.expr(node.subject, ctx)  # type: ignore[attr-defined]
+            for case in node.cases:  # type: ignore[attr-defined]
+                inner = ctx.child(cuda=CudaState(ctx.cuda.initialised))
+                if case.guard is not None:
+                    self.expr(case.guard, inner)
+                self.block(case.body, inner)
+        else:  # Return, Delete, Raise, Assert, Global, Pass …
+            for name in _children(node):
+                value = getattr(node, name, None)
+                if isinstance(value, ast.AST):
+                    self.expr(value, ctx)  # type: ignore[arg-type]
+                elif isinstance(value, list):
+                    for item in value:
+                        if isinstance(item, ast.AST):
+                            self.expr(item, ctx)  # type: ignore[arg-type]
+
+    def _if(self, node: ast.If, ctx: Ctx) -> None:
+        self.expr(node.test, ctx)
+        if is_main_test(node.test) and ctx.function == 0:
+            self.scan.main_guard = True
+            self.block(node.body, ctx.child(main=True))  # a script runs it: CUDA state goes on
+            self.block(node.orelse, ctx.child(cuda=CudaState(ctx.cuda.initialised)))
+            return
+        gated = (*ctx.gated, node.test)
+        self.block(node.body, ctx.child(gated=gated, cuda=CudaState(ctx.cuda.initialised)))
+        self.block(node.orelse, ctx.child(gated=gated, cuda=CudaState(ctx.cuda.initialised)))
+
+    def _try(self, node: ast.AST, ctx: Ctx) -> None:
+        body: list[ast.stmt] = node.body  # type: ignore[attr-defined]
+        imports = any(type(s) in (ast.Import, ast.ImportFrom) for s in body)
+        # a try whose except handles the API's absence is a gate for its body too
+        guarded = any(is_fallback_handler(h, imports) for h in node.handlers)  # type: ignore[attr-defined]
+        self.block(body, ctx.child(gated=(*ctx.gated, True)) if guarded else ctx)
+        for handler in node.handlers:  # type: ignore[attr-defined]
+            if handler.type is not None:
+                self.expr(handler.type, ctx)
+            gated = (*ctx.gated, True) if is_fallback_handler(handler, imports) else ctx.gated
+            self.block(handler.body, ctx.child(gated=gated, cuda=CudaState(ctx.cuda.initialised)))
+        self.block(node.orelse, ctx.child(cuda=CudaState(ctx.cuda.initialised)))  # type: ignore[attr-defined]
+        self.block(node.finalbody, ctx)  # type: ignore[attr-defined]
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Ctx) -> None:
+        self.scan.functions[node.name] = node
+        for decorator in node.decorator_list:
+            self.expr(decorator, ctx)
+        args = node.args
+        annotation = ctx.child(annotation=True)
+        for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
+            if arg is not None and arg.annotation is not None:
+                self.expr(arg.annotation, annotation)
+        for default in (*args.defaults, *(d for d in args.kw_defaults if d is not None)):
+            self.expr(default, ctx)
+        if node.returns is not None:
+            self.expr(node.returns, annotation)
+        self.block(node.body, Ctx(gated=ctx.gated, function=id(node)))
+
+    def _assigned(self, target: ast.expr, value: ast.expr, ctx: Ctx) -> None:
+        kind = type(target)
+        if kind is ast.Name:
+            self.scan.assigned.setdefault((ctx.function, target.id), []).append(value)  # type: ignore[attr-defined]
+        elif kind is ast.Tuple or kind is ast.List:
+            for element in target.elts:  # type: ignore[attr-defined]
+                if type(element) is ast.Name:  # ``train, val = split(ds)``: each comes from the call
+                    self.scan.assigned.setdefault((ctx.function, element.id), []).append(value)
+        elif kind is ast.Subscript:
+            self._environ_assignment(target, ctx)  # type: ignore[arg-type]
+        if type(value) is ast.Call and kind in (ast.Name, ast.Attribute):
+            self._named_loader(target.id if kind is ast.Name else target.attr, value, ctx)  # type: ignore[attr-defined]
+
+    def _environ_assignment(self, target: ast.Subscript, ctx: Ctx) -> None:
+        owner = dotted(target.value)
+        key = const_str(target.slice)
+        if owner and key in VISIBLE_DEVICE_VARIABLES and self.scan.resolve(owner) == "os.environ":
+            self._visible_devices(target, key, ctx)
+
+    def _visible_devices(self, node: ast.AST, variable: str, ctx: Ctx) -> None:
+        if ctx.cuda.initialised:
+            example = "CUDA_VISIBLE_DEVICES=0" if variable == "CUDA_VISIBLE_DEVICES" else f"{variable}=PCI_BUS_ID"
+            line, column = getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
+            self.scan.hits.append(Hit.make("CDL011", line, column, variable=variable, example=example))
+
+    def _named_loader(self, name: str, call: ast.Call, ctx: Ctx) -> None:
+        for site in reversed(self.scan.loaders):
+            if site.call is call:
+                site.target = name
+                return
+
+    # imports ------------------------------------------------------------------------------
+
+    def _bind_imports(self, node: ast.Import | ast.ImportFrom, gated: bool, report: bool) -> None:
+        scan = self.scan
+        if type(node) is ast.Import:
+            for alias in node.names:
+                name = alias.asname or alias.name.split(".")[0]
+                target = alias.name if alias.asname else name
+                self._bind(name, target, gated)
+                _note_framework(alias.name, scan)
+                if report and alias.name == LAUNCH_MODULE:
+                    scan.hits.append(_launch_hit(node, f"import {LAUNCH_MODULE}"))
+                if report and alias.name.startswith("jax."):
+                    self._imported_api(node, alias.name, alias.asname or alias.name, gated, name)
+            return
+        module = node.module  # type: ignore[union-attr]
+        if not module or node.level:  # type: ignore[union-attr]
+            return
+        _note_framework(module, scan)
+        for alias in node.names:
+            if alias.name == "*":
+                continue
+            full = f"{module}.{alias.name}"
+            self._bind(alias.asname or alias.name, full, gated)
+            if report and module.startswith("jax"):
+                self._imported_api(node, full, f"{module}.{alias.name}", gated, alias.asname or alias.name)
+            if report and (full == LAUNCH_MODULE or module == LAUNCH_MODULE):
+                scan.hits.append(_launch_hit(node, f"from {module} import {alias.name}"))
+
+    def _imported_api(self, node: ast.AST, qual: str, written: str, gated: bool, bound: str) -> None:
+        """An import of a removed JAX API fails at the import: reported there, not at each use."""
+        if jax_lookup(qual) is not None:
+            self.scan.refs.append(Ref(node, written, qual, gated, imported=True))
+            self.scan.reported_aliases.add(bound)
+
+    def _bind(self, name: str, target: str, gated: bool) -> None:
+        scan = self.scan
+        previous = scan.aliases.get(name)
+        if gated or (previous is not None and previous != target and name not in ("torch", "tf", "jax")):
+            scan.gated_aliases.add(name)
+        scan.aliases[name] = target
+
+    # expressions --------------------------------------------------------------------------
+
+    def expr(self, root: ast.expr, ctx: Ctx) -> None:  # noqa: C901 - one dispatch on the node kind
+        aliases = self.scan.aliases
+        stack: list[tuple[ast.AST, Gates]] = [(root, ctx.gated)]
+        while stack:
+            node, gated = stack.pop()
+            kind = type(node)
+            if kind is ast.Attribute or kind is ast.Name:
+                base = node
+                while type(base) is ast.Attribute:
+                    base = base.value  # type: ignore[attr-defined]
+                if type(base) is not ast.Name:
+                    stack.append((base, gated))  # a call or subscript at the base of the chain
+                elif base.id in aliases or base.id in IMPLICIT_HEADS:  # type: ignore[attr-defined]
+                    self._reference(node, dotted(node) or "", gated, ctx)
+                continue  # a name no import binds cannot be a framework API
+            if kind is ast.Constant:
+                if type(node.value) is str and id(node) not in self.docstrings:  # type: ignore[attr-defined]
+                    self._string(node, node.value)  # type: ignore[attr-defined,arg-type]
+                continue
+            if kind is ast.Call:
+                self._call(node, ctx)  # type: ignore[arg-type]
+            elif kind is ast.IfExp:
+                inner = (*gated, node.test)  # type: ignore[attr-defined]
+                stack.append((node.test, gated))  # type: ignore[attr-defined]
+                stack.append((node.body, inner))  # type: ignore[attr-defined]
+                stack.append((node.orelse, inner))  # type: ignore[attr-defined]
+                continue
+            elif kind is ast.Lambda:
+                stack.append((node.body, gated))  # type: ignore[attr-defined]
+                continue
+            for name in _children(node):
+                value = getattr(node, name)
+                if type(value) is list:
+                    for item in value:
+                        if isinstance(item, ast.AST):
+                            stack.append((item, gated))
+                elif isinstance(value, ast.AST):
+                    stack.append((value, gated))
+
+    def _reference(self, node: ast.AST, name: str, gates: Gates, ctx: Ctx) -> None:
+        scan = self.scan
+        head = name.partition(".")[0]
+        qual = scan.resolve(name)
+        if qual.startswith("torch."):
+            if qual.startswith(("torch.cuda", "torch.accelerator", "torch.backends.cudnn")):
+                scan.uses_gpu = True
+            if ".amp." in qual and not ctx.annotation:
+                scan.refs.append(Ref(node, name, qual, head in scan.gated_aliases or self.is_gated(gates)))
+        elif not ctx.annotation and "mixed_precision.experimental" in qual:
+            scan.refs.append(Ref(node, name, qual, head in scan.gated_aliases or self.is_gated(gates)))
+        elif not ctx.annotation and qual.startswith("jax.") and head not in scan.reported_aliases:
+            scan.refs.append(Ref(node, name, qual, head in scan.gated_aliases or self.is_gated(gates)))
+        elif qual.startswith(("accelerate.Accelerator", "deepspeed.initialize")):
+            scan.uses_gpu = True
+
+    def _string(self, node: ast.AST, text: str) -> None:
+        scan = self.scan
+        if text == LAUNCH_MODULE or (len(text) > 20 and LAUNCH_RE.search(text)):
+            scan.hits.append(_launch_hit(node, f"python -m {LAUNCH_MODULE}"))
+        elif len(text) < 12 and (text in GPU_STRINGS or text.startswith(GPU_PREFIXES)):
+            scan.uses_gpu = True
+
+    def _call(self, node: ast.Call, ctx: Ctx) -> None:  # noqa: C901 - one dispatch on the callee
+        scan = self.scan
+        func = node.func
+        leaf = func.attr if type(func) is ast.Attribute else getattr(func, "id", "")  # type: ignore[attr-defined]
+        if ctx.function:
+            scan.function_calls.setdefault(ctx.function, set()).add(leaf)
+        if "istributed" in leaf:
+            lower = leaf.lower()
+            scan.distributed_helper |= "init" in lower or "setup" in lower
+        if node.keywords and any(
+            k.arg == "device" and type(k.value) is ast.Constant and str(k.value.value).startswith("cuda")  # type: ignore[attr-defined]
+            for k in node.keywords
+        ):
+            ctx.cuda.initialised = True  # a tensor made on the GPU
+        if type(func) is ast.Attribute:
+            attr = func.attr
+            if attr in ("Policy", "LossScaleOptimizer"):
+                scan.called[id(func)] = node
+            if attr == "backward":
+                scan.loops.append((node.lineno, node.col_offset + 1, "torch", "backward()", ctx.function))
+                if ctx.function == 0:
+                    scan.module_loop = True
+            elif attr == "step":
+                owner = (dotted(func.value) or "").split(".")[-1].lower()
+                if "optim" in owner or owner == "opt":
+                    scan.loops.append((node.lineno, node.col_offset + 1, "torch", f"{owner}.step()", ctx.function))
+            elif attr in ("fit", "fit_generator"):
+                scan.fit_calls.append(node)
+            elif attr == "cuda":
+                scan.uses_gpu = True
+                ctx.cuda.initialised = True
+            elif attr == "to" and node.args and (const_str(node.args[0]) or "").startswith("cuda"):
+                ctx.cuda.initialised = True
+            elif attr == "add_argument":
+                for arg in node.args:
+                    flag = const_str(arg)
+                    if flag in LOCAL_RANK_FLAGS:
+                        scan.local_ranks.append((arg, flag))  # type: ignore[arg-type]
+                        break  # one finding per add_argument call, whatever its spellings
+            elif attr in ("setdefault", "update", "putenv"):
+                self._environ_call(node, attr, ctx)
+        base = func
+        while type(base) is ast.Attribute:
+            base = base.value  # type: ignore[attr-defined]
+        if type(base) is not ast.Name or (base.id not in scan.aliases and base.id not in IMPLICIT_HEADS):  # type: ignore[attr-defined]
+            return  # not reached through an import: no framework API
+        qual = scan.resolve(dotted(func) or "")
+        if qual in CUDA_INIT_CALLS:
+            ctx.cuda.initialised = True
+        elif qual == "os.putenv":
+            self._environ_call(node, "putenv", ctx)
+        if qual.startswith(("torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast")):
+            scan.autocasts.append((node, _autocast_dtype(node, qual, scan), ctx.function))
+        elif qual.endswith("GradScaler"):
+            scan.grad_scalers.append(node)
+        elif qual in ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"):
+            scan.loaders.append(LoaderSite(node, "", ctx.function))
+        elif qual.startswith("torch.nn.") and re.match(r"(Lazy)?Conv(Transpose)?[123]d$", qual[9:]):
+            scan.convs.append((node, qual))
+            scan.vision_model = scan.vision_model or not qual.endswith("1d")
+        elif qual.startswith("torchvision.models."):
+            scan.convs.append((node, qual))
+            scan.vision_model = True
+        elif qual.startswith(("timm.create_model", "timm.models.", "torchvision.datasets.")):
+            scan.vision_model = True
+
+    def _environ_call(self, node: ast.Call, attr: str, ctx: Ctx) -> None:
+        scan = self.scan
+        owner = dotted(node.func.value) if type(node.func) is ast.Attribute else None  # type: ignore[attr-defined]
+        if attr == "putenv" or (owner and scan.resolve(owner) == "os.environ"):
+            keys: list[str] = []
+            if attr == "update" and node.args and type(node.args[0]) is ast.Dict:
+                keys = [k for k in (const_str(k) for k in node.args[0].keys) if k]  # type: ignore[attr-defined]
+                keys += [k.arg for k in node.keywords if k.arg]
+            elif node.args:
+                key = const_str(node.args[0])
+                keys = [key] if key else []
+            for key in keys:
+                if key in VISIBLE_DEVICE_VARIABLES:
+                    self._visible_devices(node, key, ctx)
+
+
+def _note_framework(module: str, scan: Scan) -> None:
+    top = module.split(".")[0]
+    if top in ("torch", "lightning", "pytorch_lightning", "accelerate"):
+        scan.frameworks.add("torch")
+    elif top in ("tensorflow", "keras", "tf_keras"):
+        scan.frameworks.add("tensorflow")
+    elif top in ("jax", "flax", "optax"):
+        scan.frameworks.add("jax")
+    if top in ("deepspeed", "accelerate", "lightning", "pytorch_lightning"):
+        scan.frameworks.add(top)
+
+
+def _launch_hit(node: ast.AST, command: str) -> Hit:
+    return Hit.make("CDL006", getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1, command=command)
+
+
+LOW_PRECISION = {"torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16"}
+
+
+def _autocast_dtype(node: ast.Call, qual: str, scan: Scan) -> str | None:
+    """float16 / bfloat16 / None (unknown, or autocast disabled)."""
+    enabled = keyword(node, "enabled")
+    if enabled is not None and not (type(enabled.value) is ast.Constant and enabled.value.value is True):
+        return None  # disabled, or enabled at run time: cannot tell
+    dtype_kw = keyword(node, "dtype")
+    dtype_node = dtype_kw.value if dtype_kw else None
+    device: str | None
+    if qual.startswith("torch.cuda.amp"):
+        device = "cuda"
+    elif qual.startswith("torch.cpu.amp"):
+        device = "cpu"
+    else:
+        first = node.args[0] if node.args else getattr(keyword(node, "device_type"), "value", None)
+        device = const_str(first)
+        if dtype_node is None and len(node.args) > 1:
+            dtype_node = node.args[1]
+    if dtype_node is not None:
+        name = dotted(dtype_node)
+        return LOW_PRECISION.get(scan.resolve(name)) if name else None
+    if device == "cuda":
+        return "float16"  # autocast's default on CUDA
+    if device == "cpu":
+        return "bfloat16"
+    return None
+
+
+def scan_tree(tree: ast.Module) -> Scan:
+    scan = Scan()
+    Scanner(scan).module(tree)
+    return scan

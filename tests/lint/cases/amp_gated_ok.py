@@ -1,0 +1,33 @@
+# ruff: noqa
+"""torch.cuda.amp as the fallback for an older torch: nothing to report."""
+from __future__ import annotations
+
+import torch
+from packaging import version
+
+try:
+    from torch.amp import GradScaler
+except ImportError:
+    from torch.cuda.amp import GradScaler
+
+try:
+    scaler = torch.amp.GradScaler("cuda")
+except (AttributeError, TypeError):
+    scaler = torch.cuda.amp.GradScaler()
+
+if version.parse(torch.__version__) >= version.parse("2.4"):
+    autocast = torch.amp.autocast
+else:
+    autocast = torch.cuda.amp.autocast
+
+if hasattr(torch, "amp"):
+    ctx = torch.amp.autocast("cuda")
+else:
+    ctx = torch.cuda.amp.autocast()
+
+make = torch.amp.GradScaler if hasattr(torch.amp, "GradScaler") else torch.cuda.amp.GradScaler
+second = GradScaler()
+
+
+def step(s: torch.cuda.amp.GradScaler) -> None:
+    """An annotation emits no warning at run time."""
