@@ -52,7 +52,9 @@ def loader_hits(scan: Scan, pretrained: bool = False) -> list[Hit]:
         if not site.workers and site.decoding:
             pin = "" if site.pin else " (with `pin_memory=True` for the host-to-device copies)"
             hits.append(Hit.make("CDL008", line, column, detail="num_workers unset (defaults to 0)", pin=pin))
-        elif site.workers and not site.pin and site.cv and not site.small_batch and not pretrained and _workers_on(call):
+        elif (
+            site.workers and not site.pin and site.cv and not site.small_batch and not pretrained and _workers_on(call)
+        ):
             # workers set: the author found loading heavy enough to move out of the main process
             hits.append(Hit.make("CDL009", line, column, detail="without pin_memory"))
     return hits
@@ -175,4 +177,3 @@ def _collate_decodes(scan: Scan, call: ast.Call, function: int) -> bool:
     if node is None:
         return False
     return any(re.search(r"(?i)token|encode|processor", n) for n in scan.function_calls.get(id(node), set()) if n)
-

@@ -95,7 +95,9 @@ def _kind(name: str, parent: str, grandparent: str, explicit: bool) -> str | Non
         return "dockerfile"
     if lower == "pyproject.toml":
         return "pyproject"
-    if lower.endswith((".txt", ".in")) and ("requirements" in lower or "constraints" in lower or parent == "requirements"):
+    if lower.endswith((".txt", ".in")) and (
+        "requirements" in lower or "constraints" in lower or parent == "requirements"
+    ):
         return "requirements"
     if lower.endswith((".sh", ".bash")):
         return "shell"
@@ -314,7 +316,8 @@ def _guarded(kind: str, path: Path, text: str, context: ProjectContext, pin: tup
     try:
         hits = lint_one(kind, path, text, context, pin)
         # the launcher is deprecated, and torchrun there, only from a torch release on
-        return [launch_for_project(h, context.torch) if h.rule_id == "CDL006" else h for h in hits]
+        judged = [launch_for_project(h, context.torch) if h.rule_id == "CDL006" else h for h in hits]
+        return [h for h in judged if h is not None]
     except Exception as exc:
         return [
             Hit.make("CDL000", 1, 1, severity=Severity.ERROR, reason=f"internal error: {type(exc).__name__}: {exc}")
@@ -434,5 +437,3 @@ def _display(path: Path) -> str:
         return path.as_posix()
     relative = os.path.relpath(path, Path.cwd())
     return path.as_posix() if relative.startswith("..") else Path(relative).as_posix()
-
-

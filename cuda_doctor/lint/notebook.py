@@ -120,10 +120,9 @@ def not_code(lines: list[str], exc: SyntaxError) -> bool:
         return True
     if REPR_OPEN.search(line) or LABEL_LINE.match(line):
         return True
+    # a line of pasted text at the start of a line
     message = exc.msg or ""
-    if message.startswith("unterminated string literal") and PROSE_LINE.match(line) and not line.startswith((" ", "\t")):
-        return True  # a line of pasted text at the start of a line
-    return False
+    return message.startswith("unterminated string literal") and bool(PROSE_LINE.match(line)) and line[:1] not in " \t"
 
 
 def _relocate(hits: list[Hit], file_line: int) -> list[Hit]:

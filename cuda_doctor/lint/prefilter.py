@@ -24,7 +24,7 @@ DEF_LINE = re.compile(rb"^[ \t]*(async[ \t]+def|def)\b")
 TRAINING = re.compile(rb"(?i)train|shuffle|sampler")
 
 
-def needs_ast(data: bytes, path: str = "") -> bool:  # noqa: C901 - one clause per check, in order of cost
+def needs_ast(data: bytes, path: str = "") -> bool:
     has = data.__contains__
     if (has(b"autocast") or has(b"GradScaler") or has(b"custom_fwd") or has(b"custom_bwd")) and _amp_module(data):
         return True  # CDL001 (torch.cuda.amp.*)

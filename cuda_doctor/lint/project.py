@@ -159,6 +159,16 @@ def image_framework(reference: str) -> tuple[str, str] | None:
     return framework, match.group(1) if match else ""
 
 
+def _image(folder: _Folder, framework: str) -> tuple[str, str]:
+    """(base image, its framework version or '') from the nearest folder with a Dockerfile: its
+    base brings the framework, or the project does not take it from an image."""
+    for reference in folder.images:
+        found = image_framework(reference)
+        if found is not None and found[0] == framework:
+            return reference, found[1]
+    return "", ""
+
+
 # -- the file system, read once per folder -------------------------------------------------
 
 
@@ -191,6 +201,7 @@ class ProjectFinder:
         self._read = read_text
         self._folders: dict[str, _Folder] = {}
         self._contexts: dict[str, ProjectContext] = {}
+        self._by_project: dict[tuple[int, int, str], ProjectContext] = {}
 
     def context(self, path: Path) -> ProjectContext:
         folder = os.path.dirname(os.path.abspath(path))
@@ -206,16 +217,25 @@ class ProjectFinder:
     def _context_of(self, folder: str) -> ProjectContext:
         chain = self._ancestors(folder)
         project = next((info for info in chain if info.is_project), None)
+        images = next((info for info in chain if info.images), None)
+        key = (id(project), id(images), self._git_root(folder, chain))
+        found = self._by_project.get(key)
+        if found is None:
+            found = self._by_project[key] = self._sources(project, images, key[2])
+        return found
+
+    @staticmethod
+    def _sources(project: _Folder | None, images: _Folder | None, root: str) -> ProjectContext:
+        """One project's framework sources (computed once per project and Dockerfile folder)."""
         sources: dict[str, FrameworkSource] = {}
         for framework in FRAMEWORKS:
             requirements: list[tuple[str, str]] = []
             if project is not None:
                 for name, kind, text in project.dependency_files:
                     requirements.extend((str(req), name) for req in framework_requirements(text, kind, framework))
-            image, version = ("", "") if requirements else self._image(chain, framework)
+            image, version = ("", "") if requirements or images is None else _image(images, framework)
             sources[framework] = FrameworkSource(tuple(requirements), image, version)
-        top = self._git_root(folder, chain)
-        return ProjectContext(**sources, root=top)
+        return ProjectContext(**sources, root=root)
 
     @staticmethod
     def _git_root(folder: str, chain: list[_Folder]) -> str:
@@ -225,17 +245,6 @@ class ProjectFinder:
                 return current
             current = os.path.dirname(current)
         return ""
-
-    @staticmethod
-    def _image(chain: list[_Folder], framework: str) -> tuple[str, str]:
-        for info in chain:
-            for reference in info.images:
-                found = image_framework(reference)
-                if found is not None and found[0] == framework:
-                    return reference, found[1]
-            if info.images:
-                return "", ""  # the nearest Dockerfile decides: its base brings no such framework
-        return "", ""
 
     def _ancestors(self, folder: str) -> list[_Folder]:
         """The folder and those above it, up to and including the git root (or the top)."""

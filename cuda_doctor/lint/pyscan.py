@@ -22,6 +22,9 @@ VISIBLE_DEVICE_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 # Module names used as they are written even when no import of the file binds them (a star
 # import, a notebook's earlier cell): ``torch.cuda.amp.autocast`` means what it says.
 IMPLICIT_HEADS = frozenset({"torch", "tf", "tensorflow", "keras", "jax", "os"})
+AUTOCASTS = ("torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast")
+DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+CONV = re.compile(r"(Lazy)?Conv(Transpose)?[123]d$")
 GPU_STRINGS = frozenset({"cuda", "CUDA", "gpu", "GPU", "nccl", "NCCL"})
 GPU_PREFIXES = ("cuda:", "gpu:", "/gpu:", "GPU:", "/GPU:")
 
@@ -64,17 +67,17 @@ CUDA_INIT_CALLS = frozenset(
 def dotted(node: ast.AST) -> str | None:
     parts: list[str] = []
     while type(node) is ast.Attribute:
-        parts.append(node.attr)  # type: ignore[attr-defined]
-        node = node.value  # type: ignore[attr-defined]
+        parts.append(node.attr)
+        node = node.value
     if type(node) is ast.Name:
-        parts.append(node.id)  # type: ignore[attr-defined]
+        parts.append(node.id)
         return ".".join(reversed(parts))
     return None
 
 
 def const_str(node: ast.AST | None) -> str | None:
-    if type(node) is ast.Constant and isinstance(node.value, str):  # type: ignore[union-attr]
-        return node.value  # type: ignore[union-attr]
+    if type(node) is ast.Constant and isinstance(node.value, str):
+        return node.value
     return None
 
 
@@ -197,9 +200,9 @@ def is_gate_test(test: ast.expr, resolve: Callable[[str], str] = str) -> bool:
 
 
 def is_main_test(test: ast.expr) -> bool:
-    if type(test) is not ast.Compare or len(test.comparators) != 1:  # type: ignore[attr-defined]
+    if type(test) is not ast.Compare or len(test.comparators) != 1:
         return False
-    sides = [test.left, test.comparators[0]]  # type: ignore[attr-defined]
+    sides = [test.left, test.comparators[0]]
     return any(type(s) is ast.Name and s.id == "__name__" for s in sides) and any(
         const_str(s) == "__main__" for s in sides
     )
@@ -209,7 +212,7 @@ def _handler_names(handler: ast.ExceptHandler) -> set[str] | None:
     """The exception names a handler catches; None for a bare ``except:``."""
     if handler.type is None:
         return None
-    nodes = handler.type.elts if type(handler.type) is ast.Tuple else [handler.type]  # type: ignore[attr-defined]
+    nodes = handler.type.elts if type(handler.type) is ast.Tuple else [handler.type]
     return {(dotted(n) or "").rsplit(".", 1)[-1] for n in nodes}
 
 
@@ -250,7 +253,7 @@ class Scanner:
                 key = id(gate)
                 found = self._gate_cache.get(key)
                 if found is None:
-                    found = self._gate_cache[key] = is_gate_test(gate, self.scan.resolve)  # type: ignore[arg-type]
+                    found = self._gate_cache[key] = is_gate_test(gate, self.scan.resolve)
                 if found:
                     return True
         return False
@@ -282,74 +285,76 @@ class Scanner:
                 self._prescan_imports(node.finalbody, gated)  # type: ignore[attr-defined]
 
     def block(self, body: list[ast.stmt], ctx: Ctx) -> None:
-        if body and type(body[0]) is ast.Expr and const_str(body[0].value) is not None:  # type: ignore[attr-defined]
-            self.docstrings.add(id(body[0].value))  # type: ignore[attr-defined]
+        if body and type(body[0]) is ast.Expr and const_str(body[0].value) is not None:
+            self.docstrings.add(id(body[0].value))
         for node in body:
             self.statement(node, ctx)
 
-    def statement(self, node: ast.stmt, ctx: Ctx) -> None:  # noqa: C901 - one dispatch on the statement kind
-        kind = type(node)
-        if kind is ast.Expr:
-            if const_str(node.value) is None:  # type: ignore[attr-defined]  # a bare string is a comment
-                self.expr(node.value, ctx)  # type: ignore[attr-defined]
-        elif kind is ast.Assign:
-            self.expr(node.value, ctx)  # type: ignore[attr-defined]
-            for target in node.targets:  # type: ignore[attr-defined]
-                self._assigned(target, node.value, ctx)  # type: ignore[attr-defined]
-                self.expr(target, ctx)
-        elif kind is ast.AugAssign or kind is ast.AnnAssign:
-            if kind is ast.AnnAssign:
-                self.expr(node.annotation, ctx.child(annotation=True))  # type: ignore[attr-defined]
-            if node.value is not None:  # type: ignore[attr-defined]
-                self.expr(node.value, ctx)  # type: ignore[attr-defined]
-                self._assigned(node.target, node.value, ctx)  # type: ignore[attr-defined]
-            self.expr(node.target, ctx)  # type: ignore[attr-defined]
-        elif kind is ast.Import or kind is ast.ImportFrom:
-            self._bind_imports(node, self.is_gated(ctx.gated), report=True)  # type: ignore[arg-type]
-        elif kind is ast.If:
-            self._if(node, ctx)  # type: ignore[arg-type]
-        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
-            self._function(node, ctx)  # type: ignore[arg-type]
-        elif kind is ast.ClassDef:
-            self.scan.classes[node.name] = node  # type: ignore[attr-defined,assignment]
-            for expr in (*node.decorator_list, *node.bases, *(k.value for k in node.keywords)):  # type: ignore[attr-defined]
-                self.expr(expr, ctx)
-            self.block(node.body, ctx.child(cuda=CudaState()))  # type: ignore[attr-defined]
-        elif kind is ast.Try or kind.__name__ == "TryStar":
-            self._try(node, ctx)
-        elif kind is ast.With or kind is ast.AsyncWith:
-            for item in node.items:  # type: ignore[attr-defined]
-                self.expr(item.context_expr, ctx)
-                if item.optional_vars is not None:
-                    self.expr(item.optional_vars, ctx)
-            self.block(node.body, ctx)  # type: ignore[attr-defined]
-        elif kind is ast.For or kind is ast.AsyncFor:
-            self.expr(node.iter, ctx)  # type: ignore[attr-defined]
-            self.expr(node.target, ctx)  # type: ignore[attr-defined]
+    def statement(self, node: ast.stmt, ctx: Ctx) -> None:
+        handler = _STATEMENTS.get(type(node).__name__)
+        if handler is not None:
+            handler(self, node, ctx)
+            return
+        for name in _children(node):  # Return, Delete, Raise, Assert, Global, Pass …
+            value = getattr(node, name, None)
+            if isinstance(value, ast.AST):
+                self.expr(value, ctx)  # type: ignore[arg-type]
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        self.expr(item, ctx)  # type: ignore[arg-type]
+
+    def _expr_statement(self, node: ast.Expr, ctx: Ctx) -> None:
+        if const_str(node.value) is None:  # a bare string is a comment
+            self.expr(node.value, ctx)
+
+    def _assign(self, node: ast.Assign, ctx: Ctx) -> None:
+        self.expr(node.value, ctx)
+        for target in node.targets:
+            self._assigned(target, node.value, ctx)
+            self.expr(target, ctx)
+
+    def _aug_assign(self, node: ast.AugAssign | ast.AnnAssign, ctx: Ctx) -> None:
+        if type(node) is ast.AnnAssign:
+            self.expr(node.annotation, ctx.child(annotation=True))
+        if node.value is not None:
+            self.expr(node.value, ctx)
+            self._assigned(node.target, node.value, ctx)
+        self.expr(node.target, ctx)
+
+    def _import(self, node: ast.Import | ast.ImportFrom, ctx: Ctx) -> None:
+        self._bind_imports(node, self.is_gated(ctx.gated), report=True)
+
+    def _class(self, node: ast.ClassDef, ctx: Ctx) -> None:
+        self.scan.classes[node.name] = node
+        for expr in (*node.decorator_list, *node.bases, *(k.value for k in node.keywords)):
+            self.expr(expr, ctx)
+        self.block(node.body, ctx.child(cuda=CudaState()))
+
+    def _with(self, node: ast.With | ast.AsyncWith, ctx: Ctx) -> None:
+        for item in node.items:
+            self.expr(item.context_expr, ctx)
+            if item.optional_vars is not None:
+                self.expr(item.optional_vars, ctx)
+        self.block(node.body, ctx)
+
+    def _loop(self, node: ast.For | ast.AsyncFor | ast.While, ctx: Ctx) -> None:
+        if type(node) is ast.While:
+            self.expr(node.test, ctx)
+        else:
+            self.expr(node.iter, ctx)  # type: ignore[union-attr]
+            self.expr(node.target, ctx)  # type: ignore[union-attr]
+        inner = ctx.child(cuda=CudaState(ctx.cuda.initialised))  # the body may not run
+        self.block(node.body, inner)
+        self.block(node.orelse, inner)
+
+    def _match(self, node: ast.AST, ctx: Ctx) -> None:
+        self.expr(node.subject, ctx)  # type: ignore[attr-defined]
+        for case in node.cases:  # type: ignore[attr-defined]
             inner = ctx.child(cuda=CudaState(ctx.cuda.initialised))
-            self.block(node.body, inner)  # type: ignore[attr-defined]
-            self.block(node.orelse, inner)  # type: ignore[attr-defined]
-        elif kind is ast.While:
-            self.expr(node.test, ctx)  # type: ignore[attr-defined]
-            inner = ctx.child(cuda=CudaState(ctx.cuda.initialised))
-            self.block(node.body, inner)  # type: ignore[attr-defined]
-            self.block(node.orelse, inner)  # type: ignore[attr-defined]
-        elif kind.__name__ == "Match":
-            self.expr(node.subject, ctx)  # type: ignore[attr-defined]
-            for case in node.cases:  # type: ignore[attr-defined]
-                inner = ctx.child(cuda=CudaState(ctx.cuda.initialised))
-                if case.guard is not None:
-                    self.expr(case.guard, inner)
-                self.block(case.body, inner)
-        else:  # Return, Delete, Raise, Assert, Global, Pass …
-            for name in _children(node):
-                value = getattr(node, name, None)
-                if isinstance(value, ast.AST):
-                    self.expr(value, ctx)  # type: ignore[arg-type]
-                elif isinstance(value, list):
-                    for item in value:
-                        if isinstance(item, ast.AST):
-                            self.expr(item, ctx)  # type: ignore[arg-type]
+            if case.guard is not None:
+                self.expr(case.guard, inner)
+            self.block(case.body, inner)
 
     def _if(self, node: ast.If, ctx: Ctx) -> None:
         self.expr(node.test, ctx)
@@ -466,24 +471,32 @@ class Scanner:
 
     # expressions --------------------------------------------------------------------------
 
-    def expr(self, root: ast.expr, ctx: Ctx) -> None:  # noqa: C901 - one dispatch on the node kind
-        aliases = self.scan.aliases
+    def _chain(self, node: ast.AST, gates: Gates, ctx: Ctx) -> ast.AST | None:
+        """A dotted name is a reference when an import binds its head (a name no import binds
+        cannot be a framework API); a chain on a call or subscript: that base, to walk."""
+        base = node
+        while type(base) is ast.Attribute:
+            base = base.value
+        if type(base) is not ast.Name:
+            return base
+        if base.id in self.scan.aliases or base.id in IMPLICIT_HEADS:
+            self._reference(node, dotted(node) or "", gates, ctx)
+        return None
+
+    def expr(self, root: ast.expr, ctx: Ctx) -> None:
         stack: list[tuple[ast.AST, Gates]] = [(root, ctx.gated)]
         while stack:
             node, gated = stack.pop()
             kind = type(node)
             if kind is ast.Attribute or kind is ast.Name:
-                base = node
-                while type(base) is ast.Attribute:
-                    base = base.value  # type: ignore[attr-defined]
-                if type(base) is not ast.Name:
+                base = self._chain(node, gated, ctx)
+                if base is not None:
                     stack.append((base, gated))  # a call or subscript at the base of the chain
-                elif base.id in aliases or base.id in IMPLICIT_HEADS:  # type: ignore[attr-defined]
-                    self._reference(node, dotted(node) or "", gated, ctx)
-                continue  # a name no import binds cannot be a framework API
+                continue
             if kind is ast.Constant:
-                if type(node.value) is str and id(node) not in self.docstrings:  # type: ignore[attr-defined]
-                    self._string(node, node.value)  # type: ignore[attr-defined,arg-type]
+                value = node.value  # type: ignore[attr-defined]
+                if type(value) is str and id(node) not in self.docstrings:
+                    self._string(node, value)
                 continue
             if kind is ast.Call:
                 self._call(node, ctx)  # type: ignore[arg-type]
@@ -514,9 +527,9 @@ class Scanner:
                 scan.uses_gpu = True
             if ".amp." in qual and not ctx.annotation:
                 scan.refs.append(Ref(node, name, qual, head in scan.gated_aliases or self.is_gated(gates)))
-        elif not ctx.annotation and "mixed_precision.experimental" in qual:
-            scan.refs.append(Ref(node, name, qual, head in scan.gated_aliases or self.is_gated(gates)))
-        elif not ctx.annotation and qual.startswith("jax.") and head not in scan.reported_aliases:
+        elif (not ctx.annotation and "mixed_precision.experimental" in qual) or (
+            not ctx.annotation and qual.startswith("jax.") and head not in scan.reported_aliases
+        ):
             scan.refs.append(Ref(node, name, qual, head in scan.gated_aliases or self.is_gated(gates)))
         elif qual.startswith(("accelerate.Accelerator", "deepspeed.initialize")):
             scan.uses_gpu = True
@@ -528,64 +541,70 @@ class Scanner:
         elif len(text) < 12 and (text in GPU_STRINGS or text.startswith(GPU_PREFIXES)):
             scan.uses_gpu = True
 
-    def _call(self, node: ast.Call, ctx: Ctx) -> None:  # noqa: C901 - one dispatch on the callee
+    def _call(self, node: ast.Call, ctx: Ctx) -> None:
         scan = self.scan
         func = node.func
-        leaf = func.attr if type(func) is ast.Attribute else getattr(func, "id", "")  # type: ignore[attr-defined]
+        leaf = func.attr if type(func) is ast.Attribute else getattr(func, "id", "")
         if ctx.function:
             scan.function_calls.setdefault(ctx.function, set()).add(leaf)
         if "istributed" in leaf:
             lower = leaf.lower()
             scan.distributed_helper |= "init" in lower or "setup" in lower
         if node.keywords and any(
-            k.arg == "device" and type(k.value) is ast.Constant and str(k.value.value).startswith("cuda")  # type: ignore[attr-defined]
+            k.arg == "device" and type(k.value) is ast.Constant and str(k.value.value).startswith("cuda")
             for k in node.keywords
         ):
             ctx.cuda.initialised = True  # a tensor made on the GPU
         if type(func) is ast.Attribute:
-            attr = func.attr
-            if attr in ("Policy", "LossScaleOptimizer"):
-                scan.called[id(func)] = node
-            if attr == "backward":
-                scan.loops.append((node.lineno, node.col_offset + 1, "torch", "backward()", ctx.function))
-                if ctx.function == 0:
-                    scan.module_loop = True
-            elif attr == "step":
-                owner = (dotted(func.value) or "").split(".")[-1].lower()
-                if "optim" in owner or owner == "opt":
-                    scan.loops.append((node.lineno, node.col_offset + 1, "torch", f"{owner}.step()", ctx.function))
-            elif attr in ("fit", "fit_generator"):
-                scan.fit_calls.append(node)
-            elif attr == "cuda":
-                scan.uses_gpu = True
-                ctx.cuda.initialised = True
-            elif attr == "to" and node.args and (const_str(node.args[0]) or "").startswith("cuda"):
-                ctx.cuda.initialised = True
-            elif attr == "add_argument":
-                for arg in node.args:
-                    flag = const_str(arg)
-                    if flag in LOCAL_RANK_FLAGS:
-                        scan.local_ranks.append((arg, flag))  # type: ignore[arg-type]
-                        break  # one finding per add_argument call, whatever its spellings
-            elif attr in ("setdefault", "update", "putenv"):
-                self._environ_call(node, attr, ctx)
+            self._method_call(node, func, ctx)
         base = func
         while type(base) is ast.Attribute:
-            base = base.value  # type: ignore[attr-defined]
-        if type(base) is not ast.Name or (base.id not in scan.aliases and base.id not in IMPLICIT_HEADS):  # type: ignore[attr-defined]
-            return  # not reached through an import: no framework API
-        qual = scan.resolve(dotted(func) or "")
+            base = base.value
+        if type(base) is ast.Name and (base.id in scan.aliases or base.id in IMPLICIT_HEADS):
+            self._named_call(node, scan.resolve(dotted(func) or ""), ctx)  # reached through an import
+
+    def _method_call(self, node: ast.Call, func: ast.Attribute, ctx: Ctx) -> None:
+        """What ``loss.backward()``, ``optimizer.step()``, ``model.fit()``, ``.cuda()`` … say."""
+        scan = self.scan
+        attr = func.attr
+        if attr in ("Policy", "LossScaleOptimizer"):
+            scan.called[id(func)] = node
+        elif attr == "backward":
+            scan.loops.append((node.lineno, node.col_offset + 1, "torch", "backward()", ctx.function))
+            scan.module_loop |= ctx.function == 0
+        elif attr == "step":
+            owner = (dotted(func.value) or "").split(".")[-1].lower()
+            if "optim" in owner or owner == "opt":
+                scan.loops.append((node.lineno, node.col_offset + 1, "torch", f"{owner}.step()", ctx.function))
+        elif attr in ("fit", "fit_generator"):
+            scan.fit_calls.append(node)
+        elif attr == "cuda":
+            scan.uses_gpu = True
+            ctx.cuda.initialised = True
+        elif attr == "to" and node.args and (const_str(node.args[0]) or "").startswith("cuda"):
+            ctx.cuda.initialised = True
+        elif attr == "add_argument":
+            flag = next((f for f in (const_str(a) for a in node.args) if f in LOCAL_RANK_FLAGS), None)
+            if flag is not None:  # one finding per add_argument call, whatever its spellings
+                arg = next(a for a in node.args if const_str(a) == flag)
+                scan.local_ranks.append((arg, flag))
+        elif attr in ("setdefault", "update", "putenv"):
+            self._environ_call(node, attr, ctx)
+
+    def _named_call(self, node: ast.Call, qual: str, ctx: Ctx) -> None:
+        """A call by its resolved name: CUDA initialisers, autocast, GradScaler, DataLoader, models."""
+        scan = self.scan
         if qual in CUDA_INIT_CALLS:
             ctx.cuda.initialised = True
         elif qual == "os.putenv":
             self._environ_call(node, "putenv", ctx)
-        if qual.startswith(("torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast")):
+        if qual.startswith(AUTOCASTS):
             scan.autocasts.append((node, _autocast_dtype(node, qual, scan), ctx.function))
         elif qual.endswith("GradScaler"):
             scan.grad_scalers.append(node)
-        elif qual in ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"):
+        elif qual in DATALOADERS:
             scan.loaders.append(LoaderSite(node, "", ctx.function))
-        elif qual.startswith("torch.nn.") and re.match(r"(Lazy)?Conv(Transpose)?[123]d$", qual[9:]):
+        elif qual.startswith("torch.nn.") and CONV.match(qual[9:]):
             scan.convs.append((node, qual))
             scan.vision_model = scan.vision_model or not qual.endswith("1d")
         elif qual.startswith("torchvision.models."):
@@ -596,11 +615,11 @@ class Scanner:
 
     def _environ_call(self, node: ast.Call, attr: str, ctx: Ctx) -> None:
         scan = self.scan
-        owner = dotted(node.func.value) if type(node.func) is ast.Attribute else None  # type: ignore[attr-defined]
+        owner = dotted(node.func.value) if type(node.func) is ast.Attribute else None
         if attr == "putenv" or (owner and scan.resolve(owner) == "os.environ"):
             keys: list[str] = []
             if attr == "update" and node.args and type(node.args[0]) is ast.Dict:
-                keys = [k for k in (const_str(k) for k in node.args[0].keys) if k]  # type: ignore[attr-defined]
+                keys = [k for k in (const_str(k) for k in node.args[0].keys) if k]
                 keys += [k.arg for k in node.keywords if k.arg]
             elif node.args:
                 key = const_str(node.args[0])
@@ -608,6 +627,28 @@ class Scanner:
             for key in keys:
                 if key in VISIBLE_DEVICE_VARIABLES:
                     self._visible_devices(node, key, ctx)
+
+
+_STATEMENTS: dict[str, Callable[..., None]] = {
+    "Expr": Scanner._expr_statement,
+    "Assign": Scanner._assign,
+    "AugAssign": Scanner._aug_assign,
+    "AnnAssign": Scanner._aug_assign,
+    "Import": Scanner._import,
+    "ImportFrom": Scanner._import,
+    "If": Scanner._if,
+    "FunctionDef": Scanner._function,
+    "AsyncFunctionDef": Scanner._function,
+    "ClassDef": Scanner._class,
+    "Try": Scanner._try,
+    "TryStar": Scanner._try,
+    "With": Scanner._with,
+    "AsyncWith": Scanner._with,
+    "For": Scanner._loop,
+    "AsyncFor": Scanner._loop,
+    "While": Scanner._loop,
+    "Match": Scanner._match,
+}
 
 
 def _note_framework(module: str, scan: Scan) -> None:

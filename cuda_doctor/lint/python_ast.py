@@ -48,6 +48,7 @@ def mentions(data: bytes, tokens: tuple[bytes, ...]) -> bool:
 
 
 DEEPSPEED = re.compile(rb"(?i)deepspeed")
+TF_GPU = re.compile(rb"['\"]/?(gpu|GPU)(:\d+)?['\"]|MirroredStrategy")
 TEST_PARTS = frozenset({"tests", "test", "testing", "test_utils", "unittests"})
 
 
@@ -132,7 +133,7 @@ def _torch_amp_hit(ref: Ref, torch: FrameworkSource) -> Hit:
             "whose torch release cuda-doctor does not know"
         )
         fix = (
-            f"If that image's torch is 2.4 or newer (`python -c \"import torch; print(torch.__version__)\"` "
+            f'If that image\'s torch is 2.4 or newer (`python -c "import torch; print(torch.__version__)"` '
             f"in it), use `{replacement}`; on an older torch keep `{ref.name}`."
         )
         return Hit.make("CDL001", line, column, severity=Severity.INFO, name=ref.name, detail=detail, fix=fix)
@@ -158,7 +159,7 @@ def _tf_hit(ref: Ref, call: ast.Call | None, tensorflow: FrameworkSource) -> Hit
             f"was removed in TensorFlow 2.9; this project's TensorFlow comes from its base image `{image}`, "
             "whose TensorFlow release cuda-doctor does not know"
         )
-        fix = f"On TensorFlow 2.4 or newer: {fix} (the image's TensorFlow: `python -c \"import tensorflow as tf; print(tf.__version__)\"`)"
+        fix = f"On TensorFlow 2.4 or newer: {fix} (the image's TensorFlow: `{TF_VERSION_COMMAND}`)"
         return Hit.make("CDL002", line, column, severity=Severity.WARNING, name=ref.name, detail=detail, fix=fix)
     return Hit.make("CDL002", line, column, name=ref.name, detail="was removed in TensorFlow 2.9", fix=fix)
 
@@ -176,34 +177,38 @@ def _jax_hit(ref: Ref, api: apis.RemovedApi, jax: FrameworkSource) -> Hit:
         return Hit.make(
             "CDL012", line, column, severity=Severity.WARNING, name=ref.name, detail=detail, fix=f"Use {api.fix}."
         )
-    return Hit.make("CDL012", line, column, name=ref.name, detail=f"was removed in JAX {api.removed}", fix=f"Use {api.fix}.")
+    return Hit.make(
+        "CDL012", line, column, name=ref.name, detail=f"was removed in JAX {api.removed}", fix=f"Use {api.fix}."
+    )
 
 
-def launch_for_project(hit: Hit, torch: FrameworkSource) -> Hit:
-    """CDL006 is right where torchrun exists; under an older torch it is not (yet) deprecated."""
-    if torch.capped_below(apis.TORCH_LAUNCH_DEPRECATED):
-        return Hit.make("CDL006", hit.line, hit.column, severity=Severity.INFO, **_launch_captures(hit, torch, "old"))
-    capped = torch.capped_below(apis.TORCHRUN)
-    image = torch.unknown_image()
-    if capped or image:
-        return Hit.make("CDL006", hit.line, hit.column, severity=Severity.INFO, **_launch_captures(hit, torch, "unknown"))
-    return Hit.make("CDL006", hit.line, hit.column, **_launch_captures(hit, torch, ""))
-
-
-LAUNCH_FIX = 'Use `torchrun` (e.g. `torchrun --nproc-per-node 4 train.py`) and read `int(os.environ["LOCAL_RANK"])` in the script.'
-
-
-def _launch_captures(hit: Hit, torch: FrameworkSource, case: str) -> dict[str, str]:
+def launch_for_project(hit: Hit, torch: FrameworkSource) -> Hit | None:
+    """CDL006 where torchrun exists; an info note where the project's torch may predate it (a pin
+    below 1.10, a base image of unknown release); nothing under a torch below 1.9, where the
+    launcher is not deprecated."""
     command = hit.capture_dict().get("command", "python -m torch.distributed.launch")
-    if case == "":
-        return {"command": command, "detail": "is deprecated since torch 1.9", "fix": LAUNCH_FIX}
-    where = torch.capped_below(apis.TORCHRUN) or f"the base image `{torch.unknown_image()}`"
+    if torch.capped_below(apis.TORCH_LAUNCH_DEPRECATED):
+        return None
+    where = torch.capped_below(apis.TORCHRUN) or (
+        f"the base image `{torch.unknown_image()}`" if torch.unknown_image() else ""
+    )
+    if not where:
+        return Hit.make(
+            "CDL006", hit.line, hit.column, command=command, detail="is deprecated since torch 1.9", fix=LAUNCH_FIX
+        )
     detail = f"is deprecated since torch 1.9; this project's torch comes from {where}"
     fix = (
         "On torch 1.10 or newer (where `torchrun` exists): " + LAUNCH_FIX[0].lower() + LAUNCH_FIX[1:] + " "
         "On an older torch keep the launcher."
     )
-    return {"command": command, "detail": detail, "fix": fix}
+    return Hit.make("CDL006", hit.line, hit.column, severity=Severity.INFO, command=command, detail=detail, fix=fix)
+
+
+LOCAL_RANK_READ = '`int(os.environ["LOCAL_RANK"])`'
+TF_VERSION_COMMAND = 'python -c "import tensorflow as tf; print(tf.__version__)"'
+LAUNCH_FIX = (
+    "Use `torchrun` (e.g. `torchrun --nproc-per-node 4 train.py`) and read " + LOCAL_RANK_READ + " in the script."
+)
 
 
 # -- --local_rank (CDL007) -----------------------------------------------------------------
@@ -250,17 +255,25 @@ def _amp_hits(scan: Scan, info: FileInfo) -> list[Hit]:
     hits: list[Hit] = []
     entry = is_entry_point(scan, info)
     torch_loops = [loop for loop in scan.loops if loop[2] == "torch"]
-    if entry and scan.uses_gpu and trains(scan) and "torch" in scan.frameworks and not mentions(info.data, AMP_EVIDENCE):
-        line, col, framework, call, _ = min(torch_loops)
-        hits.append(Hit.make("CDL003", line, col, framework="PyTorch", call=call, amp_fix=TORCH_AMP_FIX))  # noqa: E501
-    elif entry and "tensorflow" in scan.frameworks and scan.fit_calls and not mentions(info.data, AMP_EVIDENCE):
-        if re.search(rb"['\"]/?(gpu|GPU)(:\d+)?['\"]|MirroredStrategy", info.data):
-            call = min(scan.fit_calls, key=lambda c: (c.lineno, c.col_offset))
-            hits.append(
-                Hit.make(
-                    "CDL003", call.lineno, call.col_offset + 1, framework="TensorFlow", call="model.fit()", amp_fix=TF_AMP_FIX
-                )
-            )
+    if (
+        entry
+        and scan.uses_gpu
+        and trains(scan)
+        and "torch" in scan.frameworks
+        and not mentions(info.data, AMP_EVIDENCE)
+    ):
+        line, col, _, call, _ = min(torch_loops)
+        hits.append(Hit.make("CDL003", line, col, framework="PyTorch", call=call, amp_fix=TORCH_AMP_FIX))
+    elif (
+        entry
+        and "tensorflow" in scan.frameworks
+        and scan.fit_calls
+        and not mentions(info.data, AMP_EVIDENCE)
+        and TF_GPU.search(info.data)
+    ):
+        fit = min(scan.fit_calls, key=lambda c: (c.lineno, c.col_offset))
+        line, col = fit.lineno, fit.col_offset + 1
+        hits.append(Hit.make("CDL003", line, col, framework="TensorFlow", call="model.fit()", amp_fix=TF_AMP_FIX))
     backward_functions = {loop[4] for loop in torch_loops if loop[3] == "backward()"}
     if backward_functions and not scan.grad_scalers and not mentions(info.data, SCALER_EVIDENCE):
         for node, dtype, function in scan.autocasts:
