@@ -131,7 +131,11 @@ def _decoding(scan: Scan, dataset: ast.expr, function: int, call: ast.Call, dept
     qual = scan.resolve(name)
     leaf = name.rsplit(".", 1)[-1]
     if qual.startswith("torchvision.datasets.") or qual.endswith(".ImageFolder"):
-        return any(k.arg in ("transform", "transforms") for k in value.keywords)
+        transform = next((k.value for k in value.keywords if k.arg in ("transform", "transforms")), None)
+        if transform is None:
+            return False
+        # arrays held in memory (MNIST, CIFAR …) converted to tensors: little to do per item
+        return leaf not in IN_MEMORY_DATASETS or _transform_works(scan, transform, function)
     cls = scan.classes.get(leaf)
     if cls is not None:
         return _class_decodes(scan, cls, set())
@@ -144,6 +148,22 @@ def _decoding(scan: Scan, dataset: ast.expr, function: int, call: ast.Call, dept
         if value.args:  # a helper that wraps a dataset (``shuffle(ds)``, ``split(ds)``): that dataset
             return _decoding(scan, value.args[0], function, call, depth + 1)
     return False
+
+
+IN_MEMORY_DATASETS = frozenset(
+    {"MNIST", "FashionMNIST", "KMNIST", "EMNIST", "QMNIST", "CIFAR10", "CIFAR100", "SVHN", "USPS", "STL10"}
+)
+CHEAP_TRANSFORMS = frozenset({"ToTensor", "Normalize", "PILToTensor", "ConvertImageDtype", "Compose"})
+
+
+def _transform_works(scan: Scan, transform: ast.expr, function: int) -> bool:
+    """Whether a transform does more than convert and normalise (crops, resizes, flips …);
+    one that cannot be read counts as working."""
+    value = _value(scan, transform, function)
+    calls = [node for node in ast.walk(value) if type(node) is ast.Call]
+    if not calls:
+        return True
+    return any((dotted(c.func) or "?").rsplit(".", 1)[-1] not in CHEAP_TRANSFORMS for c in calls)
 
 
 def _class_decodes(scan: Scan, cls: ast.ClassDef, seen: set[str]) -> bool:

@@ -35,7 +35,7 @@ from cuda_doctor.rules import Rule, render_template
 from cuda_doctor.selection import selected_ids
 
 MAX_BYTES = 5 * 1024 * 1024
-PARALLEL_MIN_BYTES = 8 * 1024 * 1024  # below this, starting workers costs more than it saves
+PARALLEL_MIN_BYTES = 16 * 1024 * 1024  # of files to read: below this, workers cost more than they save
 SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "dist-packages"})
 SUPPRESS = re.compile(r"cuda-doctor:\s*ignore(?:\[(?P<ids>[A-Za-z0-9_,\s]+)\])?")
 
@@ -308,9 +308,6 @@ def lint_one(kind: str, path: Path, text: str, context: ProjectContext, pin: tup
     return []
 
 
-Task = tuple[str, str, str, ProjectContext, "tuple[str, str] | None"]
-
-
 def _guarded(kind: str, path: Path, text: str, context: ProjectContext, pin: tuple[str, str] | None) -> list[Hit]:
     """Error isolation: a detector bug on one file is a finding, never a crash."""
     try:
@@ -324,12 +321,46 @@ def _guarded(kind: str, path: Path, text: str, context: ProjectContext, pin: tup
         ]
 
 
-def _worker(task: Task) -> list[Hit]:
-    kind, path, text, context, pin = task
-    return _guarded(kind, Path(path), text, context, pin)
-
-
 # -- the run ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileTask:
+    """One file to check, with its project (picklable: sent to worker processes)."""
+
+    path: str
+    kind: str | None
+    problem: str | None
+    context: ProjectContext
+    max_bytes: int
+    size: int = 0
+
+
+@dataclass
+class FileResult:
+    hits: list[Hit]
+    parsed: bool = False
+    lines: list[str] | None = None  # the file's lines when it mentions a suppression comment
+
+
+def check_file(task: FileTask) -> FileResult:
+    """Read, pre-filter and lint one file (in this process or a worker)."""
+    path = Path(task.path)
+    got = read_source(Target(path, task.kind, task.problem), task.max_bytes)
+    if isinstance(got, Hit):
+        return FileResult([got])
+    if got.kind == "none":
+        return FileResult([])
+    context = task.context
+    if got.kind == "python" and not needs_ast(got.data, context.relative(path)):
+        return FileResult([])
+    pin = context.torch.exact() if got.kind in DEPENDENCY_KINDS else None
+    hits = _guarded(got.kind, path, got.text, context, pin)
+    lines = got.text.splitlines() if hits and b"cuda-doctor" in got.data else None
+    return FileResult(hits, got.kind == "python", lines)
+
+
+DEPENDENCY_KINDS = ("requirements", "pyproject")
 
 
 def lint_paths(
@@ -338,32 +369,20 @@ def lint_paths(
     """Lint ``paths`` with ``rules`` (from ``lint_rules``; default: the shipped ones)."""
     options = options or LintOptions()
     rules = rules if rules is not None else builtin_rules()
-    raw: list[tuple[Path, Hit]] = []
-    sources: list[Source] = []
-    files = 0
-    for target in discover(paths, options.exclude):
-        files += 1
-        got = read_source(target, options.max_bytes)
-        if isinstance(got, Hit):
-            raw.append((target.path, got))
-        elif got.kind != "none":
-            sources.append(got)
-
     finder = ProjectFinder()
-    tasks: list[Task] = []
+    tasks = [
+        FileTask(str(t.path), t.kind, t.problem, finder.context(t.path), options.max_bytes, _size(t.path))
+        for t in discover(paths, options.exclude)
+    ]
+    raw: list[tuple[Path, Hit]] = []
+    lines: dict[Path, list[str]] = {}
     parsed = 0
-    for source in sources:
-        context = finder.context(source.path)
-        if source.kind == "python" and not needs_ast(source.data, context.relative(source.path)):
-            continue
-        parsed += source.kind == "python"
-        pin = context.torch.exact() if source.kind in ("requirements", "pyproject") else None
-        tasks.append((source.kind, str(source.path), source.text, context, pin))
-    for (_, path, _, _, _), hits in zip(tasks, _run(tasks, options.jobs), strict=True):
-        raw.extend((Path(path), hit) for hit in hits)
-
-    # split once per file that mentions a suppression, not once per hit
-    lines = {s.path: s.text.splitlines() for s in sources if "cuda-doctor" in s.text}
+    for task, result in zip(tasks, _run(tasks, options.jobs), strict=True):
+        path = Path(task.path)
+        raw.extend((path, hit) for hit in result.hits)
+        parsed += result.parsed
+        if result.lines is not None:
+            lines[path] = result.lines
     chosen = selected_ids(rules.values(), options.select, options.ignore)
     enabled = {rule_id for rule_id in chosen if options.severity.get(rule_id) != "off"}
     unknown = sorted({hit.rule_id for _, hit in raw} - rules.keys())
@@ -375,20 +394,26 @@ def lint_paths(
         if hit.rule_id in enabled and not _suppressed(lines.get(path), hit)
     ]
     findings.sort(key=Finding.sort_key)
-    return LintReport(findings, files, parsed, rules)
+    return LintReport(findings, len(tasks), parsed, rules)
 
 
-def _run(tasks: list[Task], jobs: int) -> Iterable[list[Hit]]:
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0  # reported when the file is read
+
+
+def _run(tasks: list[FileTask], jobs: int) -> list[FileResult]:
     workers = jobs or (os.cpu_count() or 1)
-    size = sum(len(t[2]) for t in tasks)
-    if workers <= 1 or size < PARALLEL_MIN_BYTES or len(tasks) < 4:
-        return [_worker(task) for task in tasks]
+    if workers <= 1 or sum(t.size for t in tasks) < PARALLEL_MIN_BYTES or len(tasks) < 4:
+        return [check_file(task) for task in tasks]
     # Big files first so that no worker is left with one large file at the end.
-    order = sorted(range(len(tasks)), key=lambda i: -len(tasks[i][2]))
+    order = sorted(range(len(tasks)), key=lambda i: -tasks[i].size)
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        results = list(pool.map(_worker, [tasks[i] for i in order], chunksize=4))
-    out: list[list[Hit]] = [[] for _ in tasks]
+        results = list(pool.map(check_file, [tasks[i] for i in order], chunksize=32))
+    out: list[FileResult] = [FileResult([]) for _ in tasks]
     for index, result in zip(order, results, strict=True):
         out[index] = result
     return out

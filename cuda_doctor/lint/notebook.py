@@ -70,7 +70,8 @@ def lint_notebook(raw: str, context: ProjectContext, path: str = "notebook.ipynb
     hits: list[Hit] = []
     python: list[str] = []
     mapping: list[int] = []  # combined python line (0-based) → JSON line
-    for cell in _cells(raw):
+    cells = _cells(raw)
+    for cell in cells:
         if not cell.lines:
             continue
         magic = cell_magic(cell.lines[0])
@@ -98,7 +99,9 @@ def lint_notebook(raw: str, context: ProjectContext, path: str = "notebook.ipynb
         mapping.extend(file_lines)
     if python:
         tree = ast.parse("".join(python))
-        info = FileInfo(path, raw.encode("utf-8", "surrogateescape"), notebook=True)
+        # what the code cells say (not Markdown or outputs) is the evidence the rules read
+        code = "".join(line for cell in cells for line in cell.lines)
+        info = FileInfo(path, code.encode("utf-8", "surrogateescape"), notebook=True)
         for hit in analyse(tree, context, info):
             index = min(hit.line - 1, len(mapping) - 1)
             hits.append(_relocate([hit], mapping[index])[0])

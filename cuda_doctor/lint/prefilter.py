@@ -16,63 +16,84 @@ from cuda_doctor.lint.python_ast import AMP_EVIDENCE, SCALER_EVIDENCE, FileInfo,
 # Everything the scanner takes for GPU use: .cuda(), torch.cuda / torch.backends.cudnn /
 # torch.accelerator, "cuda"/"gpu"/"nccl" strings, accelerate's Accelerator, deepspeed.
 GPU_TOKENS = (
-    b"cuda", b"CUDA", b"cudnn", b"gpu", b"GPU", b"nccl", b"NCCL", b"accelerator", b"Accelerator", b"deepspeed",
+    b"cuda",
+    b"gpu",
+    b"GPU",
+    b"CUDA",
+    b"cudnn",
+    b"accelerator",
+    b"Accelerator",
+    b"nccl",
+    b"NCCL",
+    b"deepspeed",
     b"MirroredStrategy",
-)  # fmt: skip
+)  # fmt: skip (the most frequent first: the test stops at the first one found)
+# a removed JAX name used or imported: after a dot, a space, a comma or a parenthesis
+JAX_NAME = re.compile(rb"[.\s,(](" + b"|".join(JAX_TOKENS) + rb")\b")
 AUTOCAST_CALL = re.compile(rb"autocast\s*\(")
 DEF_LINE = re.compile(rb"^[ \t]*(async[ \t]+def|def)\b")
+MAIN_GUARD = re.compile(rb"__name__\s*==\s*['\"]__main__['\"]|['\"]__main__['\"]\s*==\s*__name__")
+# what CDL010 needs: a 2-D/3-D convolution layer or a torchvision model
+VISION_CONV = (b"Conv2d", b"Conv3d", b"Transpose2d", b"Transpose3d", b"torchvision")
 TRAINING = re.compile(rb"(?i)train|shuffle|sampler")
 
 
 def needs_ast(data: bytes, path: str = "") -> bool:
     has = data.__contains__
-    if (has(b"autocast") or has(b"GradScaler") or has(b"custom_fwd") or has(b"custom_bwd")) and _amp_module(data):
+    autocast, scaler = has(b"autocast"), has(b"GradScaler")
+    if (autocast or scaler or has(b"custom_fwd") or has(b"custom_bwd")) and _amp_module(data):
         return True  # CDL001 (torch.cuda.amp.*)
     if has(b"experimental") and (
         has(b"mixed_precision.experimental") or has(b"import experimental") or has(b"mixed_precision as")
     ):
         return True  # CDL002
-    if has(b"distributed.launch") or has(b"import launch"):
+    if has(b"launch") and (has(b"distributed.launch") or has(b"import launch")):
         return True  # CDL006
     if (has(b"local_rank") or has(b"local-rank")) and has(b"add_argument"):
         return True  # CDL007
-    if has(b"CUDA_VISIBLE_DEVICES") or has(b"CUDA_DEVICE_ORDER"):
-        return True  # CDL011
-    if has(b"jax") and any(has(t) for t in JAX_TOKENS):
+    if (
+        has(b"CUDA_")
+        and (has(b"CUDA_VISIBLE_DEVICES") or has(b"CUDA_DEVICE_ORDER"))
+        and (has(b"environ") or has(b"putenv"))
+    ):
+        return True  # CDL011: an assignment to os.environ (or putenv)
+    if has(b"jax") and JAX_NAME.search(data) is not None:
         return True  # CDL012
-    backward = has(b"backward")
-    loader = has(b"DataLoader")
-    fit = has(b".fit")
-    scaler = has(b"GradScaler") and has(b"bfloat16")
+    backward, loader, fit = has(b"backward"), has(b"DataLoader"), has(b".fit")
+    scaler = scaler and autocast and has(b"bfloat16")
     if not (backward or loader or fit or scaler) or FileInfo(path, b"").is_test:
         return False  # the remaining checks need one of these, and do not judge tests
     if scaler:
         return True  # CDL005
-    autocast = has(b"autocast") and (has(b"autocast as") or AUTOCAST_CALL.search(data) is not None)
-    if backward and autocast and not mentions(data, SCALER_EVIDENCE):
-        return True  # CDL004
+    if backward and autocast and (has(b"autocast as") or AUTOCAST_CALL.search(data) is not None):
+        # a float16 autocast: asked for (float16, half) or CUDA's default ("cuda", torch.cuda.amp)
+        fp16 = has(b"float16") or has(b"half") or has(b'"cuda"') or has(b"'cuda'") or has(b"cuda.amp")
+        if fp16 and not mentions(data, SCALER_EVIDENCE):
+            return True  # CDL004
     if not any(has(t) for t in GPU_TOKENS):
         return False  # CDL003, CDL008-CDL010 all need GPU use
     if loader and TRAINING.search(data) is not None:
         return True  # CDL008, CDL009: a training loader
     # CDL003 (no precision evidence) or CDL010 (a conv model and no cuDNN setting) …
-    if mentions(data, AMP_EVIDENCE) and not ((has(b"Conv") or has(b"torchvision")) and not has(b"cudnn")):
+    if mentions(data, AMP_EVIDENCE) and (has(b"cudnn") or not mentions(data, VISION_CONV)):
         return False
     # … in a training script
-    if fit and (has(b"tensorflow") or has(b"keras")) and has(b"__main__") and has(b"__name__"):
+    if fit and (has(b"tensorflow") or has(b"keras")) and MAIN_GUARD.search(data) is not None:
         return True
     return backward and has(b"step") and _torch_entry_point(data)
 
 
 def _amp_module(data: bytes) -> bool:
-    """torch.cuda.amp.X / torch.cpu.amp.X written out, or reached through ``from torch.cuda import
-    amp`` / ``import torch.cuda.amp as A`` (each leaves one of these in the text)."""
+    """torch.cuda.amp.X / torch.cpu.amp.X written out, or reached through an alias (``from
+    torch.cuda import amp``, ``import torch.cuda as C`` then ``C.amp.X``): every spelling has an
+    ``amp.`` that is not the end of a longer name (``example.``), or ``import amp``."""
     if b"cuda.amp" in data or b"cpu.amp" in data or b"import amp" in data:
         return True
     at = data.find(b"amp.")
     while at >= 0:
-        if at == 0 or not (data[at - 1 : at].isalnum() or data[at - 1 : at] in (b"_", b".")):
-            return True  # ``amp.autocast``: the name of a module bound to torch.cuda.amp
+        before = data[at - 1 : at]
+        if at == 0 or not (before.isalnum() or before == b"_"):
+            return True
         at = data.find(b"amp.", at + 4)
     return False
 
@@ -81,7 +102,7 @@ def _torch_entry_point(data: bytes) -> bool:
     """A ``__main__`` block, or a ``.backward(`` call that may be at module level: outside the
     triple-quoted strings, with no ``def`` line above it at a smaller indentation (erring towards
     yes: an unclosed string or an odd layout counts as module level)."""
-    if b"__main__" in data and b"__name__" in data:
+    if b"__main__" in data and MAIN_GUARD.search(data) is not None:
         return True
     strings = _triple_quoted(data)
     if strings is None:

@@ -200,7 +200,8 @@ def is_gate_test(test: ast.expr, resolve: Callable[[str], str] = str) -> bool:
 
 
 def is_main_test(test: ast.expr) -> bool:
-    if type(test) is not ast.Compare or len(test.comparators) != 1:
+    """``__name__ == "__main__"`` (either way round)."""
+    if type(test) is not ast.Compare or len(test.comparators) != 1 or type(test.ops[0]) is not ast.Eq:
         return False
     sides = [test.left, test.comparators[0]]
     return any(type(s) is ast.Name and s.id == "__name__" for s in sides) and any(

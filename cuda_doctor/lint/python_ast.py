@@ -28,18 +28,20 @@ TF_AMP_FIX = (
     '"mixed_bfloat16" on Ampere or newer) before building the model'
 )
 
-# Evidence, in the file's bytes, that precision is chosen on purpose (or elsewhere: a wrapper,
-# a launcher flag, a config file): CDL003 stays silent.  Plain substrings, shared with the
-# byte pre-filter so that both judge a file alike.
+# Evidence, in the file's bytes, that precision is chosen on purpose or elsewhere (a wrapper
+# whose launcher or config file sets it: accelerate, DeepSpeed, Lightning, a Trainer), or that the
+# step runs on other processes (distributed autograd over RPC): CDL003 stays silent.  Plain
+# substrings, shared with the byte pre-filter so that both judge a file alike.
 AMP_EVIDENCE = (
-    b"autocast", b"GradScaler", b"mixed_precision", b"set_global_policy", b"float16", b"bfloat16", b".half(",
+    b"float16", b"autocast", b"GradScaler", b"mixed_precision", b"set_global_policy", b"bfloat16", b".half(",
     b"fp16", b"bf16", b"16-mixed", b"LossScale", b"use_amp", b"--amp", b"args.amp", b"apex", b"float64",
-    b".double(", b"torch.double", b"LBFGS", b"precision=", b"Accelerator(", b"deepspeed", b"lightning", b"Trainer(",
+    b".double(", b"torch.double", b"LBFGS", b"precision=", b"Accelerator(", b"accelerate", b"deepspeed",
+    b"lightning", b"Trainer(", b"dist_autograd",
 )  # fmt: skip
 # Evidence of loss scaling done somewhere (a scaler object, a wrapper that scales): CDL004 stays silent.
 SCALER_EVIDENCE = (
-    b"scaler", b"Scaler", b"SCALER", b"LossScale", b"loss_scale", b"Accelerator(", b"deepspeed", b"DeepSpeed",
-    b"lightning", b"Lightning", b"Trainer(",
+    b"scaler", b"Scaler", b"SCALER", b"LossScale", b"loss_scale", b"Accelerator(", b"accelerate", b"deepspeed",
+    b"DeepSpeed", b"lightning", b"Lightning", b"Trainer(",
 )  # fmt: skip
 
 
@@ -159,7 +161,7 @@ def _tf_hit(ref: Ref, call: ast.Call | None, tensorflow: FrameworkSource) -> Hit
             f"was removed in TensorFlow 2.9; this project's TensorFlow comes from its base image `{image}`, "
             "whose TensorFlow release cuda-doctor does not know"
         )
-        fix = f"On TensorFlow 2.4 or newer: {fix} (the image's TensorFlow: `{TF_VERSION_COMMAND}`)"
+        fix = f"Check the image's TensorFlow (`{TF_VERSION_COMMAND}`); on 2.4 or newer: {fix[0].lower()}{fix[1:]}"
         return Hit.make("CDL002", line, column, severity=Severity.WARNING, name=ref.name, detail=detail, fix=fix)
     return Hit.make("CDL002", line, column, name=ref.name, detail="was removed in TensorFlow 2.9", fix=fix)
 
@@ -291,10 +293,13 @@ def _amp_hits(scan: Scan, info: FileInfo) -> list[Hit]:
 def _benchmark_hits(scan: Scan, info: FileInfo) -> list[Hit]:
     """In the script that trains a conv net on a GPU, and that sets no cuDNN option at all; a
     library module that defines the model must not set the process-wide flag."""
-    if not scan.convs or not scan.uses_gpu or not is_entry_point(scan, info) or b"cudnn" in info.data:
+    convs = [c for c in scan.convs if not c[1].endswith("1d")]
+    if not convs or not scan.uses_gpu or not is_entry_point(scan, info):
+        return []  # 1-D convolutions run on sequences whose lengths vary: benchmark would re-tune
+    if b"cudnn" in info.data:
         return []
     if not trains(scan):
         return []
-    node, qual = min(scan.convs, key=lambda c: (getattr(c[0], "lineno", 0), getattr(c[0], "col_offset", 0)))
+    node, qual = min(convs, key=lambda c: (getattr(c[0], "lineno", 0), getattr(c[0], "col_offset", 0)))
     line, column = getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
     return [Hit.make("CDL010", line, column, layer=qual.rsplit(".", 1)[-1])]

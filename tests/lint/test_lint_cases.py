@@ -184,3 +184,57 @@ def test_deprecated_amp_without_a_pin_keeps_the_replacement(tmp_path: Path) -> N
 )
 def test_caps_below_2_4(spec: str, capped: bool) -> None:
     assert caps_below(Requirement(spec), Version("2.4")) is capped
+
+
+def test_a_yaml_named_on_the_command_line_is_not_read_as_python(tmp_path: Path) -> None:
+    config = tmp_path / "config.yml"
+    config.write_text("model:\n  layers: 12\n  run: python -m torch.distributed.launch train.py\n")
+    report = lint_paths([config])
+    assert report.files == 1 and report.findings == []
+
+
+def test_the_stable_tf_api_fix_drops_loss_scale(tmp_path: Path) -> None:
+    fixes = {f.line: f.fix or "" for f in lint_paths([copy_case(CASES / "tf_alias.py", tmp_path)]).findings}
+    assert fixes[4] == "Use `tf.keras.mixed_precision.Policy` with the same arguments (available since TensorFlow 2.4)."
+    assert "Policy('mixed_float16')`; the stable Policy takes no `loss_scale`" in fixes[5]
+    assert "LossScaleOptimizer(optimizer)` instead" in fixes[5]
+    assert fixes[6].startswith("Use `tf.keras.mixed_precision.set_global_policy`")
+    assert fixes[7].startswith("Use `tf.keras.mixed_precision.LossScaleOptimizer(opt)`: dynamic loss scaling")
+    (tmp_path / "fixed.py").write_text(
+        "import tensorflow as tf\n"
+        "opt = tf.keras.mixed_precision.experimental.LossScaleOptimizer(opt, 128)\n"
+        "p = tf.keras.mixed_precision.experimental.Policy('mixed_float16', loss_scale=None)\n"
+    )
+    fixes = {f.line: f.fix or "" for f in lint_paths([tmp_path / "fixed.py"]).findings}
+    assert "LossScaleOptimizer(opt, dynamic=False, initial_scale=128)" in fixes[2]
+    assert "Policy('mixed_float16')`: drop `loss_scale=None`" in fixes[3]
+
+
+def test_local_rank_next_to_the_environment_is_an_info_note(tmp_path: Path) -> None:
+    [finding] = lint_paths([copy_case(CASES / "local_rank_env.py", tmp_path)]).findings
+    assert finding.severity.value == "info" and "compatibility shim" in finding.message
+    helper = tmp_path / "helper.py"
+    helper.write_text(
+        "import argparse\nfrom utils import init_distributed_mode\n"
+        "p = argparse.ArgumentParser()\np.add_argument('--local_rank', type=int, default=0)\n"
+        "init_distributed_mode(p.parse_args())\n"
+    )
+    [finding] = lint_paths([helper]).findings
+    assert finding.severity.value == "info"
+    (tmp_path / "requirements.txt").write_text("deepspeed>=0.14\n")
+    plain = tmp_path / "plain.py"
+    plain.write_text("import argparse\np = argparse.ArgumentParser()\np.add_argument('--local_rank', type=int)\n")
+    assert lint_paths([plain]).findings == []  # a project that requires deepspeed: its launcher passes it
+
+
+def test_visible_devices_fix_gives_a_value_of_that_variable(tmp_path: Path) -> None:
+    fixes = {f.line: f.fix or "" for f in lint_paths([copy_case(CASES / "visible_devices.py", tmp_path)]).findings}
+    assert "`CUDA_VISIBLE_DEVICES=0 python train.py`" in fixes[10]
+    assert "`CUDA_DEVICE_ORDER=PCI_BUS_ID python train.py`" in fixes[11]
+
+
+def test_a_notebook_magic_keeps_the_rest_of_its_cell_checked(tmp_path: Path) -> None:
+    findings = lint_paths([copy_case(CASES / "ipython.ipynb", tmp_path)]).findings
+    [cdl000] = [f for f in findings if f.rule_id == "CDL000"]
+    assert "cell 12" in cdl000.message  # the real syntax error only: magics, placeholders, output are not
+    assert {f.rule_id for f in findings} == {"CDL000", "CDL001", "CDL006"}
