@@ -22,6 +22,9 @@ debatable at info where the label says info is its severity. `--labels` may be g
 error). Labels whose key no longer matches a finding are listed by label: a vanished `right` is a
 lost true positive, a vanished `wrong` a removed false positive.
 
+`--check-prefilter` parses every Python file that lint's byte pre-filter skips and lists those
+that would have had a finding (there should be none: the pre-filter must stay exact).
+
 `--expected FILE` (JSON lines {"repo", "path", "rule", "line", "why"}; rule "*" for any rule, line a
 number or a list of numbers) reports which findings that should exist are found. `--alone` lints
 every file lint reads on its own (as pre-commit does with changed files) and compares its findings
@@ -276,18 +279,21 @@ def is_accepted(record: Record, label: Label | None) -> bool:
     return label.label == "debatable" and record.severity == "info" and label.severity == "info"
 
 
-def tally(rows: Iterable[tuple[str, str | None, bool]]) -> dict[str, Tally]:
-    """(group, label or None, accepted) triples → a Tally per group, plus the group 'all'."""
+def tally(rows: Iterable[tuple[str, str | None] | tuple[str, str | None, bool]]) -> dict[str, Tally]:
+    """(group, label or None[, accepted]) → a Tally per group, plus the group 'all'."""
     out: dict[str, Tally] = defaultdict(Tally)
-    for group, label, accepted in rows:
+    for row in rows:
+        group, label = row[0], row[1]
+        accepted = bool(row[2]) if len(row) > 2 else False
         out[group].add(label, accepted)
         out["all"].add(label, accepted)
     return dict(out)
 
 
-def read_labels(paths: Sequence[Path]) -> dict[str, Label]:
+def read_labels(paths: Path | Sequence[Path]) -> dict[str, Label]:
+    """One labels file or several; a key labelled twice (in one file or across files) is an error."""
     labels: dict[str, Label] = {}
-    for path in paths:
+    for path in [paths] if isinstance(paths, Path) else paths:
         _read_labels_file(path, labels)
     return labels
 
@@ -613,6 +619,44 @@ def alone_items(results: Sequence[tuple[list[AloneDiff], int, float]]) -> Iterat
                     }
 
 
+# -- the byte pre-filter ------------------------------------------------------------------
+
+
+def check_prefilter(folders: Sequence[Path]) -> int:
+    """Parse every Python file the pre-filter skips; report those that have a finding anyway."""
+    from cuda_doctor.lint.engine import discover
+    from cuda_doctor.lint.prefilter import needs_ast
+    from cuda_doctor.lint.project import ProjectFinder
+    from cuda_doctor.lint.python_ast import lint_source
+
+    finder = ProjectFinder()
+    files = skipped = missed = 0
+    for folder in folders:
+        for target in discover([folder]):
+            if target.kind != "python" or target.problem:
+                continue
+            try:
+                data = target.path.read_bytes()
+                text = data.decode("utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue  # reported as CDL000 by lint itself
+            context = finder.context(target.path)
+            relative = context.relative(target.path)
+            files += 1
+            if needs_ast(data, relative):
+                continue
+            skipped += 1
+            try:
+                hits = [h for h in lint_source(text, relative, context, data) if h.rule_id != "CDL000"]
+            except (SyntaxError, ValueError, RecursionError):
+                continue
+            if hits:
+                missed += 1
+                print(f"  pre-filter skipped {target.path}: {', '.join(f'{h.rule_id}:{h.line}' for h in hits[:5])}")
+    print(f"\nPre-filter: {files} Python files, {skipped} skipped, {missed} skipped with a finding")
+    return missed
+
+
 # -- main ----------------------------------------------------------------------------------
 
 
@@ -633,6 +677,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--expected", type=Path, metavar="FILE", help="findings that should exist (JSON lines)")
     parser.add_argument("--alone", action="store_true", help="also lint each file alone and compare")
+    parser.add_argument(
+        "--check-prefilter", action="store_true", help="parse the files the byte pre-filter skips; list any finding"
+    )
     parser.add_argument(
         "--alone-limit", type=int, metavar="N", help="--alone: at most N files without findings per checkout"
     )
@@ -660,6 +707,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_precision(records, read_labels(args.labels))
     if args.expected:
         print_expected(records, args.expected)
+    if args.check_prefilter and check_prefilter(folders):
+        return 1
     if args.alone:
         results = [
             compare_alone(run, folder, args.backend, args.jobs, args.alone_limit)

@@ -66,6 +66,32 @@ def test_labels_reject_an_unknown_label_and_a_key_given_twice(tmp_path: Path) ->
         lp.read_labels(twice)
 
 
+def test_accepted_is_right_at_its_severity_or_debatable_info_the_label_asks_for(tmp_path: Path) -> None:
+    old, new = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    old.write_text(
+        json.dumps({"key": "a", "label": "right"})
+        + "\n"
+        + json.dumps({"key": "b", "label": "right", "severity": "warning"})
+        + "\n"
+    )
+    new.write_text(
+        json.dumps({"key": "c", "label": "debatable", "severity": "info"})
+        + "\n"
+        + json.dumps({"key": "d", "label": "debatable"})
+        + "\n"
+    )
+    labels = lp.read_labels([old, new])
+    info = record(severity="info")
+    assert lp.is_accepted(record(), labels["a"]) and lp.is_accepted(info, labels["a"])
+    assert lp.is_accepted(record(), labels["b"]) and not lp.is_accepted(info, labels["b"])
+    assert lp.is_accepted(info, labels["c"]) and not lp.is_accepted(record(), labels["c"])
+    assert not lp.is_accepted(info, labels["d"]) and not lp.is_accepted(info, None)
+    table = lp.tally([("CDL001", "right", True), ("CDL001", "debatable", False)])
+    assert table["CDL001"].accepted == 1 and table["CDL001"].accepted_share == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="labelled twice"):
+        lp.read_labels([old, old])
+
+
 def test_alone_differences_are_a_multiset_difference() -> None:
     whole = [record(line=1), record(line=1), record(line=5, rule="CDL003")]
     alone = [record(line=1), record(line=5, rule="CDL003", severity="info")]
