@@ -328,12 +328,11 @@ def _guarded(kind: str, path: Path, text: str, context: ProjectContext, pin: tup
 class FileTask:
     """One file to check, with its project (picklable: sent to worker processes)."""
 
-    path: str
+    path: Path
     kind: str | None
     problem: str | None
     context: ProjectContext
     max_bytes: int
-    size: int = 0
 
 
 @dataclass
@@ -345,7 +344,7 @@ class FileResult:
 
 def check_file(task: FileTask) -> FileResult:
     """Read, pre-filter and lint one file (in this process or a worker)."""
-    path = Path(task.path)
+    path = task.path
     got = read_source(Target(path, task.kind, task.problem), task.max_bytes)
     if isinstance(got, Hit):
         return FileResult([got])
@@ -371,14 +370,14 @@ def lint_paths(
     rules = rules if rules is not None else builtin_rules()
     finder = ProjectFinder()
     tasks = [
-        FileTask(str(t.path), t.kind, t.problem, finder.context(t.path), options.max_bytes, _size(t.path))
+        FileTask(t.path, t.kind, t.problem, finder.context(t.path), options.max_bytes)
         for t in discover(paths, options.exclude)
     ]
     raw: list[tuple[Path, Hit]] = []
     lines: dict[Path, list[str]] = {}
     parsed = 0
     for task, result in zip(tasks, _run(tasks, options.jobs), strict=True):
-        path = Path(task.path)
+        path = task.path
         raw.extend((path, hit) for hit in result.hits)
         parsed += result.parsed
         if result.lines is not None:
@@ -406,10 +405,11 @@ def _size(path: Path) -> int:
 
 def _run(tasks: list[FileTask], jobs: int) -> list[FileResult]:
     workers = jobs or (os.cpu_count() or 1)
-    if workers <= 1 or sum(t.size for t in tasks) < PARALLEL_MIN_BYTES or len(tasks) < 4:
+    sizes = [_size(t.path) for t in tasks] if workers > 1 and len(tasks) >= 4 else []
+    if sum(sizes) < PARALLEL_MIN_BYTES:
         return [check_file(task) for task in tasks]
     # Big files first so that no worker is left with one large file at the end.
-    order = sorted(range(len(tasks)), key=lambda i: -tasks[i].size)
+    order = sorted(range(len(tasks)), key=lambda i: -sizes[i])
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         results = list(pool.map(check_file, [tasks[i] for i in order], chunksize=32))

@@ -74,13 +74,15 @@ def needs_ast(data: bytes, path: str = "") -> bool:
         return False  # CDL003, CDL008-CDL010 all need GPU use
     if loader and TRAINING.search(data) is not None:
         return True  # CDL008, CDL009: a training loader
-    # CDL003 (no precision evidence) or CDL010 (a conv model and no cuDNN setting) …
+    # a training script: backward() and an optimizer step, or Keras fit() in a __main__ block …
+    torch_trains = backward and has(b"step")
+    tf_trains = fit and (has(b"tensorflow") or has(b"keras")) and MAIN_GUARD.search(data) is not None
+    if not (torch_trains or tf_trains):
+        return False
+    # … for CDL003 (no precision evidence) or CDL010 (a conv model and no cuDNN setting)
     if mentions(data, AMP_EVIDENCE) and (has(b"cudnn") or not mentions(data, VISION_CONV)):
         return False
-    # … in a training script
-    if fit and (has(b"tensorflow") or has(b"keras")) and MAIN_GUARD.search(data) is not None:
-        return True
-    return backward and has(b"step") and _torch_entry_point(data)
+    return tf_trains or _torch_entry_point(data)
 
 
 def _amp_module(data: bytes) -> bool:
@@ -92,7 +94,8 @@ def _amp_module(data: bytes) -> bool:
     at = data.find(b"amp.")
     while at >= 0:
         before = data[at - 1 : at]
-        if at == 0 or not (before.isalnum() or before == b"_"):
+        # ``torch.amp.`` is the current API; any other ``amp.`` may be torch.cuda.amp under a name
+        if at == 0 or not (before.isalnum() or before == b"_" or data[max(0, at - 6) : at] == b"torch."):
             return True
         at = data.find(b"amp.", at + 4)
     return False

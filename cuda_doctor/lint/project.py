@@ -92,12 +92,15 @@ class ProjectContext:
     deepspeed: FrameworkSource = field(default_factory=FrameworkSource)  # only whether it is required
     root: str = ""  # the git checkout the file is in ("" when none)
 
-    def relative(self, path: Path) -> str:
+    def relative(self, path: Path | str) -> str:
         """The path inside its checkout (what "tests/" in a path means is decided on this)."""
-        absolute = os.path.abspath(path)
-        if self.root and absolute.startswith(self.root.rstrip(os.sep) + os.sep):
-            return Path(absolute[len(self.root.rstrip(os.sep)) + 1 :]).as_posix()
-        return Path(path).as_posix()
+        text = os.fspath(path)
+        if self.root:
+            absolute = os.path.abspath(text)
+            prefix = self.root.rstrip(os.sep) + os.sep
+            if absolute.startswith(prefix):
+                text = absolute[len(prefix) :]
+        return text.replace(os.sep, "/")
 
     def of(self, framework: str) -> FrameworkSource:
         source: FrameworkSource = getattr(self, framework)
