@@ -11,6 +11,7 @@ version numbers by ``cuda_doctor.versions``.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
@@ -19,6 +20,17 @@ from cuda_doctor.facts import Facts, indexed
 from cuda_doctor.optional import import_optional
 from cuda_doctor.tables import load_table
 from cuda_doctor.versions import at_least, major_minor, nvidia_version
+from cuda_doctor.wheels import (
+    Choice,
+    Driver,
+    Plan,
+    arch_support,
+    cuda_mode,
+    index_url,
+    plan,
+    variant_cuda,
+    variant_of,
+)
 
 Deriver = Callable[[Facts], None]
 
@@ -97,89 +109,7 @@ def derive_driver_support(facts: Facts) -> None:
         facts.set(out, "insufficient")
 
 
-# -- which torch wheel fits this driver ------------------------------------------------------
-
-
-def _variant_cuda(variant: str) -> tuple[int, int] | None:
-    match = re.fullmatch(r"cu(\d+)(\d)", variant)
-    return (int(match.group(1)), int(match.group(2))) if match else None
-
-
-def variant_runs_on(variant: str, capabilities: list[tuple[int, int]]) -> bool:
-    """Whether a wheel variant carries native code for every one of these GPUs."""
-    for row in load_table("torch_wheels").get("arch", []):
-        if variant in row["variants"]:
-            low = major_minor(row["min"]) or (0, 0)
-            return all(low <= cc and cc[0] <= int(row["max_major"]) for cc in capabilities)
-    return not capabilities  # a variant the table does not describe: only when nothing is asked
-
-
-def gpu_min_cuda(cc: tuple[int, int]) -> tuple[int, int]:
-    """The first CUDA version that runs this architecture (the driver must support it fully)."""
-    needed = (0, 0)
-    for row in load_table("torch_wheels").get("gpu_min_cuda", []):
-        if cc >= (major_minor(row["capability"]) or (99, 0)):
-            needed = max(needed, major_minor(row["cuda"]) or (0, 0))
-    return needed
-
-
-class WheelChoice(NamedTuple):
-    release: str
-    variant: str
-    mode: str  # "full": the driver supports its CUDA; "mvc": through minor-version compatibility
-
-
-def best_variant(
-    torch_release: str | None,
-    driver_cuda: tuple[int, int],
-    driver: str | None = None,
-    capabilities: list[tuple[int, int]] | None = None,
-) -> WheelChoice | None:
-    """The wheel to suggest: one this driver runs and that has native code for these GPUs.
-
-    The installed release comes first (with a variant the driver fully supports, else one that
-    runs through minor-version compatibility, as PyTorch's own CUDA 12 wheels rely on for
-    drivers ≥ 525.60.13); then the newest release that has such a variant.
-    """
-    from packaging.version import Version
-
-    caps = capabilities or []
-    releases = load_table("torch_wheels")["release"]
-    ordered = sorted(releases, key=lambda row: Version(row["torch"]), reverse=True)
-    if torch_release is not None:
-        mine = major_minor(torch_release)
-        ordered = [r for r in ordered if major_minor(r["torch"]) == mine] + [
-            r for r in ordered if major_minor(r["torch"]) != mine
-        ]
-    floor = mvc_floor(driver_cuda[0])
-    mvc_ok = at_least(driver, floor)
-    if any(driver_cuda < gpu_min_cuda(cc) for cc in caps):
-        return None  # the driver predates the GPU's architecture: no wheel helps
-
-    def mode(variant: str) -> str | None:
-        cuda = _variant_cuda(variant)
-        if cuda is None or not variant_runs_on(variant, caps):
-            return None
-        if cuda <= driver_cuda:
-            return "full"
-        if cuda[0] == driver_cuda[0] and mvc_ok:
-            return "mvc"
-        return None
-
-    for row in ordered:
-        for wanted in ("full", "mvc"):
-            fitting = [v for v in row["variants"] if mode(v) == wanted]
-            if fitting:
-                # fully supported: the newest; through compatibility: the closest to the driver
-                pick = max if wanted == "full" else min
-                best = pick(fitting, key=lambda v: _variant_cuda(v) or (0, 0))
-                return WheelChoice(str(row["torch"]), best, wanted)
-    return None
-
-
-def _installed_variant(facts: Facts) -> str | None:
-    build = major_minor(facts.get("torch.cuda_build"))
-    return f"cu{build[0]}{build[1]}" if build else None
+# -- which torch wheel to suggest -------------------------------------------------------------
 
 
 def _capabilities(facts: Facts) -> list[tuple[int, int]]:
@@ -187,40 +117,182 @@ def _capabilities(facts: Facts) -> list[tuple[int, int]]:
     return [cc for cc in caps if cc is not None]
 
 
-def derive_wheel_suggestion(facts: Facts) -> None:
-    out = "derived.torch_suggested_variant"
-    if not facts.has("torch.installed"):  # framework not probed (--fast): no rule needs a wheel
-        facts.mark_unknown(out, facts.reason("torch.installed") or "the framework was not probed")
-        return
-    driver_cuda = _driver_cuda(facts)
-    parsed = major_minor(driver_cuda)
+def _driver(facts: Facts) -> Driver | None:
+    parsed = major_minor(_driver_cuda(facts))
     if parsed is None:
-        facts.mark_unknown(out, facts.reason("driver.cuda_version") or "the driver's CUDA version is unknown")
-        return
+        return None
+    version = facts.get("driver.version")
+    return Driver(str(version) if version else None, parsed)
+
+
+#: Where the inspected interpreter is named: the framework probe's, else the smoke run's.
+_PYTHON_FACTS = ("framework.python", "smoke.python")
+
+
+def pip_of(facts: Facts) -> str:
+    """How a fix runs pip for the inspected interpreter: ``framework.pip`` (which knows whether
+    plain ``pip`` is that interpreter's), else ``<python> -m pip``."""
+    pip = facts.get("framework.pip")
+    if pip:
+        return str(pip)
+    python = next((facts.get(name) for name in _PYTHON_FACTS if facts.get(name)), None)
+    return f"{shlex.quote(str(python))} -m pip" if python else "python -m pip"
+
+
+class _Installed(NamedTuple):
+    release: str | None  # "2.11"; None when torch is not installed
+    version: str | None  # "2.11.0", the version a fix keeps
+    variant: str | None  # "cu130"; None for a CPU-only build or no torch
+
+
+def _installed(facts: Facts) -> _Installed:
+    if facts.get("torch.installed") is not True:
+        return _Installed(None, None, None)
     base = facts.get("torch.version_base")
+    release = major_minor(base)
+    return _Installed(
+        f"{release[0]}.{release[1]}" if release else None,
+        str(base) if base else None,
+        variant_of(facts.get("torch.cuda_build")),
+    )
+
+
+def derive_wheel_suggestion(facts: Facts) -> None:
+    """``derived.torch_*``: the wheel for every GPU of this machine that this driver runs."""
+    if any(facts.get(name) for name in ("framework.pip", *_PYTHON_FACTS)):
+        facts.set("derived.pip", pip_of(facts))
+    else:
+        facts.mark_unknown("derived.pip", "the interpreter to install into was not inspected")
+    if not facts.has("torch.installed"):  # framework not probed (--fast): no rule needs a wheel
+        reason = facts.reason("torch.installed") or "the framework was not probed"
+        for name in ("derived.torch_plan", "derived.torch_install_command"):
+            facts.mark_unknown(name, reason)
+        return
+    driver = _driver(facts)
+    if driver is None:
+        reason = facts.reason("driver.cuda_version") or "the driver's CUDA version is unknown"
+        for name in ("derived.torch_plan", "derived.torch_install_command"):
+            facts.mark_unknown(name, reason)
+        return
+    installed = _installed(facts)
     caps = _capabilities(facts)
-    choice = best_variant(str(base) if base else None, parsed, facts.get("driver.version"), caps)
-    gpus = ", ".join(f"{cc[0]}.{cc[1]}" for cc in caps)
-    if choice is None:
-        why = f"no PyTorch wheel runs on driver {facts.get('driver.version')} (CUDA {driver_cuda})"
-        reason = why + (f" with native code for compute capability {gpus}" if gpus else "")
-        facts.mark_unknown(out, reason + ": only a driver upgrade helps")
-        facts.mark_unknown("derived.torch_install_command", reason + ": only a driver upgrade helps")
+    python = major_minor(facts.get("framework.python_version"))
+    found = plan(installed.release, caps, driver, python)
+    pip = pip_of(facts)
+    facts.set("derived.torch_uninstall_command", f"{pip} uninstall -y torch")
+    best = _installed_is_best(found, installed, driver)
+    write_plan(facts, "derived.torch_", found, installed, driver, caps, pip, best)
+    if found.now is not None and not best:
+        facts.set("derived.torch_suggested_variant", found.now.wheel.variant)
+        facts.set("derived.torch_suggested_release", found.now.wheel.release)
+        facts.set("derived.torch_suggested_mode", found.now.mode)
+        facts.set("derived.torch_index_url", index_url(found.now.wheel.variant))
+
+
+def _installed_is_best(found: Plan, installed: _Installed, driver: Driver) -> bool:
+    """The installed CUDA wheel runs on this driver at least as well as the suggestion would."""
+    if found.now is None or installed.variant is None:
+        return False
+    now = found.now.wheel
+    if (now.release, now.variant) == (installed.release, installed.variant):
+        return True
+    cuda = variant_cuda(installed.variant)
+    mine = cuda_mode(cuda, driver) if cuda else None
+    return mine == "full" or (mine == "mvc" and found.now.mode == "mvc")
+
+
+def write_plan(
+    facts: Facts,
+    prefix: str,
+    found: Plan,
+    installed: _Installed,
+    driver: Driver,
+    caps: list[tuple[int, int]],
+    pip: str,
+    best: bool = False,
+    native: bool = False,
+) -> None:
+    """``<prefix>plan`` and the facts its fixes print (``install_command``, ``suggestion``,
+    ``keep_*``, ``upgrade_*``, ``why``); a command the plan has no use for is unknown, with why.
+    ``native``: the plan asked for native code only."""
+    gpus = ", ".join(f"{cc[0]}.{cc[1]}" for cc in caps) or "these GPUs"
+    code = "native code" if native else "code"
+    on_driver = f"driver {driver.version or '?'} (CUDA {driver.cuda[0]}.{driver.cuda[1]})"
+    if best and installed.variant:
+        kind, why = "installed_best", f"the installed {installed.variant} wheel is already the best {on_driver} runs"
+    elif found.now is not None:
+        kind = "install"
+        if found.now.wheel.release != installed.release and found.keep is not None and found.keep.mode is None:
+            kind = "upgrade_or_install"
+        why = f"{_describe(found.now, installed, driver)} runs on {on_driver}"
+    elif found.target is not None:
+        kind = "upgrade"
+        why = f"no PyTorch wheel runs on {on_driver} with {code} for compute capability {gpus}"
+    elif found.python_only:
+        kind = "no_wheel"
+        why = f"no PyTorch release with {code} for compute capability {gpus} has a wheel for this Python"
+    else:
+        kind = "no_wheel"
+        why = f"no PyTorch release in cuda-doctor's wheel table has {code} for compute capability {gpus}"
+    facts.set(prefix + "plan", kind)
+    facts.set(prefix + "why", why)
+    runs = kind in ("install", "upgrade_or_install")
+    missing = why + ": only a driver upgrade helps" if kind in ("upgrade", "installed_best") else why
+    _put(facts, prefix, "", found.now if runs else None, installed, driver, pip, missing)
+    _put(facts, prefix, "keep_", found.keep if kind == "upgrade_or_install" else None, installed, driver, pip, why)
+    _put(facts, prefix, "upgrade_", found.target if kind == "upgrade" else None, installed, driver, pip, why)
+
+
+def _put(
+    facts: Facts,
+    prefix: str,
+    part: str,
+    chosen: Choice | None,
+    installed: _Installed,
+    driver: Driver,
+    pip: str,
+    why: str,
+) -> None:
+    names = {key: f"{prefix}{part}{key}" for key in ("install_command", "suggestion", "driver")}
+    if part == "":
+        names.pop("driver")
+    if chosen is None:
+        for name in names.values():
+            facts.mark_unknown(name, why)
         return
-    same_release = bool(base) and major_minor(base) == major_minor(choice.release)
-    if same_release and choice.variant == _installed_variant(facts):
-        reason = (
-            f"the installed {choice.variant} wheel is already the best this driver runs; only a driver upgrade helps"
+    facts.set(names["install_command"], install_command(chosen, installed, pip))
+    facts.set(names["suggestion"], _describe(chosen, installed, driver))
+    if "driver" in names:
+        facts.set(names["driver"], chosen.floor)
+
+
+def _pin(chosen: Choice, installed: _Installed) -> str:
+    """The installed release keeps its exact version; another release is any of its patches."""
+    if chosen.wheel.release == installed.release and installed.version:
+        return installed.version
+    return f"{chosen.wheel.release}.*"
+
+
+def install_command(chosen: Choice, installed: _Installed, pip: str) -> str:
+    url = index_url(chosen.wheel.variant)
+    return f"{pip} install 'torch=={_pin(chosen, installed)}' --index-url {url}"
+
+
+def _describe(chosen: Choice, installed: _Installed, driver: Driver) -> str:
+    """The wheel in words ("torch 2.11.0 built for CUDA 12.6 (cu126)"), how it runs, where its arch list is from."""
+    wheel = chosen.wheel
+    pin = _pin(chosen, installed).removesuffix(".*")
+    text = f"torch {pin} built for CUDA {wheel.cuda[0]}.{wheel.cuda[1]} ({wheel.variant})"
+    if chosen.mode == "mvc":
+        text += f", which driver {driver.version} runs through minor-version compatibility"
+    if chosen.code == "ptx":
+        text += "; the GPU runs its PTX, compiled by the driver at first start"
+    if not wheel.verified:
+        text += (
+            "; its list of GPU architectures comes from PyTorch's release notes, not from the wheel itself:"
+            " check `torch.cuda.get_arch_list()` after installing"
         )
-        facts.mark_unknown(out, reason)
-        facts.mark_unknown("derived.torch_install_command", reason)
-        return
-    url, command = _install(base, choice)
-    facts.set(out, choice.variant)
-    facts.set("derived.torch_suggested_release", choice.release)
-    facts.set("derived.torch_suggested_mode", choice.mode)
-    facts.set("derived.torch_index_url", url)
-    facts.set("derived.torch_install_command", command)
+    return text
 
 
 def _driver_cuda(facts: Facts) -> str | None:
@@ -230,39 +302,7 @@ def _driver_cuda(facts: Facts) -> str | None:
     return cuda_supported_by_driver(facts.get("driver.version")) if facts.has("driver.version") else None
 
 
-def _install(base: object, choice: WheelChoice) -> tuple[str, str]:
-    """The index URL and the pip command for ``choice``, keeping the installed release's exact
-    version when the choice is that release."""
-    url = load_table("torch_wheels")["index_url"].format(variant=choice.variant)
-    same_release = bool(base) and major_minor(base) == major_minor(choice.release)
-    pin = str(base) if same_release else f"{choice.release}.*"
-    return url, f"pip install 'torch=={pin}' --index-url {url}"
-
-
 # -- GPU architecture in the wheel -------------------------------------------------------------
-
-
-def arch_support(capability: str, arch_list: list[str]) -> str:
-    """'sass' (machine code runs as is), 'ptx' (the driver JIT-compiles PTX) or 'none'.
-
-    SASS for sm_XY runs on devices of the same major with minor ≥ Y; arch-specific targets
-    (sm_90a) run only on that exact capability; PTX (compute_XY) JITs to any newer device.
-    """
-    cc = major_minor(capability)
-    if cc is None:
-        return "none"
-    kinds: set[str] = set()
-    for entry in arch_list:
-        match = re.fullmatch(r"(sm|compute)_(\d+?)(\d)([af]?)", entry.strip())
-        if not match:
-            continue
-        kind, major, minor, suffix = match.group(1), int(match.group(2)), int(match.group(3)), match.group(4)
-        if kind == "sm":
-            if (suffix and (major, minor) == cc) or (not suffix and major == cc[0] and minor <= cc[1]):
-                kinds.add("sass")
-        elif not suffix and (major, minor) <= cc:
-            kinds.add("ptx")
-    return "sass" if "sass" in kinds else ("ptx" if "ptx" in kinds else "none")
 
 
 def derive_arch(facts: Facts) -> None:
@@ -287,27 +327,23 @@ def derive_arch(facts: Facts) -> None:
         support = arch_support(str(cap), list(arch_list))
         facts.set(out, support)
         if support != "sass":
-            _arch_command(facts, i, major_minor(cap))
+            _arch_plan(facts, i, major_minor(cap), native_only=support == "ptx")
 
 
-def _arch_command(facts: Facts, index: int, cc: tuple[int, int] | None) -> None:
-    """The install command for a wheel with native code for this GPU that this driver runs."""
-    out = f"derived.gpu[{index}].arch_install_command"
-    driver_cuda_text = _driver_cuda(facts)
-    driver_cuda = major_minor(driver_cuda_text)
-    if cc is None or driver_cuda is None:
-        facts.mark_unknown(out, facts.reason("driver.cuda_version") or "the driver's CUDA version is unknown")
+def _arch_plan(facts: Facts, index: int, cc: tuple[int, int] | None, native_only: bool) -> None:
+    """``derived.gpu[i].arch_*``: a wheel with code for this GPU (native code when the installed
+    one has its PTX already) that this driver runs."""
+    prefix = f"derived.gpu[{index}].arch_"
+    driver = _driver(facts)
+    if cc is None or driver is None:
+        reason = facts.reason("driver.cuda_version") or "the driver's CUDA version is unknown"
+        for name in ("plan", "install_command"):
+            facts.mark_unknown(prefix + name, reason)
         return
-    base = facts.get("torch.version_base")
-    choice = best_variant(str(base) if base else None, driver_cuda, facts.get("driver.version"), [cc])
-    if choice is None:
-        facts.mark_unknown(
-            out,
-            f"no PyTorch wheel with native code for compute capability {cc[0]}.{cc[1]} runs on driver "
-            f"{facts.get('driver.version')} (CUDA {driver_cuda_text}): upgrade the driver first",
-        )
-        return
-    facts.set(out, _install(base, choice)[1])
+    installed = _installed(facts)
+    python = major_minor(facts.get("framework.python_version"))
+    found = plan(installed.release, [cc], driver, python, native_only=native_only)
+    write_plan(facts, prefix, found, installed._replace(variant=None), driver, [cc], pip_of(facts), native=native_only)
 
 
 def amp_dtype(cc: tuple[int, int]) -> str:
@@ -319,15 +355,22 @@ def amp_dtype(cc: tuple[int, int]) -> str:
 
 
 def arch_advice(cc: tuple[int, int]) -> str:
+    """Which wheels carry code for this architecture, in words (rules/data/torch_wheels.toml)."""
+    if cc >= (13, 0):
+        return "a wheel built for this architecture (none in cuda-doctor's wheel table has native code for it)"
     if cc >= (10, 0):
         return "torch >= 2.7 with cu128 or newer (sm_100/sm_120 first ship in cu128 wheels)"
     if cc >= (9, 0):
         return "a torch wheel built for CUDA 11.8 or newer (sm_90)"
-    if cc < (5, 0):
-        return "an old torch release with Kepler support (CUDA 12 removed sm_35/37)"
-    if cc < (7, 5):
-        return "a cu126 or older wheel (CUDA 13 builds start at sm_75)"
-    return "a torch wheel whose arch list includes this GPU"
+    if cc >= (7, 5):
+        return "a torch wheel whose arch list includes this GPU"
+    if cc >= (7, 0):
+        return "a cu126 or older wheel, or cu128 of torch 2.8 to 2.10 (CUDA 13 builds start at sm_75)"
+    if cc >= (5, 0):
+        return "a cu126 or older wheel (cu128 and newer builds start at sm_70 or sm_75)"
+    if cc >= (3, 7):
+        return "torch 2.7 or older with cu118 or older (the last wheels with sm_37)"
+    return "a torch release older than 1.13 (no wheel from 1.13 on has code for it)"
 
 
 # -- CUDA_VISIBLE_DEVICES ----------------------------------------------------------------------

@@ -93,7 +93,7 @@ def check_pin(pin: TorchPin) -> Hit | None:
     row = table.get(release or "")
     if row is not None:
         shipped = list(row.get("variants", []))
-        if pin.variant in shipped:
+        if pin.variant in shipped or row.get("complete") is False:  # an incomplete list proves no absence
             return None
         problem = f"torch {release} has no {pin.variant} wheels (it ships {', '.join(shipped)})"
         suggestion = _nearest(pin.variant, shipped)

@@ -15,6 +15,9 @@ steps, so that torch is imported once per check.
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import shutil
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +73,12 @@ class FrameworkProbe:
         return self.timeout(ctx) + 30  # the child's limit, then killing it and reading its output
 
     def collect(self, ctx: ProbeContext) -> Facts:
+        facts = self._collect(ctx)
+        if facts.has("framework.python"):  # the interpreter ran: fixes may install into it
+            facts.set("framework.pip", pip_command(ctx.python, ctx.path))
+        return facts
+
+    def _collect(self, ctx: ProbeContext) -> Facts:
         try:
             source = CHILD_SCRIPT.read_text(encoding="utf-8")
         except OSError as exc:
@@ -95,6 +104,39 @@ class FrameworkProbe:
             if payload is not None:
                 return shape(payload, ctx.python)
         return interpret(child.finish(), ctx.python, timeout, start_timeout)
+
+
+def pip_command(python: str, path: str) -> str:
+    """How a fix runs pip for ``python``: plain ``pip`` only when the first ``pip`` on ``path``
+    is that interpreter's own (its ``#!`` line names an interpreter in the same folder that is
+    the same file), else ``<python> -m pip``, which always installs into ``python``."""
+    found = shutil.which(python, path=path) if os.sep not in python else python
+    interpreter = os.path.abspath(found or python)
+    pip = shutil.which("pip", path=path)
+    if pip is not None and _same_interpreter(_shebang(pip), interpreter):
+        return "pip"
+    return f"{shlex.quote(interpreter)} -m pip"
+
+
+def _shebang(script: str) -> str | None:
+    try:
+        with open(script, "rb") as handle:
+            first = handle.read(512).split(b"\n", 1)[0]
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    words = first[2:].decode("utf-8", "replace").split()
+    return words[0] if len(words) == 1 else None  # "/usr/bin/env python3" names no file
+
+
+def _same_interpreter(named: str | None, interpreter: str) -> bool:
+    # one folder (a venv's bin/python and bin/python3 are the same environment) and one file
+    # (/usr/bin/pip of python3.11 is not python3.12's)
+    if named is None or not os.path.isabs(named):
+        return False
+    same_folder = os.path.dirname(os.path.normpath(named)) == os.path.dirname(os.path.normpath(interpreter))
+    return same_folder and os.path.realpath(named) == os.path.realpath(interpreter)
 
 
 def interpret(result: CommandResult, python: str, timeout: float, start_timeout: float | None = None) -> Facts:

@@ -50,7 +50,12 @@ def test_old_driver_fails_with_fix(tmp_path: Path) -> None:
     result = run("check", "--facts", str(path), cwd=tmp_path)
     assert result.exit_code == 1
     assert "✗" in result.output and "580.65.06" in result.output
-    assert "$ pip install 'torch==2.11.0' --index-url https://download.pytorch.org/whl/cu126" in result.output
+    # the interpreter that was inspected installs, after the installed build is removed
+    assert "$ /opt/torch/.venv/bin/python3 -m pip uninstall -y torch" in result.output
+    assert (
+        "$ /opt/torch/.venv/bin/python3 -m pip install 'torch==2.11.0' --index-url https://download.pytorch.org/whl/cu126"
+        in result.output
+    )
 
 
 def test_no_command_is_printed_as_a_question_mark(tmp_path: Path) -> None:
@@ -253,3 +258,23 @@ def test_json_on_a_terminal_is_indented() -> None:
     report = rejudge(H200_FACTS, Config())
     assert render(report, "json", terminal=True).startswith('{\n  "schema"')
     assert "\n" not in render(report, "json", terminal=False).rstrip("\n")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("venv_first_on_path", [False, True])
+def test_fixes_install_into_the_interpreter_given_with_python(
+    fake_nvidia_smi: Any, torch_cpu_python: Path, tmp_path: Path, venv_first_on_path: bool
+) -> None:
+    env = dict(fake_nvidia_smi.ctx().env)
+    env["CUDA_DOCTOR_DISABLE_NVML"] = "1"  # the fake nvidia-smi's H200, whatever this host has
+    if venv_first_on_path:  # then the `pip` a user types is that interpreter's own
+        env["PATH"] = f"{torch_cpu_python.parent}{os.pathsep}{env['PATH']}"
+    args = ["check", "--python", str(torch_cpu_python), "--no-smoke", "--format", "json"]
+    report = json.loads(doctor(args, env=env, cwd=tmp_path).stdout)
+    cd201 = next(r for r in report["results"] if r["rule"] == "CD201")
+    assert cd201["status"] == "fail"  # a CPU-only torch 2.13 on the H200
+    pip = "pip" if venv_first_on_path else f"{torch_cpu_python} -m pip"
+    assert cd201["commands"] == [
+        f"{pip} uninstall -y torch",
+        f"{pip} install 'torch==2.13.0' --index-url https://download.pytorch.org/whl/cu130",
+    ]

@@ -238,3 +238,11 @@ def test_a_notebook_magic_keeps_the_rest_of_its_cell_checked(tmp_path: Path) -> 
     [cdl000] = [f for f in findings if f.rule_id == "CDL000"]
     assert "cell 12" in cdl000.message  # the real syntax error only: magics, placeholders, output are not
     assert {f.rule_id for f in findings} == {"CDL000", "CDL001", "CDL006"}
+
+
+def test_a_variant_missing_from_an_incomplete_release_row_is_not_called_nonexistent(tmp_path: Path) -> None:
+    # torch 2.14's row lists cu126, cu130 and cu132, and says a cu134 build may have shipped too
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("torch==2.14.0+cu134\ntorch==2.13.0+cu134\n")
+    findings = [f for f in lint_paths([requirements]).findings if f.rule_id == "CDL201"]
+    assert [f.line for f in findings] == [2]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,6 +22,7 @@ from cuda_doctor.probes.framework import (
     FrameworkProbe,
     find_payload,
     interpret,
+    pip_command,
     shape,
 )
 from cuda_doctor.process import CommandResult
@@ -354,3 +357,60 @@ def test_the_probe_on_its_own_leaves_no_child(plain_python: Path, base_env: dict
     assert not ctx.handoff.accepting
     PROBE.collect(ctx)
     assert ctx.handoff.take("torch") is None
+
+
+# -- how fixes run pip ------------------------------------------------------------------------
+def _venv(root: Path, pip_names: str | None = None) -> Path:
+    """A venv layout: bin/python (a link to this interpreter) and bin/pip whose #! line names
+    ``pip_names`` (bin/python3.11 linked to bin/python by default)."""
+    bindir = root / "bin"
+    bindir.mkdir(parents=True)
+    python = bindir / "python"
+    python.symlink_to(sys.executable)
+    (bindir / "python3.11").symlink_to(python)
+    pip = bindir / "pip"
+    pip.write_text(f"#!{pip_names or bindir / 'python3.11'}\nimport sys\n", encoding="utf-8")
+    pip.chmod(0o755)
+    return python
+
+
+def test_plain_pip_only_when_the_pip_on_path_is_the_interpreters_own(tmp_path: Path) -> None:
+    python = _venv(tmp_path / "venv")
+    assert pip_command(str(python), f"{python.parent}{os.pathsep}/usr/bin") == "pip"
+    # the same interpreter, but another pip first on PATH
+    other = _venv(tmp_path / "other")
+    assert pip_command(str(python), f"{other.parent}{os.pathsep}{python.parent}") == f"{python} -m pip"
+    # no pip on PATH at all
+    assert pip_command(str(python), str(tmp_path / "empty")) == f"{python} -m pip"
+
+
+def test_a_pip_next_to_the_interpreter_for_another_python_is_not_its_own(tmp_path: Path) -> None:
+    bindir = tmp_path / "usr" / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / "python3.12").write_bytes(b"")  # another file than the interpreter
+    python = bindir / "python3"
+    python.symlink_to(sys.executable)
+    pip = bindir / "pip"
+    pip.write_text(f"#!{bindir / 'python3.12'}\n", encoding="utf-8")
+    pip.chmod(0o755)
+    assert pip_command(str(python), str(bindir)) == f"{python} -m pip"
+
+
+def test_a_pip_started_through_env_or_a_shell_is_not_trusted(tmp_path: Path) -> None:
+    python = _venv(tmp_path / "venv", pip_names="/usr/bin/env python3")
+    assert pip_command(str(python), str(python.parent)) == f"{python} -m pip"
+
+
+def test_the_interpreter_is_named_so_that_the_command_runs_anywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    python = _venv(tmp_path / "my venv")
+    quoted = shlex.quote(str(python))
+    # a space in the path: quoted (and a #! line with a space names no interpreter)
+    assert pip_command(str(python), str(python.parent)) == f"{quoted} -m pip"
+    # a bare name is the one PATH finds; a relative path is made absolute, links are kept
+    plain = _venv(tmp_path / "venv")
+    assert pip_command("python3.11", f"{plain.parent}{os.pathsep}/usr/bin") == "pip"
+    assert pip_command("python3.11", f"/nowhere{os.pathsep}{plain.parent}") == "pip"
+    monkeypatch.chdir(tmp_path)
+    assert pip_command("my venv/bin/python", "/nowhere") == f"{quoted} -m pip"
