@@ -13,24 +13,16 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from cuda_doctor import tomlcache
 from cuda_doctor.facts import Facts, indexed
 from cuda_doctor.optional import import_optional
 from cuda_doctor.tables import load_table
 from cuda_doctor.versions import at_least, major_minor, nvidia_version
-from cuda_doctor.wheels import (
-    Choice,
-    Driver,
-    Plan,
-    arch_support,
-    cuda_mode,
-    index_url,
-    plan,
-    variant_cuda,
-    variant_of,
-)
+
+if TYPE_CHECKING:  # imported where used: check --fast judges no wheel
+    from cuda_doctor.wheels import Choice, Driver, Plan
 
 Deriver = Callable[[Facts], None]
 
@@ -118,6 +110,8 @@ def _capabilities(facts: Facts) -> list[tuple[int, int]]:
 
 
 def _driver(facts: Facts) -> Driver | None:
+    from cuda_doctor.wheels import Driver
+
     parsed = major_minor(_driver_cuda(facts))
     if parsed is None:
         return None
@@ -146,6 +140,8 @@ class _Installed(NamedTuple):
 
 
 def _installed(facts: Facts) -> _Installed:
+    from cuda_doctor.wheels import variant_of
+
     if facts.get("torch.installed") is not True:
         return _Installed(None, None, None)
     base = facts.get("torch.version_base")
@@ -174,6 +170,8 @@ def derive_wheel_suggestion(facts: Facts) -> None:
         for name in ("derived.torch_plan", "derived.torch_install_command"):
             facts.mark_unknown(name, reason)
         return
+    from cuda_doctor.wheels import index_url, plan
+
     installed = _installed(facts)
     caps = _capabilities(facts)
     python = major_minor(facts.get("framework.python_version"))
@@ -191,6 +189,8 @@ def derive_wheel_suggestion(facts: Facts) -> None:
 
 def _installed_is_best(found: Plan, installed: _Installed, driver: Driver) -> bool:
     """The installed CUDA wheel runs on this driver at least as well as the suggestion would."""
+    from cuda_doctor.wheels import cuda_mode, variant_cuda
+
     if found.now is None or installed.variant is None:
         return False
     now = found.now.wheel
@@ -274,6 +274,8 @@ def _pin(chosen: Choice, installed: _Installed) -> str:
 
 
 def install_command(chosen: Choice, installed: _Installed, pip: str) -> str:
+    from cuda_doctor.wheels import index_url
+
     url = index_url(chosen.wheel.variant)
     return f"{pip} install 'torch=={_pin(chosen, installed)}' --index-url {url}"
 
@@ -324,6 +326,8 @@ def derive_arch(facts: Facts) -> None:
         if not arch_list:
             facts.mark_unknown(out, "the framework reported no compiled architectures")
             continue
+        from cuda_doctor.wheels import arch_support
+
         support = arch_support(str(cap), list(arch_list))
         facts.set(out, support)
         if support != "sass":
@@ -340,6 +344,8 @@ def _arch_plan(facts: Facts, index: int, cc: tuple[int, int] | None, native_only
         for name in ("plan", "install_command"):
             facts.mark_unknown(prefix + name, reason)
         return
+    from cuda_doctor.wheels import plan
+
     installed = _installed(facts)
     python = major_minor(facts.get("framework.python_version"))
     found = plan(installed.release, [cc], driver, python, native_only=native_only)
@@ -530,6 +536,7 @@ DERIVERS: list[str | tuple[str, tuple[str, ...]]] = [
     "cuda_doctor.knowledge:derive_wheel_suggestion",
     "cuda_doctor.knowledge:derive_arch",
     "cuda_doctor.knowledge:derive_visible_devices",
+    ("cuda_doctor.memory_health:derive", ("gpu[",)),
     "cuda_doctor.knowledge:derive_environment",
     ("cuda_doctor.container.derive:derive", ("container.cuda_version", "container.nvidia_require", "image[")),
     ("cuda_doctor.smoke.expected:derive", ("smoke",)),

@@ -48,8 +48,11 @@ GPU_FIELDS: tuple[str, ...] = (
     "retired_pages_pending",
     "remapped_rows_pending",
     "remapped_rows_failure",
+    "recovery_action",
+    "recovery_action_label",
     "persistence_mode",
     "mig_enabled",
+    "mig_pending",
     "pcie_gen_current",
     "pcie_gen_max",
     "pcie_width_current",
@@ -62,6 +65,18 @@ GPU_FIELDS: tuple[str, ...] = (
     "processes",
     "process_count",
 )
+
+#: NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (nvml.h): what the driver asks for after a fault.
+FIELD_RECOVERY_ACTION = 230
+#: Its values, nvmlDeviceGpuRecoveryAction_t (nvidia-ml-py 13.615.71); NVIDIA's GPU memory error
+#: management guide describes 0–4. A later value is "other", shown by its number.
+RECOVERY_ACTIONS: dict[int, str] = {
+    0: "none",
+    1: "gpu_reset",
+    2: "node_reboot",
+    3: "drain_p2p",
+    4: "drain_and_reset",
+}
 
 SYSTEM_FACTS: tuple[str, ...] = (
     "driver.version",
@@ -98,6 +113,18 @@ def mark_failed(facts: Facts, status: str, error: str, source: str) -> None:
     for name in SYSTEM_FACTS:
         facts.mark_unknown(name, error)
     facts.mark_unknown("gpu", error)
+
+
+def recovery_action(facts: Facts, index: int, code: object, reason: str | None) -> None:
+    """``gpu[i].recovery_action`` (and its label) from NVML's number; unknown with ``reason``
+    when the driver did not answer (a driver that does not report it must never read as "none")."""
+    names = (indexed("gpu", index, "recovery_action"), indexed("gpu", index, "recovery_action_label"))
+    if not isinstance(code, int) or isinstance(code, bool):
+        for name in names:
+            facts.mark_unknown(name, reason or "the driver reported no GPU recovery action")
+        return
+    facts.set(names[0], RECOVERY_ACTIONS.get(code, "other"))
+    facts.set(names[1], f"{RECOVERY_ACTIONS.get(code, 'action')} ({code})")
 
 
 def nvml_failure(status: str, message: str) -> Facts:
@@ -232,15 +259,9 @@ def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None
         # (corrected rows, uncorrected rows, remapping pending, remapping failed)
         facts.set(rows_pending, None if rows is None else bool(rows[2]))
         facts.set(rows_failure, None if rows is None else bool(rows[3]))
+    _read_recovery_action(reader, index, handle)
     read("persistence_mode", ("nvmlDeviceGetPersistenceMode",), convert=bool)
-    # A board without MIG support answers NOT_SUPPORTED: MIG is then certainly off.
-    reader.read(
-        indexed("gpu", index, "mig_enabled"),
-        ("nvmlDeviceGetMigMode",),
-        handle,
-        convert=lambda mode: bool(mode[0]),
-        not_supported=False,
-    )
+    _read_mig_mode(reader, index, handle)
     read("pcie_gen_current", ("nvmlDeviceGetCurrPcieLinkGeneration",), convert=int)
     read("pcie_gen_max", ("nvmlDeviceGetMaxPcieLinkGeneration",), convert=int)
     read("pcie_width_current", ("nvmlDeviceGetCurrPcieLinkWidth",), convert=int)
@@ -272,6 +293,38 @@ def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None
         facts.set(count_name, None if procs is None else len(procs))
     else:
         facts.mark_unknown(count_name, facts.unknown.get(procs_name, "processes unknown"))
+
+
+def _read_recovery_action(reader: _Reader, index: int, handle: Any) -> None:
+    """One field value: there is no nvmlDeviceGetGpuRecoveryAction."""
+    (answer,) = binding.field_values(reader.nvml, handle, [FIELD_RECOVERY_ACTION])
+    if isinstance(answer, Refusal):
+        why = (
+            "the driver does not report a GPU recovery action (NVML field 230: not supported)"
+            if answer.not_supported
+            else f"the GPU recovery action could not be read: {answer.reason}"
+        )
+        recovery_action(reader.facts, index, None, why)
+        return
+    recovery_action(reader.facts, index, int(answer), None)
+
+
+def _read_mig_mode(reader: _Reader, index: int, handle: Any) -> None:
+    """MIG mode now and after the next reset ([current, pending]).  A board without MIG support
+    answers NOT_SUPPORTED: MIG is then certainly off, and no change is pending."""
+    enabled, pending = indexed("gpu", index, "mig_enabled"), indexed("gpu", index, "mig_pending")
+    mode = reader.call(enabled, ("nvmlDeviceGetMigMode",), handle)
+    if mode is _FAILED:
+        reader.facts.mark_unknown(pending, reader.facts.unknown[enabled])
+        return
+    try:
+        now, later = (False, False) if mode is None else (bool(mode[0]), bool(mode[1]))
+    except (TypeError, IndexError) as exc:
+        for name in (enabled, pending):
+            reader.facts.mark_unknown(name, f"NVML answered {mode!r} for the MIG mode, which could not be read: {exc}")
+        return
+    reader.facts.set(enabled, now)
+    reader.facts.set(pending, later)
 
 
 def _memory_info(nvml: Any, reader: _Reader, name: str, handle: Any) -> Any:

@@ -152,9 +152,12 @@ def _parse_gpu(facts: Facts, index: int, gpu: ET.Element) -> None:
     )
     put("remapped_rows_pending", _flag(_value(gpu, "remapped_rows/remapped_row_pending")))
     put("remapped_rows_failure", _flag(_value(gpu, "remapped_rows/remapped_row_failure")))
+    _parse_recovery_action(facts, index, gpu)
     put("persistence_mode", _flag(_value(gpu, "persistence_mode")))
-    # No MIG support (N/A, or no <mig_mode> at all on old drivers) means MIG is off.
+    # No MIG support (N/A, or no <mig_mode> at all on old drivers) means MIG is off, and no
+    # change of it is pending.
     put("mig_enabled", bool(_flag(_value(gpu, "mig_mode/current_mig"))))
+    put("mig_pending", bool(_flag(_value(gpu, "mig_mode/pending_mig"))))
     link = gpu.find("pci/pci_gpu_link_info")
     put("pcie_gen_current", _integer(_value(link, "pcie_gen/current_link_gen")))
     put("pcie_gen_max", _integer(_value(link, "pcie_gen/max_link_gen")))
@@ -176,6 +179,37 @@ def _parse_gpu(facts: Facts, index: int, gpu: ET.Element) -> None:
     processes = _processes(gpu.find("processes"))
     put("processes", processes)
     put("process_count", len(processes))
+
+
+#: <gpu_recovery_action> texts → NVML's action names.  Driver 580 prints "None" (the H200
+#: recording); the texts of the other actions were not seen, so only their plain spellings are
+#: mapped and anything else is kept as "other", shown verbatim.
+_RECOVERY_TEXTS = {
+    "none": "none",
+    "gpureset": "gpu_reset",
+    "reset": "gpu_reset",
+    "nodereboot": "node_reboot",
+    "reboot": "node_reboot",
+    "drainp2p": "drain_p2p",
+    "drainandreset": "drain_and_reset",
+}
+
+
+def _parse_recovery_action(facts: Facts, index: int, gpu: ET.Element) -> None:
+    names = (indexed("gpu", index, "recovery_action"), indexed("gpu", index, "recovery_action_label"))
+    found = gpu.find("gpu_recovery_action")
+    raw = (found.text or "").strip() if found is not None else None
+    if not raw or raw.strip("[]") in _NOT_A_VALUE:
+        why = (
+            "nvidia-smi -q -x has no <gpu_recovery_action>: this driver does not report it"
+            if raw is None
+            else f"nvidia-smi reports the GPU recovery action as {raw or 'empty'}"
+        )
+        for name in names:
+            facts.mark_unknown(name, why)
+        return
+    facts.set(names[0], _RECOVERY_TEXTS.get(re.sub(r"[^a-z0-9]", "", raw.lower()), "other"))
+    facts.set(names[1], raw)
 
 
 def _uncorrected_volatile(volatile: ET.Element | None) -> int | None:

@@ -77,6 +77,8 @@ def h200_readings(path: Path) -> dict[str, Any]:
         # not in the recording: an idle GPU's
         "pcie_kbps": (0, 0),  # (rx, tx)
         "process_sm_util": 0,
+        # the same machine's nvidia-smi -q prints "GPU Recovery Action : None": field 230 is 0
+        "fields": {230: (pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, 0)},
     }
 
 
@@ -277,13 +279,14 @@ class FakeNvml:
         """The real binding's array of c_nvmlFieldValue_t, filled as the driver fills it."""
         values = (pynvml.c_nvmlFieldValue_t * len(fields))()
         members = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+        answers = {**self.readings.get("fields", {}), **self.field_values}
         for entry, asked in zip(values, fields, strict=True):
             field_id, entry.scopeId = asked if isinstance(asked, tuple) else (asked, 0)
             entry.fieldId = field_id
-            if field_id not in self.field_values:
+            if field_id not in answers:
                 entry.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
                 continue
-            kind, value = self.field_values[field_id]
+            kind, value = answers[field_id]
             entry.valueType = kind
             setattr(entry.value, members[kind], value)
         return values

@@ -58,8 +58,11 @@ def test_h200_readings(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
         "retired_pages_pending": None,  # NOT_SUPPORTED: null, not an error
         "remapped_rows_pending": False,
         "remapped_rows_failure": False,
+        "recovery_action": "none",  # NVML field 230 = 0, as nvidia-smi -q prints ("None")
+        "recovery_action_label": "none (0)",
         "persistence_mode": True,
         "mig_enabled": False,
+        "mig_pending": False,
         "pcie_gen_current": 5,
         "pcie_gen_max": 5,
         "pcie_width_current": 16,
@@ -216,3 +219,34 @@ def test_helpers() -> None:
     assert reason_names(0) == []
     assert reason_names(0x1 | 0x4 | 0x80) == ["gpu_idle", "sw_power_cap", "hw_power_brake"]
     assert reason_names(0x200) == ["bit_0x200"]
+
+
+@pytest.mark.parametrize(
+    ("code", "action"),
+    [(0, "none"), (1, "gpu_reset"), (2, "node_reboot"), (3, "drain_p2p"), (4, "drain_and_reset"), (7, "other")],
+)
+def test_the_recovery_action_is_one_field_value(make_nvml: MakeNvml, ctx: ProbeContext, code: int, action: str) -> None:
+    fake = make_nvml(field_values={230: (pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, code)})
+    facts = collect_nvml(ctx, fake.module())
+    assert facts.get("gpu[0].recovery_action") == action
+    assert str(code) in str(facts.get("gpu[0].recovery_action_label"))
+    assert fake.calls.count("nvmlDeviceGetFieldValues") == 1  # one round trip per GPU
+
+
+def test_a_driver_without_the_recovery_action_leaves_it_unknown_never_none(
+    make_nvml: MakeNvml, ctx: ProbeContext
+) -> None:
+    facts = collect_nvml(ctx, make_nvml({"fields": {}}).module())  # NVML answers NOT_SUPPORTED
+    assert not facts.has("gpu[0].recovery_action")
+    assert "does not report a GPU recovery action" in facts.unknown["gpu[0].recovery_action"]
+    failing = make_nvml(errors={"nvmlDeviceGetFieldValues": pynvml.NVML_ERROR_GPU_IS_LOST})
+    facts = collect_nvml(ctx, failing.module())
+    assert "GPU is lost" in facts.unknown["gpu[0].recovery_action"]
+
+
+@pytest.mark.parametrize(("mode", "enabled", "pending"), [([0, 1], False, True), ([1, 0], True, False)])
+def test_a_pending_mig_mode_change(
+    make_nvml: MakeNvml, ctx: ProbeContext, mode: list[int], enabled: bool, pending: bool
+) -> None:
+    facts = collect_nvml(ctx, make_nvml({"mig": mode}).module())
+    assert (facts.get("gpu[0].mig_enabled"), facts.get("gpu[0].mig_pending")) == (enabled, pending)

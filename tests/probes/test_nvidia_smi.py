@@ -44,6 +44,9 @@ def test_xml_matches_the_nvml_and_csv_recordings(h200_dir: Path) -> None:
     assert facts.get("gpu[0].ecc_enabled") is True
     assert facts.get("gpu[0].ecc_uncorrected_volatile") == 0
     assert facts.get("gpu[0].mig_enabled") is False
+    assert facts.get("gpu[0].mig_pending") is False  # <pending_mig>Disabled</pending_mig>
+    assert facts.get("gpu[0].recovery_action") == "none"  # <gpu_recovery_action>None</gpu_recovery_action>
+    assert facts.get("gpu[0].recovery_action_label") == "None"
     assert (facts.get("gpu[0].pcie_gen_current"), facts.get("gpu[0].pcie_gen_max")) == (5, 5)
     assert (facts.get("gpu[0].pcie_width_current"), facts.get("gpu[0].pcie_width_max")) == (16, 16)
     assert int(csv["clocks_event_reasons.active"] or "", 16) == 1
@@ -186,3 +189,39 @@ def test_missing_nvidia_smi(tmp_path: Path) -> None:
     assert facts.unknown["driver.status"] == "nvidia-smi not found on PATH"
     assert facts.unknown["driver.version"] == "nvidia-smi not found on PATH"
     assert "driver.status" not in facts
+
+
+def _h200_xml_with(h200_dir: Path, old: str, new: str) -> str:
+    text = (h200_dir / "nvidia-smi-q.xml").read_text()
+    assert old in text
+    return text.replace(old, new)
+
+
+@pytest.mark.parametrize(
+    ("text", "action"),
+    [
+        ("GPU Reset", "gpu_reset"),
+        ("Node Reboot", "node_reboot"),
+        ("Drain and Reset", "drain_and_reset"),
+        ("Odd", "other"),
+    ],
+)
+def test_recovery_actions_other_than_none(h200_dir: Path, text: str, action: str) -> None:
+    xml = _h200_xml_with(h200_dir, "<gpu_recovery_action>None<", f"<gpu_recovery_action>{text}<")
+    facts = parse_query_xml(xml)
+    assert facts.get("gpu[0].recovery_action") == action
+    assert facts.get("gpu[0].recovery_action_label") == text  # shown as the driver printed it
+
+
+@pytest.mark.parametrize("shown", ["N/A", "[N/A]", "Not Supported"])
+def test_a_recovery_action_that_is_not_reported_is_unknown(h200_dir: Path, shown: str) -> None:
+    facts = parse_query_xml(_h200_xml_with(h200_dir, "<gpu_recovery_action>None<", f"<gpu_recovery_action>{shown}<"))
+    assert not facts.has("gpu[0].recovery_action")
+    assert shown in facts.unknown["gpu[0].recovery_action"]
+    older = parse_query_xml(_h200_xml_with(h200_dir, "<gpu_recovery_action>None</gpu_recovery_action>", ""))
+    assert "does not report it" in older.unknown["gpu[0].recovery_action"]
+
+
+def test_a_pending_mig_mode_change_is_read(h200_dir: Path) -> None:
+    facts = parse_query_xml(_h200_xml_with(h200_dir, "<pending_mig>Disabled<", "<pending_mig>Enabled<"))
+    assert (facts.get("gpu[0].mig_enabled"), facts.get("gpu[0].mig_pending")) == (False, True)
