@@ -49,8 +49,11 @@ class GpuProbe:
         smi_facts = _collect_nvidia_smi(ctx)
         nvml_error = nvml_facts.get("nvml.error") or nvml_facts.get("driver.error")
         smi_status = smi_facts.get("driver.status")
-        # nvidia-smi's verdict wins when it has one, unless it only failed the way NVML did
-        if smi_status is not None and not (smi_status == "error" and status != "error"):
+        # nvidia-smi's verdict wins when it has one, unless it only failed the way NVML did; an
+        # nvidia-smi that ran and printed something (its notes are recorded) says the driver is
+        # there, whatever this Python's NVML said
+        answered = smi_facts.has("driver.smi_notes")
+        if smi_status is not None and (answered or not (smi_status == "error" and status != "error")):
             smi_facts.set("nvml.error", nvml_error)
             return smi_facts
         smi_reason = (

@@ -4,6 +4,12 @@
 ``nvidia-smi --query-gpu=index,uuid,compute_cap --format=csv,noheader``.  The fact names
 are the NVML probe's, with ``driver.source = "nvidia-smi"``.  Both parsers are pure
 functions of the text so they can be tested on recordings.
+
+nvidia-smi's output is taken as it comes: the XML document is found within whatever the driver
+printed around it (a warning about a corrupted infoROM, say — kept in ``driver.smi_notes``),
+characters XML cannot hold are dropped, and when the document cannot be read (cut short,
+malformed) the basic facts come from ``--query-gpu`` CSV instead, with what was wrong.  An
+nvidia-smi that answered is never taken for a missing driver.
 """
 
 from __future__ import annotations
@@ -22,6 +28,33 @@ from cuda_doctor.process import CommandResult, run_command
 
 SOURCE = "nvidia-smi"
 CSV_FIELDS: tuple[str, ...] = ("index", "uuid", "compute_cap")
+#: The --query-gpu fields read when the XML report cannot be (recorded on the H200 machine);
+#: NEWER_CSV_FIELDS are unknown to older drivers, which refuse the whole query for them.
+FALLBACK_FIELDS: tuple[str, ...] = (
+    "index",
+    "name",
+    "uuid",
+    "driver_version",
+    "memory.total",
+    "pci.bus_id",
+    "compute_cap",
+    "persistence_mode",
+    "ecc.mode.current",
+    "mig.mode.current",
+    "pcie.link.gen.current",
+    "pcie.link.gen.max",
+    "pcie.link.width.current",
+    "pcie.link.width.max",
+    "temperature.gpu",
+    "power.draw",
+    "clocks_event_reasons.active",
+)
+NEWER_CSV_FIELDS = frozenset({"compute_cap", "clocks_event_reasons.active"})
+_END_TAG = "</nvidia_smi_log>"
+#: C0 controls other than tab, newline and carriage return: not allowed in XML 1.0.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufeff\ufffe\uffff]")
+_NOTE_LINES = 5
+_NOTE_CHARS = 200
 
 # Suffixes of <clocks_event_reason_*> (and the older <clocks_throttle_reason_*>) → nvml.h bit.
 _REASON_BITS: dict[str, int] = {
@@ -93,25 +126,64 @@ def _first_value(node: ET.Element | None, *paths: str) -> str | None:
 
 
 # -- nvidia-smi -q -x ------------------------------------------------------------------------
-def parse_query_xml(text: str) -> Facts:
-    """Facts from ``nvidia-smi -q -x``; malformed output leaves them unknown with the reason."""
-    facts = Facts()
-    facts.set("driver.source", SOURCE)
+def find_document(text: str) -> tuple[str | None, list[str]]:
+    """The XML document in nvidia-smi's output (None when there is none), and the lines printed
+    before and after it.  Characters XML 1.0 cannot hold are dropped first (a NUL-padded or
+    UTF-16 stream comes out readable; a byte that was not UTF-8 is already U+FFFD)."""
+    clean = _NOT_XML.sub("", text)
+    starts = [i for i in (clean.find("<?xml"), clean.find("<nvidia_smi_log")) if i >= 0]
+    if not starts:
+        return None, _note_lines(clean)
+    start = min(starts)
+    end = clean.rfind(_END_TAG)
+    if end < start:  # cut short: what is there, for the parser to refuse with where it stops
+        return clean[start:], _note_lines(clean[:start])
+    end += len(_END_TAG)
+    return clean[start:end], _note_lines(clean[:start]) + _note_lines(clean[end:])
+
+
+def _note_lines(text: str) -> list[str]:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    kept = [line if len(line) <= _NOTE_CHARS else line[:_NOTE_CHARS] + "…" for line in lines[:_NOTE_LINES]]
+    if len(lines) > _NOTE_LINES:
+        kept.append(f"… and {len(lines) - _NOTE_LINES} more line(s)")
+    return kept
+
+
+def read_query_xml(text: str) -> tuple[Facts | None, str | None, list[str]]:
+    """``nvidia-smi -q -x`` output → (facts, None, notes), or (None, what was wrong, notes)."""
     import xml.etree.ElementTree as ET  # only when there is XML to read (fast start-up)
 
+    document, notes = find_document(text)
+    if document is None:
+        shown = f": {notes[0]!r}" if notes else " (empty output)"
+        return None, f"nvidia-smi -q -x printed no XML report{shown}", notes
     try:
-        root = ET.fromstring(text)
+        root = ET.fromstring(document)
     except ET.ParseError as exc:
-        reason = f"nvidia-smi -q -x printed output that is not valid XML ({exc})"
-        for name in ("driver.status", *SYSTEM_FACTS, "gpu"):
-            facts.mark_unknown(name, reason)
-        return facts
+        cut = "" if _END_TAG in document else ", cut short"
+        return None, f"nvidia-smi -q -x printed output that is not valid XML ({exc}{cut})", notes
     if root.tag != "nvidia_smi_log":
-        reason = f"nvidia-smi -q -x printed <{root.tag}>, not <nvidia_smi_log>"
-        for name in ("driver.status", *SYSTEM_FACTS, "gpu"):
-            facts.mark_unknown(name, reason)
-        return facts
+        return None, f"nvidia-smi -q -x printed <{root.tag}>, not <nvidia_smi_log>", notes
+    return _parse_log(root), None, notes
 
+
+def parse_query_xml(text: str) -> Facts:
+    """Facts from ``nvidia-smi -q -x``; output that cannot be read leaves them unknown with the
+    reason (``collect_nvidia_smi`` then asks ``--query-gpu``)."""
+    facts, problem, notes = read_query_xml(text)
+    if facts is None:
+        facts = Facts()
+        facts.set("driver.source", SOURCE)
+        for name in ("driver.status", *SYSTEM_FACTS, "gpu"):
+            facts.mark_unknown(name, problem or "nvidia-smi -q -x could not be read")
+    facts.set("driver.smi_notes", notes)
+    return facts
+
+
+def _parse_log(root: ET.Element) -> Facts:
+    facts = Facts()
+    facts.set("driver.source", SOURCE)
     _set_or_unknown(facts, "driver.version", _value(root, "driver_version"), "no <driver_version>")
     _set_or_unknown(facts, "driver.cuda_version", _value(root, "cuda_version"), "no <cuda_version>")
     facts.mark_unknown("nvml.version", "nvidia-smi does not report the NVML version")
@@ -309,14 +381,100 @@ def collect_nvidia_smi(ctx: ProbeContext) -> Facts:
     facts = Facts()
     facts.set("driver.source", SOURCE)
     result = run_command(["nvidia-smi", "-q", "-x"], timeout=ctx.timeout, env=ctx.env)
-    if not result.ok:
+    if result.timed_out or result.returncode is None:
         _record_failure(facts, result)
         return facts
-    facts.merge(parse_query_xml(result.stdout))
+    parsed, problem, notes = read_query_xml(result.stdout)
+    if parsed is None and not result.ok and "<nvidia_smi_log" not in result.stdout:
+        _record_failure(facts, result)  # nvidia-smi's own error message, and no report
+        return facts
+    if not result.ok:
+        notes.extend([*_note_lines(result.stderr), f"nvidia-smi -q -x exited with status {result.returncode}"])
+    if parsed is None:
+        parsed = _from_query_gpu(ctx, problem or "nvidia-smi -q -x could not be read", notes)
+    facts.merge(parsed)
+    facts.set("driver.smi_notes", notes)
     count = facts.get("gpu.count")
-    if isinstance(count, int) and count > 0:
+    if isinstance(count, int) and count > 0 and "gpu[0].compute_capability" in facts.unknown:
         _add_compute_capability(ctx, facts, count)
     return facts
+
+
+def _from_query_gpu(ctx: ProbeContext, problem: str, notes: list[str]) -> Facts:
+    """The facts ``--query-gpu`` gives when ``-q -x`` could not be read; the others are unknown
+    with ``problem``.  When that fails too, the driver's state is an error: nvidia-smi answered."""
+    rows, csv_problem = _query_rows(ctx)
+    facts = Facts()
+    facts.set("driver.source", SOURCE)
+    if rows is None:
+        error = f"nvidia-smi answered, but neither its report could be read ({problem}) nor --query-gpu ({csv_problem})"
+        mark_failed(facts, "error", error, SOURCE)
+        return facts
+    notes.append(f"{problem}: the GPU facts come from nvidia-smi --query-gpu")
+    why = f"{problem}; nvidia-smi --query-gpu does not give it"
+    for name in SYSTEM_FACTS:
+        facts.mark_unknown(name, why)
+    first = rows[min(rows)] if rows else {}
+    _set_or_unknown(facts, "driver.version", first.get("driver_version"), why)
+    facts.set("gpu.count", len(rows))
+    facts.set("driver.status", "ok" if rows else "no_gpu")
+    facts.set("driver.error", None if rows else "nvidia-smi lists no GPU")
+    for index in sorted(rows):
+        _csv_gpu(facts, index, rows[index], why)
+    return facts
+
+
+def _query_rows(ctx: ProbeContext) -> tuple[dict[int, dict[str, str | None]] | None, str | None]:
+    fields = FALLBACK_FIELDS
+    for _ in range(2):  # a driver that refuses a newer field is asked again without them
+        argv = ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"]
+        result = run_command(argv, timeout=ctx.timeout, env=ctx.env)
+        if result.ok:
+            try:
+                return parse_query_gpu_csv(result.stdout, fields), None
+            except ValueError as exc:
+                return None, f"unexpected CSV: {exc}"
+        if "is not a valid field" not in result.stdout + result.stderr or fields is not FALLBACK_FIELDS:
+            return None, result.error or "nvidia-smi --query-gpu failed"
+        fields = tuple(f for f in FALLBACK_FIELDS if f not in NEWER_CSV_FIELDS)
+    return None, "nvidia-smi --query-gpu failed"
+
+
+#: --query-gpu field → (gpu[i] fact, how its text is read).
+_CSV_FACTS: dict[str, tuple[str, Any]] = {
+    "name": ("name", lambda raw: raw),
+    "uuid": ("uuid", lambda raw: raw),
+    "pci.bus_id": ("pci_bus_id", lambda raw: raw),
+    "compute_cap": ("compute_capability", lambda raw: raw),
+    "memory.total": ("memory_total_mib", _integer),
+    "persistence_mode": ("persistence_mode", _flag),
+    "ecc.mode.current": ("ecc_enabled", _flag),
+    "mig.mode.current": ("mig_enabled", lambda raw: bool(_flag(raw))),
+    "pcie.link.gen.current": ("pcie_gen_current", _integer),
+    "pcie.link.gen.max": ("pcie_gen_max", _integer),
+    "pcie.link.width.current": ("pcie_width_current", _integer),
+    "pcie.link.width.max": ("pcie_width_max", _integer),
+    "temperature.gpu": ("temperature_c", _integer),
+    "power.draw": ("power_w", _number),
+}
+
+
+def _csv_gpu(facts: Facts, index: int, row: dict[str, str | None], why: str) -> None:
+    from cuda_doctor.nvml.gpu_facts import GPU_FIELDS
+
+    facts.set(indexed("gpu", index, "index"), index)
+    for field, (name, read) in _CSV_FACTS.items():
+        if field in row:
+            raw = row[field]
+            facts.set(indexed("gpu", index, name), None if raw is None else read(raw))
+    mask = row.get("clocks_event_reasons.active")
+    if mask is not None and re.fullmatch(r"0x[0-9a-fA-F]+", mask):
+        facts.set(indexed("gpu", index, "clock_event_reasons"), int(mask, 16))
+        facts.set(indexed("gpu", index, "clock_event_reason_names"), reason_names(int(mask, 16)))
+    for field in GPU_FIELDS:
+        name = indexed("gpu", index, field)
+        if name not in facts.values:
+            facts.mark_unknown(name, why)
 
 
 def _record_failure(facts: Facts, result: CommandResult) -> None:

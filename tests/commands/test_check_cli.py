@@ -184,6 +184,22 @@ def test_check_fast_end_to_end_with_fake_nvidia_smi(
     assert proc.returncode == (1 if any(r["status"] == "fail" for r in report["results"]) else 0)
 
 
+@pytest.mark.parametrize(
+    ("mode", "status", "said"),
+    [
+        ("warn_before", "warn", "infoROM is corrupted"),  # the report is read, the warning shown
+        ("truncated", "warn", "the GPU facts come from nvidia-smi --query-gpu"),  # and never "no driver"
+        ("garbage_no_csv", "fail", "nvidia-smi answered, but neither its report could be read"),
+    ],
+)
+def test_nvidia_smi_output_as_it_comes(fake_nvidia_smi: Any, tmp_path: Path, mode: str, status: str, said: str) -> None:
+    env = {**fake_nvidia_smi.ctx(mode).env, "CUDA_DOCTOR_DISABLE_NVML": "1"}
+    report = json.loads(doctor(["check", "--fast", "--format", "json"], env=env, cwd=tmp_path).stdout)
+    cd101 = next(r for r in report["results"] if r["rule"] == "CD101")
+    assert (cd101["status"], said in cd101["message"]) == (status, True), cd101["message"]
+    assert "no NVIDIA driver" not in cd101["message"]
+
+
 def test_json_valid_when_nothing_can_be_probed(tmp_path: Path) -> None:
     env = {"PATH": str(tmp_path), "CUDA_DOCTOR_DISABLE_NVML": "1"}
     proc = doctor(["check", "--fast", "--format", "json"], env=env, cwd=tmp_path)

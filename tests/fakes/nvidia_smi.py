@@ -2,7 +2,9 @@
 
 It answers from recordings of a real machine.  Behaviour comes from the environment:
 
-FAKE_NVIDIA_SMI_MODE      ok | old | hang | not_loaded | mismatch | no_devices | garbage
+FAKE_NVIDIA_SMI_MODE      ok | old | hang | not_loaded | mismatch | no_devices | garbage |
+                          warn_before | warn_after | truncated | old_truncated | utf16 | control |
+                          exit_with_xml | garbage_no_csv
 FAKE_NVIDIA_SMI_FIXTURES  folder holding nvidia-smi-q*.xml and query-gpu.csv
 FAKE_NVIDIA_SMI_PIDFILE   (hang) where to write "<own pid> <child pid>" before sleeping
 """
@@ -14,6 +16,9 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+#: What a driver prints about a GPU whose infoROM is damaged, before its report.
+INFOROM = "WARNING: infoROM is corrupted at gpu 00000000:00:06.0\n"
 
 NOT_LOADED = (
     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
@@ -39,6 +44,32 @@ def query_csv(fixtures: Path, argv: list[str], allowed_missing: set[str]) -> int
     return 0
 
 
+def query_xml(fixtures: Path, mode: str) -> int:
+    """``nvidia-smi -q -x`` as a real driver may print it, whole or not."""
+    if mode in ("garbage", "garbage_no_csv"):
+        sys.stdout.write('<?xml version="1.0" ?>\n<nvidia_smi_log>\n\t<driver_version>580')
+        return 0
+    old = mode.startswith("old")
+    text = (fixtures / ("nvidia-smi-q-old-driver.xml" if old else "nvidia-smi-q.xml")).read_text()
+    if mode == "warn_before":
+        text = INFOROM + text
+    elif mode == "warn_after":
+        text += INFOROM
+    elif mode.endswith("truncated"):  # the output ends half-way through the GPU's section
+        text = text[: text.index("<temperature>")]
+    elif mode == "control":  # a stray escape and a NUL inside values
+        text = text.replace("<product_name>NVIDIA H200", "<product_name>NVIDIA H200\x1b\x00")
+    elif mode == "utf16":
+        sys.stdout.buffer.write(text.encode("utf-16"))
+        return 0
+    elif mode == "exit_with_xml":  # one GPU could not be read, the report is still printed
+        sys.stdout.write(text)
+        sys.stderr.write("Unable to determine the device handle for GPU 00000000:00:07.0: Unknown Error\n")
+        return 15
+    sys.stdout.write(text)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     mode = os.environ.get("FAKE_NVIDIA_SMI_MODE", "ok")
     fixtures = Path(os.environ["FAKE_NVIDIA_SMI_FIXTURES"])
@@ -58,15 +89,13 @@ def main(argv: list[str]) -> int:
         sys.stdout.write("No devices were found\n")
         return 6
     if "-q" in argv and "-x" in argv:
-        if mode == "garbage":
-            sys.stdout.write('<?xml version="1.0" ?>\n<nvidia_smi_log>\n\t<driver_version>580')
-            return 0
-        name = "nvidia-smi-q-old-driver.xml" if mode == "old" else "nvidia-smi-q.xml"
-        sys.stdout.write((fixtures / name).read_text())
-        return 0
+        return query_xml(fixtures, mode)
     if any(a.startswith("--query-gpu=") for a in argv):
+        if mode == "garbage_no_csv":
+            sys.stdout.write("Unable to determine the device handle for GPU 00000000:00:06.0: Unknown Error\n")
+            return 15
         # compute_cap is a newer query field than the 470 drivers know
-        return query_csv(fixtures, argv, {"compute_cap"} if mode == "old" else set())
+        return query_csv(fixtures, argv, {"compute_cap"} if mode.startswith("old") else set())
     sys.stderr.write(f"fake nvidia-smi: unsupported arguments {argv}\n")
     return 2
 

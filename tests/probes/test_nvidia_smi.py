@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,8 @@ import pytest
 
 from cuda_doctor.nvml.binding import VERSION_MISMATCH_MESSAGE
 from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.probes.nvidia_smi import collect_nvidia_smi, parse_query_gpu_csv, parse_query_xml
+from cuda_doctor.probes.gpu import GpuProbe
+from cuda_doctor.probes.nvidia_smi import collect_nvidia_smi, find_document, parse_query_gpu_csv, parse_query_xml
 
 
 def _nvml_recording(h200_dir: Path) -> dict[str, str]:
@@ -175,10 +177,19 @@ def test_driver_failures_are_classified(fake_nvidia_smi: Any, mode: str, status:
     assert facts.get("gpu.count") == (0 if status == "no_gpu" else None)
 
 
-def test_garbage_output_is_unknown_not_a_crash(fake_nvidia_smi: Any) -> None:
+def test_garbage_output_falls_back_to_the_csv(fake_nvidia_smi: Any) -> None:
     facts = collect_nvidia_smi(fake_nvidia_smi.ctx("garbage"))
-    assert "not valid XML" in facts.unknown["driver.status"]
-    assert "gpu.count" not in facts
+    assert facts.get("driver.status") == "ok"  # nvidia-smi answered: the driver is there
+    assert facts.get("driver.version") == "580.159.04"
+    assert facts.get("gpu[0].compute_capability") == "9.0"
+    assert "not valid XML" in facts.unknown["gpu[0].ecc_uncorrected_volatile"]
+
+
+def test_an_nvidia_smi_that_answered_is_not_a_missing_driver(fake_nvidia_smi: Any) -> None:
+    facts = collect_nvidia_smi(fake_nvidia_smi.ctx("garbage_no_csv"))
+    assert facts.get("driver.status") == "error"
+    error = facts.get("driver.error")
+    assert "nvidia-smi answered" in error and "not valid XML" in error and "--query-gpu" in error
 
 
 def test_missing_nvidia_smi(tmp_path: Path) -> None:
@@ -225,3 +236,85 @@ def test_a_recovery_action_that_is_not_reported_is_unknown(h200_dir: Path, shown
 def test_a_pending_mig_mode_change_is_read(h200_dir: Path) -> None:
     facts = parse_query_xml(_h200_xml_with(h200_dir, "<pending_mig>Disabled<", "<pending_mig>Enabled<"))
     assert (facts.get("gpu[0].mig_enabled"), facts.get("gpu[0].mig_pending")) == (False, True)
+
+
+# -- output as it comes ---------------------------------------------------------------------
+INFOROM = "WARNING: infoROM is corrupted at gpu 00000000:00:06.0"
+
+
+def test_the_document_is_found_in_what_was_printed_around_it(h200_dir: Path) -> None:
+    xml = (h200_dir / "nvidia-smi-q.xml").read_text()
+    document, notes = find_document(f"{INFOROM}\n{xml}\ntrailing words\n")
+    assert document is not None and document.startswith("<?xml") and document.endswith("</nvidia_smi_log>")
+    assert notes == [INFOROM, "trailing words"]
+    assert find_document("No report here\n") == (None, ["No report here"])
+    cut, _ = find_document(xml[:500])
+    assert cut == xml[:500]  # the parser says where it stops
+
+
+def test_notes_are_bounded() -> None:
+    _, notes = find_document("x" * 1000 + "\n" + "line\n" * 50 + "<nvidia_smi_log></nvidia_smi_log>")
+    assert len(notes) == 6 and len(notes[0]) == 201 and notes[-1] == "… and 46 more line(s)"
+
+
+@pytest.mark.parametrize("mode", ["warn_before", "warn_after"])
+def test_a_driver_warning_around_the_report_is_kept_and_the_report_read(fake_nvidia_smi: Any, mode: str) -> None:
+    facts = collect_nvidia_smi(fake_nvidia_smi.ctx(mode))
+    assert facts.get("driver.status") == "ok"
+    assert facts.get("gpu[0].name") == "NVIDIA H200"
+    assert facts.get("gpu[0].ecc_uncorrected_volatile") == 0  # from the XML, not the CSV
+    assert facts.get("gpu[0].compute_capability") == "9.0"
+    assert facts.get("driver.smi_notes") == [INFOROM]
+
+
+@pytest.mark.parametrize("mode", ["utf16", "control"])
+def test_odd_encodings_are_read(fake_nvidia_smi: Any, mode: str) -> None:
+    facts = collect_nvidia_smi(fake_nvidia_smi.ctx(mode))
+    assert facts.get("driver.status") == "ok"
+    assert facts.get("driver.version") == "580.159.04"
+    assert facts.get("gpu[0].name") == "NVIDIA H200"
+    assert facts.get("gpu[0].recovery_action") == "none"
+
+
+def test_a_cut_short_report_falls_back_to_the_csv_and_says_so(fake_nvidia_smi: Any) -> None:
+    facts = collect_nvidia_smi(fake_nvidia_smi.ctx("truncated"))
+    assert facts.get("driver.status") == "ok"
+    assert (facts.get("driver.version"), facts.get("gpu.count")) == ("580.159.04", 1)
+    for name, value in [("name", "NVIDIA H200"), ("compute_capability", "9.0"), ("memory_total_mib", 143771)]:
+        assert facts.get(f"gpu[0].{name}") == value
+    assert facts.get("gpu[0].clock_event_reason_names") == ["gpu_idle"]
+    # what the CSV does not give is unknown, with what was wrong — never "no error"
+    reason = facts.unknown["gpu[0].remapped_rows_pending"]
+    assert "not valid XML" in reason and "cut short" in reason and "--query-gpu does not give it" in reason
+    assert "gpu[0].recovery_action" in facts.unknown
+    assert any("come from nvidia-smi --query-gpu" in note for note in facts.get("driver.smi_notes"))
+
+
+def test_an_old_driver_cut_short_is_asked_again_without_the_newer_fields(fake_nvidia_smi: Any) -> None:
+    facts = collect_nvidia_smi(fake_nvidia_smi.ctx("old_truncated"))
+    assert facts.get("driver.status") == "ok"
+    assert facts.get("driver.version") == "580.159.04"  # the recorded CSV's
+    assert "compute_cap" in facts.unknown["gpu[0].compute_capability"]
+
+
+def test_a_report_printed_with_an_error_status_is_read(fake_nvidia_smi: Any) -> None:
+    facts = collect_nvidia_smi(fake_nvidia_smi.ctx("exit_with_xml"))
+    assert facts.get("driver.status") == "ok"
+    assert facts.get("gpu[0].name") == "NVIDIA H200"
+    assert facts.get("driver.smi_notes") == [
+        "Unable to determine the device handle for GPU 00000000:00:07.0: Unknown Error",
+        "nvidia-smi -q -x exited with status 15",
+    ]
+
+
+def test_the_gpu_probe_keeps_the_verdict_of_an_nvidia_smi_that_answered(
+    fake_nvidia_smi: Any, make_nvml: Callable[..., Any]
+) -> None:
+    import pynvml
+
+    no_library = make_nvml(init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND).module()
+    facts = GpuProbe(nvml=no_library).collect(fake_nvidia_smi.ctx("garbage_no_csv"))
+    assert facts.get("driver.status") == "error"  # not "library_not_found": nvidia-smi ran
+    env = {**fake_nvidia_smi.ctx("garbage_no_csv").env, "CUDA_DOCTOR_DISABLE_NVML": "1"}
+    facts = GpuProbe().collect(fake_nvidia_smi.ctx("garbage_no_csv").but(env=env))
+    assert facts.get("driver.status") == "error"
