@@ -11,6 +11,8 @@ parts="${*:-check fail bench watch nccl child}"
 run() { local name=$1; shift; echo "== $name: $*" | tee -a "$OUT/log.txt"; ( "$@" ) >"$OUT/$name.txt" 2>&1; echo "   rc=$?" | tee -a "$OUT/log.txt"; }
 for part in $parts; do case $part in
 check)
+  # The healthy H200 gives no warning and no failure: memory health (CD601, CD602, CD605, CD606)
+  # passes with "GPU Recovery Action: None", and the wheel rules suggest nothing.
   run check-v doctor check -v
   run check-json doctor check --format json --save "$OUT/report.json"
   CUDA_VISIBLE_DEVICES=0 run check-1gpu-v doctor check -v
@@ -33,7 +35,24 @@ watch)
   run bench-watch python3 benchmarks/watch_overhead.py --seconds 10 ;;
 nccl)
   run smoke-nccl doctor smoke --nccl -v
-  CUDA_VISIBLE_DEVICES=0,0 run smoke-nccl-cvd-twice doctor smoke --nccl -v ;;
+  CUDA_VISIBLE_DEVICES=0,0 run smoke-nccl-cvd-twice doctor smoke --nccl -v
+  # One GPU with --nccl: one rank, a real NCCL init and all-reduce. Expected: CD801 pass with
+  # "a one-rank NCCL all-reduce … initialised NCCL", nccl.world_size 1, CD802/CD804/CD805 skipped.
+  CUDA_VISIBLE_DEVICES=0 run check-nccl-1gpu-v doctor check --nccl -v
+  CUDA_VISIBLE_DEVICES=0 run check-nccl-1gpu-json doctor check --nccl --format json --save "$OUT/nccl-1gpu.json"
+  CUDA_VISIBLE_DEVICES=0 run smoke-nccl-1gpu doctor smoke --nccl -v
+  python3 - "$OUT" > "$OUT/nccl-1gpu-summary.txt" 2>&1 <<'PY'
+import json, sys
+report = json.load(open(f"{sys.argv[1]}/nccl-1gpu.json"))
+v = report["facts"]["values"]
+for name in ("nccl.status", "nccl.world_size", "nccl.sum_ok", "nccl.version", "nccl.per_rank_init_seconds", "nccl.seconds"):
+    print(f"{name} = {v.get(name)!r}")
+for r in report["results"]:
+    if r["rule"].startswith("CD8"):
+        print(r["rule"], r["status"], r["message"])
+print("expected: nccl.status 'ok', world_size 1, sum_ok True; CD801 pass; CD802/CD804/CD805 skipped")
+PY
+  cat "$OUT/nccl-1gpu-summary.txt" | tee -a "$OUT/log.txt" ;;
 child)
   # One torch child per check: facts first, then (once the read-only probes are done) the smoke
   # steps in the same process.  A --python that logs each start of the target interpreter

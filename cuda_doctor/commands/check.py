@@ -58,7 +58,10 @@ def _non_empty(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
     help="Also run nvidia-smi inside each --image with --gpus all (the NVIDIA Container Toolkit's own test).",
 )
 @click.option(
-    "--nccl", is_flag=True, help="Run the multi-GPU NCCL all-reduce smoke even with fewer than two GPUs visible."
+    "--nccl",
+    is_flag=True,
+    help="Run the NCCL all-reduce also with one GPU visible: one rank, a real NCCL initialisation and "
+    "collective (with two or more GPUs it runs anyway, one rank per GPU).",
 )
 @timeout_option(
     "Seconds each probe's external call (NVML, nvidia-smi, Docker) may take. The --python "
@@ -98,6 +101,9 @@ def command(
         report = rejudge(facts_file, config, select=select, ignore=ignore)
     else:
         refuse_fast_python(fast, python)
+        if nccl and (fast or no_smoke):
+            used = "--fast" if fast else "--no-smoke"
+            raise click.UsageError(f"--nccl runs work on the GPU: it cannot be combined with {used}")
         ctx = ProbeContext(
             python=python or sys.executable,
             timeout=timeout,

@@ -40,7 +40,7 @@ GPU_PROBE = "cuda_doctor.probes.gpu"
 @click.option(
     "--nccl",
     is_flag=True,
-    help="Also run the multi-GPU NCCL all-reduce (one process per GPU) and the interconnect checks.",
+    help="Also run the NCCL all-reduce (one process per GPU; one rank on a single GPU) and the interconnect checks.",
 )
 @fail_on_option
 @config_option

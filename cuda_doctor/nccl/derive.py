@@ -1,6 +1,8 @@
 """Derived facts for the multi-GPU rules (``derived.nccl.*``).  Never raises.
 
-- ``derived.nccl.skip_reason``: why the all-reduce rules do not apply (or null).
+- ``derived.nccl.skip_reason``: why the all-reduce rule does not apply (or null).
+- ``derived.nccl.pair_skip_reason``: why the rules between GPUs (peer access, bandwidth,
+  outliers) do not apply: the all-reduce's reason, or a one-rank run (or null).
 - ``derived.nccl.multi_gpu``: two or more GPUs visible.
 - ``derived.nccl.transport_disabled``: ``NCCL_P2P_DISABLE=1``-style settings in effect.
 - ``derived.nccl.p2p_missing``: GPU pairs joined by NVLink or a PCIe switch without peer access.
@@ -33,6 +35,7 @@ def load_interconnect_table() -> dict[str, Any]:
 
 def derive(facts: Facts, table: dict[str, Any] | None = None) -> None:
     _skip_reason(facts)
+    _pair_skip_reason(facts)
     _multi_gpu(facts)
     _transport_disabled(facts)
     _p2p_missing(facts)
@@ -52,13 +55,21 @@ def _skip_reason(facts: Facts) -> None:
         reason = facts.reason("nccl.status")
         text = (
             "the NCCL all-reduce did not run: it runs in `check` with two or more GPUs visible, "
-            "or with `cuda-doctor smoke --nccl`"
+            "and with `--nccl` (check or smoke) on one GPU too"
         )
         facts.set("derived.nccl.skip_reason", f"{text}: {reason}" if reason else text)
     elif status == "not_applicable":
-        facts.set("derived.nccl.skip_reason", f"not applicable: {facts.get('nccl.reason')}")
+        hint = " (`--nccl` runs a one-rank all-reduce on it)" if facts.get("nccl.world_size") == 1 else ""
+        facts.set("derived.nccl.skip_reason", f"not applicable: {facts.get('nccl.reason')}{hint}")
     else:
         facts.set("derived.nccl.skip_reason", None)
+
+
+def _pair_skip_reason(facts: Facts) -> None:
+    reason = facts.get("derived.nccl.skip_reason")
+    if reason is None and facts.get("nccl.world_size") == 1:
+        reason = "not applicable: one GPU (the one-rank all-reduce moves no data between GPUs)"
+    facts.set("derived.nccl.pair_skip_reason", reason)
 
 
 def _multi_gpu(facts: Facts) -> None:

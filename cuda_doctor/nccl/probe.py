@@ -1,8 +1,11 @@
 """The NCCL probe: an all-reduce across all visible GPUs plus interconnect facts.
 
-Runs only as part of the smoke run (never under ``--fast``), when asked for (``--nccl``)
-or when two or more GPUs may be visible.  The GPU count is learned here (NVML, narrowed by
-``CUDA_VISIBLE_DEVICES``); with one GPU the all-reduce is not applicable and says so.
+Runs only as part of the smoke run (never under ``--fast``).  The GPU count is learned here
+(NVML, narrowed by ``CUDA_VISIBLE_DEVICES``).  With two or more GPUs it runs one rank per GPU;
+with one GPU, only when asked for (``--nccl``): a one-rank communicator is a real NCCL
+initialisation (bootstrap, topology detection, proxy) and its all-reduce a real collective, but
+it moves no data between GPUs, so the bandwidth and the links are not measured.  Two ranks on
+one GPU are an error since NCCL 2.5, so one GPU is always one rank.
 """
 
 from __future__ import annotations
@@ -71,6 +74,9 @@ class NcclProbe:
             return facts
         count = visible_count(len(nvml.uuids), ctx.env.get("CUDA_VISIBLE_DEVICES"), nvml.uuids, nvml.mig_parents)
         facts.set("nccl.visible_gpus", count)
+        if count == 1 and ctx.nccl:
+            facts.merge(self._run(ctx, 1))
+            return facts
         if count < 2:
             reason = "one GPU" if count == 1 else "no GPU visible"
             facts.set("nccl.status", "not_applicable")
@@ -81,19 +87,23 @@ class NcclProbe:
             return facts
         facts.merge(nvml.facts)
         facts.merge(topology.topo_facts(ctx))
-        timeout = ctx.smoke_timeout + _GROUP_SLACK_S
+        facts.merge(self._run(ctx, count))
+        return facts
+
+    def _run(self, ctx: ProbeContext, count: int) -> Facts:
+        # one rank measures no bandwidth: one small message, once, is the whole smoke
+        sizes, iters, warmup = ((min(self._sizes),), 1, 1) if count == 1 else (self._sizes, self._iters, self._warmup)
         result = runner.run_group(
             ctx.python,
             count,
             backend=self._backend,
-            timeout=timeout,
+            timeout=ctx.smoke_timeout + _GROUP_SLACK_S,
             env=ctx.env,
-            sizes=self._sizes,
-            iters=self._iters,
-            warmup=self._warmup,
+            sizes=sizes,
+            iters=iters,
+            warmup=warmup,
         )
-        facts.merge(result_facts(result))
-        return facts
+        return result_facts(result)
 
 
 def _why_uncounted(read: Outcome[topology.NvmlTopology], timeout: float) -> str:
@@ -122,9 +132,13 @@ def result_facts(result: runner.GroupResult) -> Facts:
     )
     facts.set("nccl.sum_ok", sum_ok)
     facts.set("nccl.backend", result.ranks[0].get("backend"))
-    busbw = {size: round(v, 3) for size, v in result.busbw_gbps().items()}
-    facts.set("nccl.busbw_gbps", busbw)
-    facts.set("nccl.busbw_peak_gbps", max(busbw.values()) if busbw else None)
+    if result.world_size == 1:  # bus bandwidth is 2(n-1)/n × algbw: nothing crosses a link
+        for name in ("busbw_gbps", "busbw_peak_gbps"):
+            facts.mark_unknown(f"nccl.{name}", "one rank: the all-reduce moves no data between GPUs")
+    else:
+        busbw = {size: round(v, 3) for size, v in result.busbw_gbps().items()}
+        facts.set("nccl.busbw_gbps", busbw)
+        facts.set("nccl.busbw_peak_gbps", max(busbw.values()) if busbw else None)
     facts.set("nccl.per_rank_seconds", _rounded(runner.per_rank(result, "local_seconds")))
     facts.set("nccl.per_rank_allreduce_seconds", _rounded(runner.per_rank(result, "allreduce_seconds")))
     facts.set("nccl.per_rank_init_seconds", _rounded(runner.per_rank(result, "init_seconds")))

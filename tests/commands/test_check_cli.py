@@ -294,3 +294,10 @@ def test_fixes_install_into_the_interpreter_given_with_python(
         f"{pip} uninstall -y torch",
         f"{pip} install 'torch==2.13.0' --index-url https://download.pytorch.org/whl/cu130",
     ]
+
+
+@pytest.mark.parametrize("other", ["--no-smoke", "--fast"])
+def test_nccl_needs_the_gpu_run(tmp_path: Path, other: str) -> None:
+    result = run("check", "--nccl", other, cwd=tmp_path)
+    assert result.exit_code == 2
+    assert f"--nccl runs work on the GPU: it cannot be combined with {other}" in result.output

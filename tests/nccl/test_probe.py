@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pynvml
+import pytest
 
 from cuda_doctor.facts import Facts
 from cuda_doctor.nccl import runner
 from cuda_doctor.nccl.allreduce_child import STALL_ENV
+from cuda_doctor.nccl.derive import derive
 from cuda_doctor.nccl.probe import NcclProbe, result_facts, visible_count
 from cuda_doctor.probes.base import ProbeContext
 from tests.nccl.conftest import FIXTURES
@@ -19,14 +21,14 @@ from tests.nccl.conftest import FIXTURES
 MakeNvml = Callable[..., Any]
 
 
-def _ctx(tmp_path: Path, python: str = "python3", **env: str) -> ProbeContext:
+def _ctx(tmp_path: Path, python: str = "python3", nccl: bool = True, **env: str) -> ProbeContext:
     exe = tmp_path / "nvidia-smi"
     exe.write_text(f"#!/bin/sh\ncat '{FIXTURES / 'topo-m.txt'}'\n")
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     base = {k: v for k, v in os.environ.items() if k not in (STALL_ENV, "CUDA_VISIBLE_DEVICES")}
     base["PATH"] = f"{tmp_path}{os.pathsep}{base.get('PATH', os.defpath)}"
     base.update(env)
-    return ProbeContext(env=base, python=python, smoke_timeout=5, timeout=5, nccl=True)
+    return ProbeContext(env=base, python=python, smoke_timeout=5, timeout=5, nccl=nccl)
 
 
 def test_applies_only_to_the_smoke_run() -> None:
@@ -52,15 +54,15 @@ def gpus(make_nvml: MakeNvml, count: int, **options: Any) -> Callable[[], Any]:
     return lambda: module
 
 
-def test_one_gpu_is_not_applicable(tmp_path: Path, make_nvml: MakeNvml) -> None:
-    facts = NcclProbe(nvml_loader=gpus(make_nvml, 1)).collect(_ctx(tmp_path))
+def test_one_gpu_is_not_applicable_unless_asked_for(tmp_path: Path, make_nvml: MakeNvml) -> None:
+    facts = NcclProbe(nvml_loader=gpus(make_nvml, 1)).collect(_ctx(tmp_path, nccl=False))
     assert facts.get("nccl.status") == "not_applicable"
     assert facts.get("nccl.reason") == "one GPU"
     assert facts.unknown["nccl.busbw_gbps"] == "not applicable: one GPU"
 
 
 def test_cuda_visible_devices_narrows_to_one_gpu(tmp_path: Path, make_nvml: MakeNvml) -> None:
-    ctx = _ctx(tmp_path, CUDA_VISIBLE_DEVICES="0")
+    ctx = _ctx(tmp_path, nccl=False, CUDA_VISIBLE_DEVICES="0")
     facts = NcclProbe(nvml_loader=gpus(make_nvml, 2)).collect(ctx)
     assert (facts.get("nccl.status"), facts.get("nccl.world_size")) == ("not_applicable", 1)
 
@@ -79,7 +81,7 @@ def test_a_gpu_listed_twice_is_not_applicable(tmp_path: Path, make_nvml: MakeNvm
 
 def test_a_mig_instance_is_one_device(tmp_path: Path, make_nvml: MakeNvml) -> None:
     loader = gpus(make_nvml, 2, mig_devices={1: ["MIG-5c0a7b2e-6d1f-5e4a-9b3c-2f1e0d9c8b7a"]})
-    facts = NcclProbe(nvml_loader=loader).collect(_ctx(tmp_path, CUDA_VISIBLE_DEVICES="MIG-5c0a7b2e"))
+    facts = NcclProbe(nvml_loader=loader).collect(_ctx(tmp_path, nccl=False, CUDA_VISIBLE_DEVICES="MIG-5c0a7b2e"))
     assert (facts.get("nccl.status"), facts.get("nccl.world_size")) == ("not_applicable", 1)
 
 
@@ -122,6 +124,31 @@ def test_two_processes_end_to_end_with_gloo(torch_python: str, tmp_path: Path, m
     assert facts.get("nccl.link_types") == {"0-1": "NV18"}
     assert facts.get("nvlink[1].active_links") == 18
     assert "GPUs only" in facts.unknown["nccl.p2p"]
+
+
+def test_one_gpu_with_nccl_runs_one_real_rank(torch_python: str, tmp_path: Path, make_nvml: MakeNvml) -> None:
+    probe = NcclProbe(nvml_loader=gpus(make_nvml, 1), backend="gloo")
+    facts = probe.collect(_ctx(tmp_path, python=torch_python, nccl=True))
+    assert facts.get("nccl.status") == "ok", facts.get("nccl.error")
+    assert (facts.get("nccl.world_size"), facts.get("nccl.sum_ok")) == (1, True)
+    assert len(facts.get("nccl.per_rank_init_seconds")) == 1  # init_process_group really ran
+    # one rank moves nothing between GPUs: no bandwidth is claimed
+    assert facts.unknown["nccl.busbw_peak_gbps"] == "one rank: the all-reduce moves no data between GPUs"
+    derive(facts)
+    assert facts.get("derived.nccl.skip_reason") is None
+    assert "one-rank all-reduce moves no data" in facts.get("derived.nccl.pair_skip_reason")
+
+
+def test_two_ranks_never_share_one_gpu(tmp_path: Path, make_nvml: MakeNvml, monkeypatch: pytest.MonkeyPatch) -> None:
+    sizes: list[int] = []
+
+    def group(python: str, world_size: int, **options: Any) -> runner.GroupResult:
+        sizes.append(world_size)
+        return runner.GroupResult("failed", "not run here", world_size)
+
+    monkeypatch.setattr(runner, "run_group", group)
+    NcclProbe(nvml_loader=gpus(make_nvml, 2)).collect(_ctx(tmp_path, nccl=True, CUDA_VISIBLE_DEVICES="1"))
+    assert sizes == [1]  # NCCL refuses two ranks on one GPU since 2.5
 
 
 def test_timeout_through_the_probe(torch_python: str, tmp_path: Path, make_nvml: MakeNvml) -> None:

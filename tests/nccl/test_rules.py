@@ -50,7 +50,26 @@ def test_recorded_one_gpu_run_is_skipped() -> None:
     facts = _facts("probe-1gpu.json")
     for rule_id in ("CD801", "CD802", "CD804", "CD805"):
         status, message = _status(rule_id, facts)
-        assert (status, message) == (Status.SKIPPED, "not applicable: one GPU"), rule_id
+        assert status is Status.SKIPPED, rule_id
+        assert message == "not applicable: one GPU (`--nccl` runs a one-rank all-reduce on it)", rule_id
+
+
+def test_a_one_rank_run_passes_the_all_reduce_and_skips_the_checks_between_gpus() -> None:
+    facts = _facts("probe-1gpu.json")
+    for name, value in {
+        "nccl.status": "ok",
+        "nccl.world_size": 1,
+        "nccl.sum_ok": True,
+        "nccl.version": "2.28.9",
+    }.items():
+        facts.set(name, value)
+    facts.set("nccl.device_names", ["NVIDIA H200"])
+    derive(facts)
+    status, message = _status("CD801", facts)
+    assert status is Status.PASS and "a one-rank NCCL all-reduce (NCCL 2.28.9) initialised NCCL" in message
+    for rule_id in ("CD802", "CD804", "CD805"):
+        status, message = _status(rule_id, facts)
+        assert status is Status.SKIPPED and "moves no data between GPUs" in message, rule_id
 
 
 @pytest.mark.parametrize(
@@ -120,4 +139,4 @@ def test_not_run_is_skipped_with_how_to_run_it() -> None:
     facts = Facts()
     derive(facts)
     status, message = _status("CD801", facts)
-    assert status is Status.SKIPPED and "smoke --nccl" in message
+    assert status is Status.SKIPPED and "with `--nccl` (check or smoke) on one GPU too" in message
