@@ -281,20 +281,21 @@ def install_command(chosen: Choice, installed: _Installed, pip: str) -> str:
 
 
 def _describe(chosen: Choice, installed: _Installed, driver: Driver) -> str:
-    """The wheel in words ("torch 2.11.0 built for CUDA 12.6 (cu126)"), how it runs, where its arch list is from."""
+    """The wheel in words: "torch 2.11.0 built for CUDA 12.6 (cu126)", and in the parentheses how
+    this driver runs it and where its list of GPU architectures comes from when not from the wheel."""
     wheel = chosen.wheel
     pin = _pin(chosen, installed).removesuffix(".*")
-    text = f"torch {pin} built for CUDA {wheel.cuda[0]}.{wheel.cuda[1]} ({wheel.variant})"
+    notes = [wheel.variant]
     if chosen.mode == "mvc":
-        text += f", which driver {driver.version} runs through minor-version compatibility"
+        notes.append(f"driver {driver.version} runs it through minor-version compatibility")
     if chosen.code == "ptx":
-        text += "; the GPU runs its PTX, compiled by the driver at first start"
+        notes.append("the GPU runs its PTX, compiled by the driver at first start")
     if not wheel.verified:
-        text += (
-            "; its list of GPU architectures comes from PyTorch's release notes, not from the wheel itself:"
-            " check `torch.cuda.get_arch_list()` after installing"
+        notes.append(
+            "its GPU architecture list is from PyTorch's release notes, not read from the wheel:"
+            " check torch.cuda.get_arch_list() after installing"
         )
-    return text
+    return f"torch {pin} built for CUDA {wheel.cuda[0]}.{wheel.cuda[1]} ({'; '.join(notes)})"
 
 
 def _driver_cuda(facts: Facts) -> str | None:
