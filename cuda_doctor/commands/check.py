@@ -102,8 +102,10 @@ def command(
     else:
         refuse_fast_python(fast, python)
         if nccl and (fast or no_smoke):
+            from cuda_doctor.errors import UserError
+
             used = "--fast" if fast else "--no-smoke"
-            raise click.UsageError(f"--nccl runs work on the GPU: it cannot be combined with {used}")
+            raise UserError(f"--nccl runs work on the GPU: it cannot be combined with {used}")
         ctx = ProbeContext(
             python=python or sys.executable,
             timeout=timeout,
