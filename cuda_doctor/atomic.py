@@ -1,5 +1,6 @@
 """Write a file so that readers see the old content or the new, never a part of it: a temporary
-file in the same folder, renamed into place.  On failure the old file is left as it was."""
+file in the same folder, renamed into place.  On failure (a full disk, ``ulimit -f``, an
+interrupt) the temporary file is removed and the old file is left as it was."""
 
 from __future__ import annotations
 
@@ -11,11 +12,16 @@ from pathlib import Path
 
 def write_text(path: Path, text: str) -> None:
     """Raises OSError (the temporary file removed) when the file cannot be written."""
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
+    """``mode`` None: the replaced file's mode, else what a plain ``open`` would give."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, _mode(path))
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, _mode(path) if mode is None else mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

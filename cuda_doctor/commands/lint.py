@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from cuda_doctor import atomic
 from cuda_doctor.commands.options import config_option, fail_on_option, format_option, selection
+from cuda_doctor.commands.output import try_write
 from cuda_doctor.config import load_config
 from cuda_doctor.errors import UserError
 from cuda_doctor.lint.engine import MAX_BYTES, LintOptions, lint_paths, lint_rules
@@ -91,13 +91,10 @@ def command(
     if output is None:
         _to_stdout(render(report, fmt, color=fmt == "text" and sys.stdout.isatty()))
     else:
-        try:
-            atomic.write_text(output, render(report, fmt))
-        except OSError as exc:
+        why = try_write(output, render(report, fmt))  # whole or not at all; through a symlink
+        if why is not None:
             _to_stdout(render(report, fmt))  # the findings are not lost
-            raise UserError(
-                f"cannot write {output}: {exc.strerror or exc}; the report was written to stdout instead"
-            ) from None
+            raise UserError(f"cannot write {output}: {why}; the report was written to stdout instead")
     threshold = Severity(fail_on or config.fail_on or "error").rank
     sys.exit(1 if any(f.severity.rank >= threshold for f in report.findings) else 0)
 

@@ -36,7 +36,8 @@ def test_unwritable_output_is_a_clean_error_and_keeps_the_findings(tmp_path: Pat
     code, out, err = lint(tmp_path, "-o", "t.py/x.json", "t.py")
     assert code == 2
     assert err.splitlines() == [
-        "cuda-doctor: error: cannot write t.py/x.json: Not a directory; the report was written to stdout instead"
+        "cuda-doctor: error: cannot write t.py/x.json: t.py is not a directory; "
+        "the report was written to stdout instead"
     ]
     assert "t.py:2:6: CDL001" in out
 
