@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from cuda_doctor import tomlcache
 from cuda_doctor.errors import UserError
+from cuda_doctor.reading import FileRefused
 
 SEVERITY_CHOICES = ("error", "warning", "info", "off")
 FAIL_ON_CHOICES = ("error", "warning", "info")
@@ -53,6 +54,8 @@ def load_config(path: Path | None, cwd: Path) -> Config:
         data = tomlcache.load(target)  # a project's pyproject.toml rarely changes between runs
     except FileNotFoundError:
         raise ConfigError(f"{target}: no such file") from None
+    except FileRefused as exc:  # a FIFO, /dev/zero, a directory, a huge file
+        raise ConfigError(f"{target}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{target}: not valid TOML: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except ValueError as exc:  # tomllib.TOMLDecodeError

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import stat
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -86,26 +85,25 @@ def load_report(path: str | Path) -> SavedReport:
 
 
 def _read_bounded(path: str | Path, shown: str) -> bytes:
-    # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below.
+    from cuda_doctor.reading import FileRefused, read_bytes
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return read_bytes(path, MAX_BYTES, "a report file")
+    except FileRefused as exc:
+        raise ReportFileError(shown, str(exc.strerror)) from None
     except OSError as exc:
-        raise ReportFileError(shown, f"cannot read: {exc.strerror or exc}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise ReportFileError(shown, "is a directory, not a report file")
-        if not stat.S_ISREG(mode):
-            raise ReportFileError(shown, "not a regular file (a FIFO, device or socket), not a report file")
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            raw = fh.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise ReportFileError(shown, f"cannot read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if len(raw) > MAX_BYTES:
-        raise ReportFileError(shown, f"larger than {MAX_BYTES // 2**20} MiB: not a cuda-doctor report")
-    return raw
+        raise ReportFileError(shown, f"cannot read: {_os_reason(path, exc)}") from None
+
+
+def _os_reason(path: str | Path, exc: OSError) -> str:
+    """The OS error in words; a symlink that leads nowhere says where it points."""
+    import errno
+
+    if exc.errno == errno.ELOOP:
+        return "a symlink loop (too many levels of symbolic links)"
+    if exc.errno == errno.ENOENT and os.path.islink(path):
+        return f"a symlink to {os.readlink(path)}, which does not exist"
+    return str(exc.strerror or exc)
 
 
 def _describe_json_error(text: str, exc: JSONDecodeError) -> str:
@@ -244,13 +242,16 @@ def load_many(paths: Iterable[str | Path]) -> tuple[list[SavedReport], list[Repo
 
 
 def load_unique(paths: Iterable[str | Path]) -> tuple[list[SavedReport], list[ReportFileError], list[str]]:
-    """``load_many`` of files as given and the ``*.json`` files of directories (sorted, not
-    recursive), each resolved path read once; the third item names the paths given again."""
+    """``load_many`` of files as given and the ``*.json`` entries of directories (sorted, not
+    recursive), each resolved path read once; the third item names the paths given again.
+    An entry that cannot be read (a dangling symlink, a loop, a FIFO, a folder) is an error."""
     files: list[Path] = []
     errors: list[ReportFileError] = []
     for entry in map(Path, paths):
         if entry.is_dir():
-            found = sorted(c for c in entry.glob("*.json") if c.is_file())
+            # every entry, not only regular files: a dangling symlink, a loop or a FIFO fails
+            # to load below and is named with its reason
+            found = sorted(entry.glob("*.json"))
             if not found:
                 errors.append(ReportFileError(entry, "directory holds no *.json reports"))
             files.extend(found)

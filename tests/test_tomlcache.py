@@ -95,3 +95,92 @@ def test_dates_are_not_cached_but_still_returned(cache: Path, tmp_path: Path) ->
     assert str(tomlcache.load(source)["released"]) == "2024-03-05"
     tomlcache.flush()
     assert not cache.exists()  # nothing cacheable was parsed
+
+
+def test_an_edit_of_the_same_size_with_the_time_restored_is_parsed_again(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "pyproject.toml"
+    source.write_text('select = ["CD101"]\n', encoding="utf-8")
+    before = source.stat()
+    assert tomlcache.load(source) == {"select": ["CD101"]}
+    tomlcache.flush()
+    new_process(monkeypatch)
+    source.write_text('select = ["CD102"]\n', encoding="utf-8")  # same size
+    os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))  # what cp -p, rsync -a, tar do
+    assert source.stat().st_size == before.st_size and source.stat().st_mtime_ns == before.st_mtime_ns
+    assert tomlcache.load(source) == {"select": ["CD102"]}
+
+
+def test_a_file_replaced_by_a_copy_with_the_same_stamp_is_parsed_again(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, other = tmp_path / "rule.toml", tmp_path / "other.toml"
+    source.write_text("n = 1\n", encoding="utf-8")
+    other.write_text("n = 2\n", encoding="utf-8")
+    stamp = source.stat()
+    os.utime(other, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert tomlcache.load(source) == {"n": 1}
+    tomlcache.flush()
+    new_process(monkeypatch)
+    os.replace(other, source)  # another inode with the same size and time (rsync -a's rename)
+    assert tomlcache.load(source) == {"n": 2}
+
+
+def test_large_files_are_parsed_every_time_and_never_cached(cache: Path, tmp_path: Path) -> None:
+    small, large = tmp_path / "small.toml", tmp_path / "large.toml"
+    small.write_text("a = 1\n", encoding="utf-8")
+    large.write_text(f'blob = "{"x" * (tomlcache.MAX_CACHED_FILE_BYTES + 1)}"\n', encoding="utf-8")
+    assert tomlcache.load(small) == {"a": 1}
+    assert len(tomlcache.load(large)["blob"]) == tomlcache.MAX_CACHED_FILE_BYTES + 1
+    tomlcache.flush()
+    assert set(marshal.loads(cache.read_bytes())) == {os.path.abspath(small)}
+    assert cache.stat().st_size < 1024
+
+
+def test_past_its_cap_the_cache_keeps_what_this_run_used(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tomlcache, "MAX_CACHE_BYTES", 4096)
+    monkeypatch.setattr(tomlcache, "_used", set())
+    earlier = []
+    for index in range(8):  # other projects' files, cached by earlier runs
+        path = tmp_path / f"project{index}.toml"
+        path.write_text(f'name = "{"p" * 600}{index}"\n', encoding="utf-8")
+        earlier.append(path)
+    cache.parent.mkdir(parents=True)
+    cache.write_bytes(b"")  # an empty cache: read as unreadable, replaced below
+    for path in earlier[:5]:
+        tomlcache.load(path)
+    tomlcache.flush()
+    new_process(monkeypatch)
+    monkeypatch.setattr(tomlcache, "_used", set())
+    for path in earlier[5:]:
+        tomlcache.load(path)
+    tomlcache.flush()
+    assert cache.stat().st_size <= 4096
+    assert set(marshal.loads(cache.read_bytes())) == {os.path.abspath(p) for p in earlier[5:]}
+
+
+def test_a_cache_file_over_the_cap_is_not_read(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tomlcache, "MAX_CACHE_BYTES", 1024)
+    source = tmp_path / "x.toml"
+    source.write_text("x = 1\n", encoding="utf-8")
+    cache.parent.mkdir(parents=True)
+    cache.write_bytes(marshal.dumps({"padding": "p" * 2000}))
+    assert tomlcache.load(source) == {"x": 1}
+    assert len(tomlcache.errors) == 1 and "larger than" in tomlcache.errors[0]
+
+
+@pytest.mark.parametrize("kind", ["device", "huge"])  # a FIFO: tests/commands/test_bounded_reads.py
+def test_what_is_not_a_toml_file_is_refused_before_it_is_read(cache: Path, tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "pyproject.toml"
+    if kind == "huge":
+        with path.open("wb") as handle:
+            handle.truncate(tomlcache.MAX_FILE_BYTES + 1)
+    else:
+        path = Path("/dev/zero")  # reading it would never end
+    with pytest.raises(OSError) as info:
+        tomlcache.load(path)
+    expected = {"device": "not a regular file (a character device)", "huge": "larger than 4 MiB"}
+    assert expected[kind] in str(info.value.strerror)

@@ -15,6 +15,10 @@ from dataclasses import dataclass
 
 from cuda_doctor.facts import Facts
 from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.reading import read_text
+
+#: /proc/1/cgroup, /proc/self/limits, os-release: a few KB; under another root, anything
+MAX_SYSTEM_FILE = 1 << 20
 
 _SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL")
 
@@ -100,7 +104,7 @@ def _disable_require(value: str | None) -> bool:
 def _cgroup_runtime(facts: Facts, ctx: ProbeContext) -> str | None:
     """The runtime named in PID 1's cgroup paths (cgroup v2 with a private namespace names none)."""
     try:
-        text = ctx.file("/proc/1/cgroup").read_text(encoding="utf-8", errors="replace")
+        text = read_text(ctx.file("/proc/1/cgroup"), MAX_SYSTEM_FILE)
     except OSError as exc:
         # Absent off Linux and hidden in some sandboxes; the other markers still count.
         reason = f"cannot read /proc/1/cgroup: {exc.strerror or exc}"
@@ -121,7 +125,7 @@ def collect_system(facts: Facts, ctx: ProbeContext) -> None:
 
     limits = ctx.file("/proc/self/limits")
     try:
-        text = limits.read_text(encoding="utf-8", errors="replace")
+        text = read_text(limits, MAX_SYSTEM_FILE)
     except OSError as exc:
         facts.mark_unknown("system.memlock_bytes", f"cannot read /proc/self/limits: {exc.strerror or exc}")
     else:
@@ -160,7 +164,7 @@ def os_name(ctx: ProbeContext) -> str:
     """``PRETTY_NAME`` from os-release (what users recognise), else the platform string."""
     for candidate in ("/etc/os-release", "/usr/lib/os-release"):
         try:
-            text = ctx.file(candidate).read_text(encoding="utf-8", errors="replace")
+            text = read_text(ctx.file(candidate), MAX_SYSTEM_FILE)
         except OSError:
             continue  # the next candidate, then platform, answer instead
         for line in text.splitlines():

@@ -166,3 +166,40 @@ def test_commands_are_registered_in_the_cli(runner: CliRunner, pair: tuple[Path,
     result = runner.invoke(cli, ["diff", *map(str, pair), "--format", "json"])
     assert result.exit_code == 1 and json.loads(result.output)["worse"] is True
     assert runner.invoke(cli, ["fleet", str(pair[0].parent)]).exit_code == 0
+
+
+def test_fleet_names_every_unreadable_entry_of_a_folder_and_compares_the_rest(tmp_path: Path) -> None:
+    """As a real process: a dangling symlink, a symlink loop, a FIFO, a folder and a file of
+    100000 ``[`` among the reports are each named with the reason; the others are compared."""
+    import os
+    import subprocess
+    import sys
+
+    nodes = tmp_path / "nodes"
+    nodes.mkdir()
+    for index in range(3):
+        write(nodes / f"node{index}.json", base_report(host=f"gpu-node-{index:02d}"))
+    (nodes / "deep.json").write_text("[" * 100_000, encoding="utf-8")
+    (nodes / "dangling.json").symlink_to("gone.json")
+    (nodes / "loop.json").symlink_to("loop.json")
+    os.mkfifo(nodes / "fifo.json")  # no writer: reading it would wait for ever
+    (nodes / "folder.json").mkdir()
+    (nodes / "notes.txt").write_text("not a report, not a *.json: not listed", encoding="utf-8")
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("cuda-doctor")), "fleet", str(nodes), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert sorted(node["host"] for node in data["nodes"]) == ["gpu-node-00", "gpu-node-01", "gpu-node-02"]
+    unreadable = {Path(entry["path"]).name: entry["reason"] for entry in data["errors"]}
+    assert unreadable == {
+        "dangling.json": "cannot read: a symlink to gone.json, which does not exist",
+        "deep.json": "not a cuda-doctor report (JSON nested too deeply to read)",
+        "fifo.json": "not a regular file (a FIFO), not a report file",
+        "folder.json": "is a directory, not a report file",
+        "loop.json": "cannot read: a symlink loop (too many levels of symbolic links)",
+    }

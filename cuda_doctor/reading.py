@@ -1,0 +1,76 @@
+"""Reading a file within bounds: a regular file, at most a limit of bytes.
+
+Every file cuda-doctor reads goes through here (report files, TOML files, the files the probes
+read), so that ``/dev/zero``, a FIFO or a huge file named where a file is expected is refused
+at once, before a byte is read, with the reason in words.  The limits are listed in
+docs/limits.md.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+
+class FileRefused(OSError):
+    """A path that is not a file to read: ``strerror`` says why (it is an OSError, so callers
+    that report "cannot read" errors report this one too)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(errno.EINVAL, reason)
+
+
+def check(mode: int, size: int, limit: int, what: str) -> None:
+    """Raise ``FileRefused`` unless ``mode`` is a regular file of at most ``limit`` bytes;
+    ``what`` names what was expected ("a report file")."""
+    if stat.S_ISDIR(mode):
+        raise FileRefused(f"is a directory, not {what}")
+    if not stat.S_ISREG(mode):
+        raise FileRefused(f"not a regular file ({kind(mode)}), not {what}")
+    if size > limit:
+        raise FileRefused(f"larger than {megabytes(limit)} ({megabytes(size, 1)}): not {what}")
+
+
+def kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a plain file"
+
+
+def megabytes(size: int, digits: int = 0) -> str:
+    return f"{size / 2**20:.{digits}f} MiB" if digits or size % 2**20 else f"{size >> 20} MiB"
+
+
+def read_bytes(path: str | Path, limit: int, what: str = "a file") -> bytes:
+    """The bytes of ``path``: ``FileRefused``, or the OSError of opening or reading it.
+
+    What the path is, is checked before it is opened (a socket cannot be opened at all) and
+    again on what was opened (it may have been replaced meanwhile); that open does not block
+    (a FIFO waits for no writer).  The size is checked by ``fstat`` before reading (``/proc``
+    files say 0 and are read) and by what was read (a file still growing).
+    """
+    info = os.stat(path)
+    check(info.st_mode, info.st_size, limit, what)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        check(info.st_mode, info.st_size, limit, what)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(limit + 1)
+    finally:
+        os.close(fd)
+    check(stat.S_IFREG, len(data), limit, what)
+    return data
+
+
+def read_text(path: str | Path, limit: int, what: str = "a text file") -> str:
+    """``read_bytes`` as UTF-8, undecodable bytes replaced (for files read only for a value)."""
+    return read_bytes(path, limit, what).decode("utf-8", errors="replace")
