@@ -11,10 +11,11 @@ import importlib
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
-from cuda_doctor import __version__
+from cuda_doctor import __version__, streams
 from cuda_doctor.commands import COMMANDS
 
 EXIT_USAGE = 2
@@ -25,6 +26,18 @@ class LazyGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
+
+    # Parsing (which prints --help and --version) and running the command, with a standard
+    # output that is closed or no longer read ended by ``streams``, not by click's silent exit 1.
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        with streams.ended_when_lost():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with streams.ended_when_lost():
+            return super().invoke(ctx)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         module_name = COMMANDS.get(cmd_name)
@@ -62,7 +75,9 @@ def _write_crash_log() -> Path:
     directory = Path(os.environ.get("XDG_STATE_HOME", Path(tempfile.gettempdir())))
     path = directory / f"cuda-doctor-crash-{stamp}-{os.getpid()}.log"
     try:
-        path.write_text(f"cuda-doctor {__version__}\nargv: {sys.argv}\n\n{traceback.format_exc()}")
+        from cuda_doctor import atomic
+
+        atomic.write_text(path, f"cuda-doctor {__version__}\nargv: {sys.argv}\n\n{traceback.format_exc()}")
     except OSError:
         path = Path("(could not write a log; run with CUDA_DOCTOR_DEBUG=1 to see the traceback)")
     return path
@@ -80,6 +95,8 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except Exception as exc:
+        if streams.stdout_lost(exc):  # closed: one line, exit 2; a pipe nobody reads: quiet, SIGPIPE
+            streams.end(exc)
         if os.environ.get("CUDA_DOCTOR_DEBUG"):
             raise
         log = _write_crash_log()

@@ -9,7 +9,9 @@ Two things make ``check`` start and end quickly, which matters in hooks and entr
   (freeing every module and object costs 10-15 ms and buys nothing here).
 
 SIGINT and SIGTERM are handled here, at the process entry: every child process group
-cuda-doctor started is killed and the process exits 130 or 143 with one line on stderr.
+cuda-doctor started is killed and the process exits 130 or 143 with one line on stderr.  So is
+a standard output that is closed (one line, exit 2) or stops being read (a quiet end by SIGPIPE,
+status 141): see ``streams``.
 """
 
 from __future__ import annotations
@@ -63,17 +65,22 @@ def exit_status(run: Callable[[], object]) -> int:
 
 def end_now(status: int) -> None:
     """Flush what was written and end the process without interpreter teardown."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            status = status or 1  # a closed pipe: the output did not all arrive
+    from cuda_doctor import streams
+
+    streams.flush()  # a standard output that is closed or broken ends the process here
+    try:
+        if sys.stderr is not None:
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        status = status or 1  # a closed pipe: the messages did not all arrive
     os._exit(status)
 
 
 def main() -> None:
+    from cuda_doctor import streams
     from cuda_doctor.process import stop_children_on_signals
 
+    streams.guard()  # a closed stdout: the first write says so, exit 2 (not silence, not exit 1)
     stop_children_on_signals()  # Ctrl-C or SIGTERM: every child group killed, one line, 130/143
     argv = sys.argv[1:]
     if wants_nvml(argv, os.environ):
@@ -84,6 +91,7 @@ def main() -> None:
     from cuda_doctor.cli import main as run
 
     if command_words(argv)[0] not in ENDS_WITHOUT_TEARDOWN:
-        run()
-        return
+        status = exit_status(run)
+        streams.flush()  # here, not in the interpreter's teardown, where a broken pipe is a warning
+        sys.exit(status)
     end_now(exit_status(run))

@@ -135,11 +135,14 @@ def _only_judging(**given: object) -> None:
 def emit(report: Report, fmt: str, verbose: bool, fail_on: str, save: Path | None) -> None:
     severity = Severity(fail_on)
     code = report.exit_code(severity)  # 2 when there is no verdict, in every format
-    # the checklist first: a report that cannot be saved must not be lost as well
-    click.echo(render(report, fmt, verbose=verbose, terminal=sys.stdout.isatty(), fail_on=fail_on), nl=False)
-    if save is not None:
-        from cuda_doctor.commands.output import write_file
-        from cuda_doctor.report.check.json import render_json
+    # the checklist first: a report that cannot be saved must not be lost as well; and the
+    # saved report is written even when stdout is closed or nobody reads it any more
+    try:
+        click.echo(render(report, fmt, verbose=verbose, terminal=sys.stdout.isatty(), fail_on=fail_on), nl=False)
+    finally:
+        if save is not None:
+            from cuda_doctor.commands.output import write_file
+            from cuda_doctor.report.check.json import render_json
 
-        write_file(save, render_json(report, severity))
+            write_file(save, render_json(report, severity))
     sys.exit(code)
