@@ -27,6 +27,7 @@ VOLATILE_ECC = 0
 TEMPERATURE_GPU = 0
 
 VERSION_MISMATCH_MESSAGE = "Failed to initialize NVML: Driver/library version mismatch"
+LIBRARY = "libnvidia-ml.so.1"
 
 
 class NvmlUnavailable(Exception):
@@ -56,18 +57,57 @@ def init(nvml: Any) -> None:
     except nvml.NVMLError as exc:
         raise NvmlUnavailable(*_init_failure(exc), str(exc)) from exc
     except OSError as exc:  # some bindings let the loader's error through
-        raise NvmlUnavailable("library_not_found", f"libnvidia-ml.so.1 could not be loaded: {exc}", str(exc)) from exc
+        raise NvmlUnavailable(*_library_failure(str(exc), str(exc)), str(exc)) from exc
 
 
 def _init_failure(exc: BaseException) -> tuple[str, str]:
     code = error_code(exc)
     if code == LIBRARY_NOT_FOUND:
-        return "library_not_found", f"libnvidia-ml.so.1 not found ({exc})"
+        return _library_failure(str(exc), loader_error(LIBRARY))
     if code == DRIVER_NOT_LOADED:
         return "not_loaded", f"NVIDIA kernel driver not loaded ({exc})"
     if code == LIB_RM_VERSION_MISMATCH:
         return "version_mismatch", VERSION_MISMATCH_MESSAGE
     return "error", f"Failed to initialize NVML: {exc}"
+
+
+def loader_error(name: str) -> str | None:
+    """What the dynamic loader says when asked for ``name`` in this process (None: it loads).
+
+    pynvml turns every failure to load the library into "NVML Shared Library Not Found", also
+    when a file of that name was found but is not a usable library (truncated, another
+    architecture, a missing dependency): the loader's own message tells the two apart.
+    """
+    import ctypes
+
+    try:
+        ctypes.CDLL(name)
+    except OSError as exc:
+        return str(exc)
+    return None
+
+
+def _library_failure(said: str, loader: str | None) -> tuple[str, str]:
+    """(status, reason) for a library that did not load: ``library_not_found`` when the loader
+    found no file of that name, ``library_unloadable`` (with the path and the loader's words)
+    when it found one it cannot load."""
+    if loader is None or loader.startswith(f"{LIBRARY}: cannot open shared object file"):
+        return "library_not_found", f"{LIBRARY} not found ({said})"
+    path = loader.split(":", 1)[0] if loader.startswith("/") else _on_library_path(LIBRARY)
+    where = f" at {path}" if path else ""
+    words = loader.removeprefix(f"{path}: ") if path else loader
+    return "library_unloadable", f"{LIBRARY} was found{where} but cannot be loaded: {words}"
+
+
+def _on_library_path(name: str) -> str | None:
+    """The first ``name`` in this process's LD_LIBRARY_PATH folders, where the loader looks first."""
+    import os
+
+    for folder in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        candidate = os.path.join(folder or ".", name)
+        if os.path.isfile(candidate):
+            return candidate
+    return None
 
 
 def shutdown(nvml: Any) -> str | None:

@@ -55,7 +55,7 @@ class NvmlRead:
 
     def facts(self, timeout: float) -> Facts:
         if not self.ready.wait(timeout):
-            return nvml_failure("error", f"NVML did not answer in {timeout:g} s")
+            return nvml_failure("not_answering", f"NVML did not answer in {timeout:g} s")
         if self._error is not None:
             raise self._error  # not an Exception (those are recorded as facts)
         assert self._facts is not None

@@ -3,9 +3,10 @@
 NVML can fail here while the driver is fine (no ``nvidia-ml-py`` in the inspected
 environment, ``libnvidia-ml.so.1`` not on the loader path, a hung call); nvidia-smi then
 often still knows the driver and the GPUs.  When NVML's answer is definitive
-(``no_gpu``, ``version_mismatch``) it is kept as is.  When both fail, the NVML facts are
-kept and nvidia-smi's reason is added to ``driver.error``.  NVML's own reason is always
-kept in ``nvml.error``.
+(``no_gpu``, ``version_mismatch``) it is kept as is.  When both fail, nvidia-smi's verdict
+wins where it says more (it hung or flooded its output: a driver is installed); otherwise the
+NVML facts are kept and nvidia-smi's reason is added to ``driver.error``.  NVML's own reason is
+always kept in ``nvml.error``.
 """
 
 from __future__ import annotations
@@ -49,11 +50,11 @@ class GpuProbe:
         smi_facts = _collect_nvidia_smi(ctx)
         nvml_error = nvml_facts.get("nvml.error") or nvml_facts.get("driver.error")
         smi_status = smi_facts.get("driver.status")
-        # nvidia-smi's verdict wins when it has one, unless it only failed the way NVML did; an
+        # nvidia-smi's verdict wins when it has one, unless it says less than NVML's; an
         # nvidia-smi that ran and printed something (its notes are recorded) says the driver is
         # there, whatever this Python's NVML said
         answered = smi_facts.has("driver.smi_notes")
-        if smi_status is not None and (answered or not (smi_status == "error" and status != "error")):
+        if smi_status is not None and (answered or not _less_specific(smi_status, status)):
             smi_facts.set("nvml.error", nvml_error)
             return smi_facts
         smi_reason = (
@@ -63,6 +64,16 @@ class GpuProbe:
         merged.set("driver.error", f"{nvml_facts.get('driver.error')}; {smi_reason}")
         merged.set("nvml.error", nvml_error)
         return merged
+
+
+def _less_specific(smi_status: str, nvml_status: Any) -> bool:
+    """Whether nvidia-smi's failure says less than NVML's, which is then kept.  Otherwise
+    nvidia-smi's verdict wins: it hanging or flooding its output shows that a driver is
+    installed, whatever NVML could not load here."""
+    if smi_status == "error":
+        return nvml_status != "error"
+    # nvidia-smi loads the same libnvidia-ml.so.1: NVML named the broken file it found
+    return smi_status == "library_not_found" and nvml_status == "library_unloadable"
 
 
 def _collect_nvidia_smi(ctx: ProbeContext) -> Facts:

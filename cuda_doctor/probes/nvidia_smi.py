@@ -484,7 +484,13 @@ def _record_failure(facts: Facts, result: CommandResult) -> None:
         for name in ("driver.status", *SYSTEM_FACTS, "gpu"):
             facts.mark_unknown(name, error)
         return
-    if result.timed_out or result.returncode is None:
+    if result.cut:  # not NVIDIA's nvidia-smi as it should be: its output was never read
+        mark_failed(facts, "output_flood", error, SOURCE)
+        return
+    if result.timed_out:  # it exists, so a driver is installed: a hang is the driver's or GPU's
+        mark_failed(facts, "not_answering", error, SOURCE)
+        return
+    if result.returncode is None:
         mark_failed(facts, "error", error, SOURCE)
         return
     output = f"{result.stdout}\n{result.stderr}"

@@ -4,7 +4,9 @@ It answers from recordings of a real machine.  Behaviour comes from the environm
 
 FAKE_NVIDIA_SMI_MODE      ok | old | hang | not_loaded | mismatch | no_devices | garbage |
                           warn_before | warn_after | truncated | old_truncated | utf16 | control |
-                          exit_with_xml | garbage_no_csv
+                          exit_with_xml | garbage_no_csv | flood
+                          (flood: becomes ``yes``, printing lines without end, as a driver
+                          stuck in a loop could)
 FAKE_NVIDIA_SMI_FIXTURES  folder holding nvidia-smi-q*.xml and query-gpu.csv
 FAKE_NVIDIA_SMI_PIDFILE   (hang) where to write "<own pid> <child pid>" before sleeping
 """
@@ -78,6 +80,8 @@ def main(argv: list[str]) -> int:
         Path(os.environ["FAKE_NVIDIA_SMI_PIDFILE"]).write_text(f"{os.getpid()} {child.pid}\n")
         child.wait()
         return 0
+    if mode == "flood":
+        os.execvp("yes", ["yes", "nvidia-smi flooding its output"])
     if mode == "not_loaded":
         sys.stdout.write(NOT_LOADED)
         return 9

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pynvml
@@ -87,3 +91,55 @@ def test_mig_instances_are_listed_with_their_gpu(make_nvml: MakeNvml) -> None:
     assert binding.mig_parents(nvml, handles) == {"MIG-aaaa-0001": 1, "MIG-aaaa-0002": 1}
     older = make_nvml(device_count=2, missing={"nvmlDeviceGetMaxMigDeviceCount"}).module()
     assert binding.mig_parents(older, handles) is None  # not known, which is not "none"
+
+
+def test_a_junk_library_on_the_loader_path_is_found_but_not_loadable(tmp_path: Path) -> None:
+    """As a real process, with the real nvidia-ml-py and a real junk file first on
+    LD_LIBRARY_PATH (which the loader searches before anything this host has)."""
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "libnvidia-ml.so.1").write_bytes(b"this is not an ELF shared object\n" * 64)
+    empty = tmp_path / "bin"  # no nvidia-smi to fall back on
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_DOCTOR_DISABLE_NVML"}
+    env.update(LD_LIBRARY_PATH=str(junk), PATH=str(empty), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("cuda-doctor")), "check", "--fast", "--format", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    values = report["facts"]["values"]
+    library = junk / "libnvidia-ml.so.1"
+    assert values["driver.status"] == "library_unloadable"
+    assert values["nvml.error"] == (
+        f"libnvidia-ml.so.1 was found at {library} but cannot be loaded: invalid ELF header"
+    )
+    cd101 = next(r for r in report["results"] if r["rule"] == "CD101")
+    assert cd101["message"].startswith("the NVIDIA driver library was found but cannot be loaded: ")
+    assert str(library) in cd101["message"]
+    assert "Install the NVIDIA driver" not in (cd101["fix"] or "")
+
+
+def test_a_library_that_is_not_there_is_still_not_found() -> None:
+    status, reason = binding._library_failure(
+        "NVML Shared Library Not Found",
+        "libnvidia-ml.so.1: cannot open shared object file: No such file or directory",
+    )
+    assert (status, reason) == ("library_not_found", "libnvidia-ml.so.1 not found (NVML Shared Library Not Found)")
+
+
+def test_a_missing_dependency_is_named_with_the_library_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "libnvidia-ml.so.1").write_bytes(b"")
+    monkeypatch.setenv("LD_LIBRARY_PATH", f"/nonexistent:{tmp_path}")
+    status, reason = binding._library_failure(
+        "NVML Shared Library Not Found", "libfoo.so.2: cannot open shared object file: No such file or directory"
+    )
+    assert status == "library_unloadable"
+    assert reason == (
+        f"libnvidia-ml.so.1 was found at {tmp_path / 'libnvidia-ml.so.1'} but cannot be loaded: "
+        "libfoo.so.2: cannot open shared object file: No such file or directory"
+    )

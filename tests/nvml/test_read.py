@@ -51,7 +51,7 @@ def test_missing_binding_means_library_not_found(ctx: ProbeContext, monkeypatch:
 def test_a_hung_init_is_abandoned(make_nvml: MakeNvml, tmp_path: Path) -> None:
     fake = make_nvml(hang=threading.Event())
     facts = collect_nvml(ProbeContext(root=tmp_path, timeout=0.5), fake.module())
-    assert facts.get("driver.status") == "error"
+    assert facts.get("driver.status") == "not_answering"
     assert facts.get("driver.error") == "NVML did not answer in 0.5 s"
     assert facts.unknown["driver.version"] == "NVML did not answer in 0.5 s"
     assert fake.shutdowns == 0

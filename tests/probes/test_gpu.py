@@ -98,8 +98,29 @@ def test_both_sources_failing_keeps_both_reasons(make_nvml: MakeNvml, tmp_path: 
     assert "driver.version" in facts.unknown
 
 
-def test_a_hung_nvidia_smi_does_not_replace_nvml_reason(make_nvml: MakeNvml, fake_nvidia_smi: Any) -> None:
+@pytest.mark.parametrize(
+    ("mode", "status", "error"),
+    [
+        ("hang", "not_answering", "nvidia-smi did not answer in 1 s"),
+        ("flood", "output_flood", "nvidia-smi produced more than 8 MiB of output and was stopped"),
+    ],
+)
+def test_a_hung_or_flooding_nvidia_smi_is_not_a_missing_driver(
+    make_nvml: MakeNvml, fake_nvidia_smi: Any, mode: str, status: str, error: str
+) -> None:
+    # nvidia-smi ran, so a driver is installed: what went wrong is nvidia-smi's, not NVML's
+    # "library not found" (whose reason is kept in nvml.error)
     nvml = make_nvml(init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND).module()
-    facts = GpuProbe(nvml=nvml).collect(fake_nvidia_smi.ctx("hang", timeout=1.0))
-    assert facts.get("driver.status") == "library_not_found"
-    assert facts.get("driver.error").endswith("; nvidia-smi did not answer in 1 s")
+    facts = GpuProbe(nvml=nvml).collect(fake_nvidia_smi.ctx(mode, timeout=1.0))
+    assert facts.get("driver.status") == status
+    assert facts.get("driver.error") == error
+    assert facts.get("nvml.error") == "libnvidia-ml.so.1 not found (NVML Shared Library Not Found)"
+
+
+def test_a_hung_nvml_without_nvidia_smi_keeps_the_hang(make_nvml: MakeNvml, tmp_path: Path) -> None:
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    nvml = make_nvml(hang=threading.Event()).module()
+    facts = GpuProbe(nvml=nvml).collect(ProbeContext(root=tmp_path, env={"PATH": str(empty)}, timeout=0.5))
+    assert facts.get("driver.status") == "not_answering"
+    assert facts.get("driver.error") == "NVML did not answer in 0.5 s; nvidia-smi not found on PATH"

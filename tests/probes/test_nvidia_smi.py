@@ -148,7 +148,7 @@ def _gone(pid: int) -> bool:
 
 def test_a_hung_nvidia_smi_is_killed(fake_nvidia_smi: Any) -> None:
     facts = collect_nvidia_smi(fake_nvidia_smi.ctx("hang", timeout=1.0))
-    assert facts.get("driver.status") == "error"
+    assert facts.get("driver.status") == "not_answering"
     assert facts.get("driver.error") == "nvidia-smi did not answer in 1 s"
     assert facts.reason("driver.version") == "nvidia-smi did not answer in 1 s"
     pids = [int(p) for p in fake_nvidia_smi.pidfile.read_text().split()]
@@ -159,6 +159,13 @@ def test_a_hung_nvidia_smi_is_killed(fake_nvidia_smi: Any) -> None:
     while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert [pid for pid in pids if not _gone(pid)] == []
+
+
+def test_a_flooding_nvidia_smi_is_stopped_at_the_cap(fake_nvidia_smi: Any) -> None:
+    facts = collect_nvidia_smi(fake_nvidia_smi.ctx("flood", timeout=30.0))
+    assert facts.get("driver.status") == "output_flood"
+    assert facts.get("driver.error") == "nvidia-smi produced more than 8 MiB of output and was stopped"
+    assert facts.reason("driver.version") == facts.get("driver.error")
 
 
 @pytest.mark.parametrize(
