@@ -22,6 +22,9 @@ LIBRARY = "libcuda.so.1"
 ELEMENTS = 1 << 16
 CUDA_SUCCESS = 0
 CUDA_ERROR_NO_DEVICE = 100
+#: Results named here when the library cannot name them itself: a stub's cuGetErrorName is a
+#: stub too.  cuda.h (CUresult) and the texts of libcudart.
+KNOWN_ERRORS = {34: ("CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library")}
 CC_MAJOR_ATTRIBUTE = 75  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 CC_MINOR_ATTRIBUTE = 76  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
 
@@ -114,6 +117,8 @@ class Driver:
         code = int(function(*args))
         if code != CUDA_SUCCESS:
             error, text = self.error_name(code)
+            if error is None and code in KNOWN_ERRORS:
+                error, text = KNOWN_ERRORS[code]
             raise CudaError(name, code, error, text)
 
     def _function(self, name: str) -> Any:
@@ -128,6 +133,29 @@ class Driver:
         raise CudaError(name, -1, "CUDA_ERROR_NOT_FOUND", "the driver has no entry point " + name)
 
 
+class _DlInfo(ctypes.Structure):
+    _fields_ = [
+        ("dli_fname", ctypes.c_char_p),
+        ("dli_fbase", ctypes.c_void_p),
+        ("dli_sname", ctypes.c_char_p),
+        ("dli_saddr", ctypes.c_void_p),
+    ]
+
+
+def loaded_path(lib: Any, name: str) -> str:
+    """The file the loader opened for ``lib`` (found by its own search for a bare name):
+    dladdr of one of its functions; ``name`` when that cannot be asked."""
+    try:
+        dladdr = ctypes.CDLL(None).dladdr
+        dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+        info = _DlInfo()
+        if dladdr(ctypes.cast(lib.cuInit, ctypes.c_void_p), ctypes.byref(info)) and info.dli_fname:
+            return os.path.abspath(info.dli_fname.decode(errors="replace"))
+    except (AttributeError, OSError):  # no dladdr here, or no cuInit in this library
+        return name
+    return name
+
+
 def load_library(candidates: list[str], search_default: bool) -> tuple[Any, str | None, list[str]]:
     tried: list[str] = []
     for path in candidates:
@@ -139,7 +167,8 @@ def load_library(candidates: list[str], search_default: bool) -> tuple[Any, str 
             tried.append(f"{path}: {exc}")
     if search_default:
         try:
-            return ctypes.CDLL(LIBRARY), LIBRARY, tried
+            lib = ctypes.CDLL(LIBRARY)
+            return lib, loaded_path(lib, LIBRARY), tried
         except OSError as exc:
             tried.append(f"{LIBRARY}: {exc}")
     return None, None, tried

@@ -5,7 +5,10 @@ Facts (``smoke[i]`` is CUDA ordinal i of the target interpreter's environment):
 - ``smoke.status`` ("ok" | "failed" | "timeout" | "skipped"), ``smoke.error``,
   ``smoke.seconds``, ``smoke.limit_s``, ``smoke.device_count``, ``smoke.cuda_visible_devices``;
 - ``smoke.driver_level.{status,error,error_name,library,device_count,driver_cuda_version}``
-  (status "ok" | "failed" | "timeout" | "no_driver" | "interpreter_failed");
+  (status "ok" | "failed" | "timeout" | "no_driver" | "interpreter_failed"; ``library`` is the
+  path the loader opened); for a stub libcuda (CUDA_ERROR_STUB_LIBRARY) also ``library_dir``,
+  ``stub_on_ld_library_path`` and ``ld_library_path_fix`` (the shell command that takes the
+  folder out of LD_LIBRARY_PATH);
 - ``smoke.interpreter_error``, ``smoke.interpreter_stderr``: set when the target interpreter
   could not run the smoke script at all (then the driver was not tested);
 - ``smoke.framework_level.{status,error,error_step,torch_version,device_count,import_seconds}``
@@ -22,6 +25,9 @@ Facts (``smoke[i]`` is CUDA ordinal i of the target interpreter's environment):
 
 from __future__ import annotations
 
+import os
+import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from cuda_doctor.facts import Facts, indexed
@@ -125,6 +131,7 @@ def facts_from_run(run: SmokeRun, ctx: ProbeContext) -> Facts:
     facts.set("smoke.cuda_visible_devices", ctx.env.get("CUDA_VISIBLE_DEVICES"))
     facts.set("smoke.python", ctx.python)
     driver_status = _driver_facts(facts, run.driver)
+    _stub_library_facts(facts, ctx.env)
     framework_status = _framework_facts(facts, run)
     counts = [facts.get(f"smoke.{lvl}_level.device_count") for lvl in ("driver", "framework")]
     facts.set("smoke.device_count", max((c for c in counts if isinstance(c, int)), default=0))
@@ -157,6 +164,27 @@ def _driver_facts(facts: Facts, child: ChildRun) -> str:
             if key in device:
                 facts.set(indexed("smoke", i, key), device[key])
     return status
+
+
+STUB_LIBRARY = "CUDA_ERROR_STUB_LIBRARY"
+
+
+def _stub_library_facts(facts: Facts, env: Mapping[str, str]) -> None:
+    """The CUDA toolkit's stub libcuda (lib64/stubs, for linking only) was loaded: its folder,
+    whether LD_LIBRARY_PATH named it, and the command that takes it out of LD_LIBRARY_PATH."""
+    library = facts.get("smoke.driver_level.library")
+    if facts.get("smoke.driver_level.error_name") != STUB_LIBRARY or not isinstance(library, str):
+        return
+    folder = os.path.dirname(library)
+    facts.set("smoke.driver_level.library_dir", folder)
+    entries = [entry for entry in env.get("LD_LIBRARY_PATH", "").split(":") if entry]
+    kept = [entry for entry in entries if os.path.realpath(entry) != os.path.realpath(folder)]
+    facts.set("smoke.driver_level.stub_on_ld_library_path", len(kept) < len(entries))
+    if len(kept) == len(entries):
+        facts.mark_unknown("smoke.driver_level.ld_library_path_fix", f"{folder} is not on LD_LIBRARY_PATH")
+        return
+    fix = f"export LD_LIBRARY_PATH={shlex.quote(':'.join(kept))}" if kept else "unset LD_LIBRARY_PATH"
+    facts.set("smoke.driver_level.ld_library_path_fix", fix)
 
 
 def _framework_facts(facts: Facts, run: SmokeRun) -> str:

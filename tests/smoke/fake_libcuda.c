@@ -1,6 +1,8 @@
 /* A stand-in libcuda.so.1 for tests: the few driver-API entry points the driver-level smoke
  * calls, with memory in host RAM and the "kernel" run on the CPU.  FAKE_CUDA_MODE picks a
- * failure: "no_device" (cuInit), "invalid_ptx" (cuModuleLoadData), "wrong" (one bad element). */
+ * failure: "no_device" (cuInit), "invalid_ptx" (cuModuleLoadData), "wrong" (one bad element),
+ * "stub" (the CUDA toolkit's lib64/stubs/libcuda.so: cuInit, and even cuGetErrorName, answer
+ * CUDA_ERROR_STUB_LIBRARY = 34, cuda.h). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +14,11 @@ static int mode_is(const char *name) {
     return mode != NULL && strcmp(mode, name) == 0;
 }
 
-CUresult cuInit(unsigned flags) { (void)flags; return mode_is("no_device") ? 100 : 0; }
+CUresult cuInit(unsigned flags) {
+    (void)flags;
+    if (mode_is("stub")) return 34;
+    return mode_is("no_device") ? 100 : 0;
+}
 CUresult cuDriverGetVersion(int *v) { *v = 13000; return 0; }
 CUresult cuDeviceGetCount(int *c) { *c = 1; return 0; }
 CUresult cuDeviceGet(int *d, int ordinal) { *d = ordinal; return 0; }
@@ -46,11 +52,13 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
     return 0;
 }
 CUresult cuGetErrorName(CUresult e, const char **s) {
+    if (mode_is("stub")) return 34;
     if (e == 100) { *s = "CUDA_ERROR_NO_DEVICE"; return 0; }
     if (e == 218) { *s = "CUDA_ERROR_INVALID_PTX"; return 0; }
     return 1;
 }
 CUresult cuGetErrorString(CUresult e, const char **s) {
+    if (mode_is("stub")) return 34;
     if (e == 100) { *s = "no CUDA-capable device is detected"; return 0; }
     if (e == 218) { *s = "a PTX JIT compilation failed"; return 0; }
     return 1;
