@@ -25,6 +25,7 @@ import marshal
 import os
 import sys
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from cuda_doctor import __version__, reading
@@ -59,11 +60,16 @@ def _entries() -> dict[str, Any]:
     if _memory is None:
         _memory = {}
         try:
-            loaded = marshal.loads(reading.read_bytes(cache_file(), MAX_CACHE_BYTES, "a cache file"))
+            with open(cache_file(), "rb") as handle:  # our own file: one open, one fstat, one read
+                size = os.fstat(handle.fileno()).st_size
+                if size > MAX_CACHE_BYTES:
+                    errors.append(f"{cache_file()} is larger than {MAX_CACHE_BYTES} bytes ({size}): not read")
+                    return _memory
+                loaded = marshal.loads(handle.read())
             _memory = loaded if isinstance(loaded, dict) else {}
         except (OSError, ValueError, EOFError, TypeError) as exc:
             if not isinstance(exc, FileNotFoundError):
-                errors.append(f"cannot read {cache_file()}: {exc.strerror if isinstance(exc, OSError) else exc}")
+                errors.append(f"cannot read {cache_file()}: {exc}")
     return _memory
 
 
@@ -72,7 +78,8 @@ def load(path: Path) -> dict[str, Any]:
     raise, and ``reading.FileRefused`` (an OSError) for what is not a TOML file to read."""
     global _dirty
     info = path.stat()
-    reading.check(info.st_mode, info.st_size, MAX_FILE_BYTES, WHAT)
+    if not S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:  # checked inline: the hot path
+        reading.check(info.st_mode, info.st_size, MAX_FILE_BYTES, WHAT)
     key = os.path.abspath(path)
     stamp = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
     entry = _entries().get(key)
