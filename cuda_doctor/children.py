@@ -21,6 +21,9 @@ child, the smoke children, the NCCL ranks) goes through this module:
 is one child from start to end; ``run_group`` is N children under one shared deadline (the
 NCCL ranks): the first to fail, or the deadline, stops them all.
 
+A child's source is one file, or that file composed with the child-side modules it names
+(``compose``; the rules those modules keep are in ``cuda_doctor.childside``).
+
 One module, not a package: what every subprocess needs (its own session, a pipe read within a
 cap, the registry an interrupt empties) is ``cuda_doctor.process``, shared with the external
 tools (nvidia-smi, nvcc); this module adds only what is particular to children running our code.
@@ -29,10 +32,13 @@ tools (nvidia-smi, nvcc); this module adds only what is particular to children r
 from __future__ import annotations
 
 import contextlib
+import functools
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cuda_doctor.process import CommandResult, Pipe, megabytes, start_streaming, wait_or_kill
@@ -45,6 +51,44 @@ STDERR_TAIL = 64 << 10
 #: Seconds an interpreter has at least to print its first record (``--timeout`` may be shorter).
 START_FLOOR = 5.0
 _QUOTE = 300  # characters of a child's own output quoted in a message
+
+
+CHILDSIDE = Path(__file__).with_name("childside")
+_HELPER_IMPORT = re.compile(r"^from cuda_doctor\.childside\.(\w+) import")
+_FUTURE = "from __future__ import annotations"
+
+
+@functools.cache
+def compose(script: Path) -> str:
+    """The whole source of the child in ``script``: each child-side module it imports (and those
+    they import) once, dependencies first, then the script, without those import lines.  Raises
+    OSError when a file cannot be read."""
+    parts: list[tuple[str, list[str]]] = []
+    _gather(script, parts, set())
+    lines = [_FUTURE]  # one, first: the only place a __future__ import may stand
+    for name, body in parts:
+        lines += [f"# ---- {name} ----", *body]
+    return "\n".join(lines) + "\n"
+
+
+def _gather(path: Path, parts: list[tuple[str, list[str]]], seen: set[Path]) -> None:
+    if path in seen:
+        return
+    seen.add(path)
+    body: list[str] = []
+    open_import = False  # inside a parenthesised helper import that spans lines
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if open_import:
+            open_import = ")" not in line
+            continue
+        match = _HELPER_IMPORT.match(line)
+        if match:
+            _gather(CHILDSIDE / f"{match.group(1)}.py", parts, seen)
+            open_import = line.rstrip().endswith("(")
+            continue
+        if line.strip() != _FUTURE:
+            body.append(line)
+    parts.append((path.name, body))
 
 
 def start_timeout(timeout: float, limit: float, floor: float = START_FLOOR) -> float:

@@ -14,3 +14,10 @@ def rules_dir() -> Path:
     if installed.is_dir():
         return installed
     return _PACKAGE.parent / "rules"
+
+
+def cache_dir() -> Path:
+    """cuda-doctor's folder for what it keeps between runs (``$XDG_CACHE_HOME/cuda-doctor``)."""
+    import os
+
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cuda-doctor"

@@ -28,7 +28,17 @@ if TYPE_CHECKING:
 
 RULE_KINDS = ("env", "lint")
 #: How a per-item result names its subject: smoke[1] and nvlink[1] are about "GPU 1".
-SUBJECT_LABELS = {"gpu": "GPU", "smoke": "GPU", "nvlink": "GPU", "image": "image"}
+SUBJECT_LABELS = {
+    "gpu": "GPU",
+    "smoke": "GPU",
+    "nvlink": "GPU",
+    "image": "image",
+    "dist": "CUDA distribution",
+    "companion": "companion package",
+    "cudalib": "loaded CUDA library",
+}
+#: Families whose items are better named by one of their facts than by an index.
+SUBJECT_NAMES = {"image": ("ref", "requested"), "dist": ("name",), "companion": ("name",), "cudalib": ("file",)}
 _ID = re.compile(r"^[A-Z][A-Z0-9]*\d{3}$")
 
 
@@ -523,11 +533,11 @@ def _no_subject(rule: Rule, facts: Facts, label: str) -> Result:
 
 
 def _subject(facts: Facts, family: str, label: str, index: int) -> str:
-    """ "GPU 1"; images are named by their reference, which says more than an index."""
-    if family == "image":
-        ref = facts.get(f"image[{index}].ref") or facts.get(f"image[{index}].requested")
-        if isinstance(ref, str) and ref:
-            return ref
+    """ "GPU 1"; images, distributions and libraries by their names, which say more than an index."""
+    for name in SUBJECT_NAMES.get(family, ()):
+        value = facts.get(f"{family}[{index}].{name}")
+        if isinstance(value, str) and value:
+            return value
     return f"{label} {index}"
 
 

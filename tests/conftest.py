@@ -175,3 +175,28 @@ def torch_cpu_python() -> Path:
             pytest.skip(f"could not install torch=={TORCH_CPU_VERSION} into a venv (exit {done.returncode}): {tail[0]}")
     marker.write_text(TORCH_CPU_VERSION + "\n", encoding="utf-8")
     return python
+
+
+@pytest.fixture(scope="session")
+def registry() -> Any:
+    """Real wheels and wheel metadata from the package registry, cached across runs
+    (tests/artefacts.py); a test that needs one skips with the reason when it cannot be had."""
+    from tests.artefacts import Registry, cache_root
+
+    return Registry(cache_root())
+
+
+@pytest.fixture(scope="session")
+def unpacked(registry: Any, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """``unpacked("nvidia-cufile==1.15.1.6")``: a folder with that real wheel unpacked into it,
+    as pip would install it into a site-packages (one folder per wheel, once per test run)."""
+    from tests.artefacts import unpack
+
+    made: dict[str, Path] = {}
+
+    def make(spec: str) -> Path:
+        if spec not in made:
+            made[spec] = unpack(registry.wheel(spec), tmp_path_factory.mktemp(spec.replace("==", "-")))
+        return made[spec]
+
+    return make

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import sys
@@ -258,3 +259,56 @@ def test_kept_bytes_never_pass_the_cap(mode: str, tmp_path: Path) -> None:
 def test_waiting_on_a_child_that_could_not_start_returns_at_once(tmp_path: Path) -> None:
     child = children.Child(str(tmp_path / "no-python"), "pass", env=ENV, timeout=600, start_timeout=600)
     assert child.wait_for(lambda record: True) is None  # not after the start timeout: now
+
+
+# -- composing a child's source with child-side modules -------------------------------------------
+def _write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def test_compose_puts_each_named_helper_once_before_the_script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    helpers = tmp_path / "childside"
+    helpers.mkdir()
+    _write(helpers, "base.py", "from __future__ import annotations\nBASE = 2\n")
+    _write(
+        helpers, "twice.py", "from cuda_doctor.childside.base import BASE\ndef twice() -> int:\n    return BASE * 2\n"
+    )
+    script = _write(
+        tmp_path,
+        "child.py",
+        """\
+        from __future__ import annotations
+        import json
+        from cuda_doctor.childside.base import BASE
+        from cuda_doctor.childside.twice import (
+            twice,
+        )
+        print(json.dumps({"started": True}))
+        print(json.dumps({"answer": BASE + twice()}))
+        """,
+    )
+    monkeypatch.setattr(children, "CHILDSIDE", helpers)
+    children.compose.cache_clear()
+    composed = children.compose(script)
+    assert composed.startswith("from __future__ import annotations\n")
+    assert composed.count("from __future__") == 1  # hoisted: it may only stand first
+    assert "cuda_doctor" not in composed.replace("# ----", "")  # no import of ours is left
+    assert composed.index("BASE = 2") < composed.index("def twice") < composed.index('"answer"')
+    result = children.run(sys.executable, composed, env=ENV, timeout=30)
+    assert children.parse_records(result.stdout)[-1] == {"answer": 6}
+    children.compose.cache_clear()
+
+
+def test_the_framework_child_composes_into_one_self_contained_source() -> None:
+    from cuda_doctor.probes.framework import CHILD_SCRIPT
+
+    composed = children.compose(CHILD_SCRIPT)
+    tree = ast.parse(composed, feature_version=(3, 8))
+    names: list[str] = []
+    for node in tree.body:  # one namespace in the child: no helper may redefine another's name
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.append(node.name)
+    assert len(names) == len(set(names)), sorted({n for n in names if names.count(n) > 1})
+    assert "from cuda_doctor" not in composed

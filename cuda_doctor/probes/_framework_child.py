@@ -11,6 +11,14 @@ With CONFIG ``{"then": "wait"}`` it then waits for one more order on stdin (``ru
 smoke run's framework-level script, run in this same process, so that a check imports torch
 once; the parent sends it only when the read-only probes are done, so that the GPU probe never
 counts cuda-doctor's own kernels as another process on the GPU.
+
+Besides the frameworks' own answers it reports what the interpreter would install-resolve and
+what the process really loaded: the CUDA distributions (``dist[i]``: the copy ``sys.path`` finds
+first, and the ones it shadows), torch's pins on them (``torch.requires``), its companion
+packages (``companion[i]``) and, after ``import torch`` and CUDA's initialisation, every CUDA
+library mapped into the process (``cudalib[i]``).  Those readers are child-side modules of
+``cuda_doctor.childside``, composed into this source by ``cuda_doctor.children.compose``.
+CONFIG names the distributions and companions to report (the parent's knowledge tables).
 """
 
 from __future__ import annotations
@@ -26,6 +34,9 @@ import traceback
 import warnings
 from collections.abc import Callable
 from typing import Any
+
+from cuda_doctor.childside.loaded import decode_nccl, loaded_libraries, read_maps
+from cuda_doctor.childside.packages import Installed, build_files, installed, metadata_field, owners, requirement_name
 
 #: The first line the child prints, before importing any framework: it proves the interpreter
 #: runs, so the parent can give up early on one that does not start.
@@ -95,14 +106,7 @@ def nccl_text(version: Any) -> str | None:
         return None
     if isinstance(version, (tuple, list)):
         return ".".join(str(int(part)) for part in version)
-    code = int(version)
-    # NCCL_VERSION_CODE is major*1000+minor*100+patch before 2.9, major*10000+minor*100+patch after.
-    if code >= 10000:
-        major, rest = divmod(code, 10000)
-    else:
-        major, rest = divmod(code, 1000)
-    minor, patch = divmod(rest, 100)
-    return f"{major}.{minor}.{patch}"
+    return decode_nccl(int(version))
 
 
 def arch_list_from_flags(flags: Any) -> list[str]:
@@ -289,16 +293,130 @@ def probe_tensorflow(report: dict[str, dict[str, Any]], emit: Callable[[dict[str
     attempt(report, ["tensorflow.gpus"], gpus)
 
 
-def collect(emit: Callable[[dict[str, Any]], None]) -> dict[str, dict[str, Any]]:
+# -- distributions: what this sys.path resolves -------------------------------------------------
+PACKAGE_FACTS = [
+    "framework.sys_path",
+    "framework.pythonpath",
+    "framework.conda_prefix",
+    "framework.install_paths",
+    "framework.distribution_count",
+    "framework.companion_count",
+    "torch.requires",
+    "framework.cuda_toolkit_requires",
+]
+LIBRARY_FACTS = ["framework.cuda_library_count"]
+
+
+def probe_packages(report: dict[str, dict[str, Any]], config: dict[str, Any]) -> dict[str, list[Installed]]:
+    """``dist[i]``: each CUDA distribution CONFIG names, the copy ``sys.path`` resolves and the
+    copies it shadows; ``companion[i]`` likewise for torch's companions; torch's own pins."""
+    put(report, "framework.sys_path", list(sys.path))
+    put(report, "framework.pythonpath", os.environ.get("PYTHONPATH"))
+    conda = os.path.isdir(os.path.join(sys.prefix, "conda-meta"))
+    put(report, "framework.conda_prefix", sys.prefix if conda else None)
+    attempt(report, ["framework.install_paths"], functools.partial(put_install_paths, report))
+    names = set(config.get("distributions", ()))
+    prefixes = tuple(config.get("distribution_prefixes", ()))
+    companions = dict(config.get("companions", {}))
+    found = installed(sys.path, lambda n: n in names or n.startswith(prefixes) or n in companions)
+    dists = [name for name in sorted(found) if name not in companions]
+    for index, name in enumerate(dists):
+        put_copies(report, f"dist[{index}]", found[name])
+    put(report, "framework.distribution_count", len(dists))
+    for index, name in enumerate(name for name in sorted(found) if name in companions):
+        base = f"companion[{index}]"
+        put_copies(report, base, found[name])
+        first = found[name][0]
+        requires = metadata_field(first.metadata, "Requires-Dist")
+        put(report, base + ".requires_torch", [r for r in requires if requirement_name(r) == "torch"])
+        attempt(report, [base + ".build"], functools.partial(put_build, report, base, first, companions[name]))
+    put(report, "framework.companion_count", len([name for name in found if name in companions]))
+
+    def pins(owner: str, fact: str) -> None:
+        if owner not in found:
+            put(report, fact, None)  # not installed: nothing is pinned
+            return
+        requires = metadata_field(found[owner][0].metadata, "Requires-Dist")
+        named = [(r, requirement_name(r) or "") for r in requires]
+        put(report, fact, [r for r, name in named if name in names or name.startswith(prefixes)])
+
+    toolkit = "framework.cuda_toolkit_requires"
+    attempt(report, ["torch.requires"], lambda: pins("torch", "torch.requires"))
+    attempt(report, [toolkit], lambda: pins("cuda-toolkit", toolkit))
+    return found
+
+
+def put_install_paths(report: dict[str, dict[str, Any]]) -> None:
+    """Where ``pip install`` puts packages (``purelib``, ``platlib``) and ``--user`` does."""
+    import site
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    user = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    where = {"purelib": paths.get("purelib"), "platlib": paths.get("platlib"), "user": user}
+    put(report, "framework.install_paths", where)
+
+
+def put_copies(report: dict[str, dict[str, Any]], base: str, copies: list[Installed]) -> None:
+    first = copies[0]
+    put(report, base + ".name", first.name)
+    put(report, base + ".version", first.version)
+    put(report, base + ".location", first.location)
+    put(report, base + ".shadowed", [{"version": c.version, "location": c.location} for c in copies[1:]])
+
+
+def put_build(report: dict[str, dict[str, Any]], base: str, dist: Installed, package: str) -> None:
+    put(report, base + ".build", build_files(dist, package))
+
+
+# -- the CUDA libraries this process mapped ---------------------------------------------------
+def probe_loaded(report: dict[str, dict[str, Any]], found: dict[str, list[Installed]]) -> None:
+    """``cudalib[i]``: every CUDA library mapped now (after ``import torch`` and CUDA's
+    initialisation), with the distribution that owns its file, if any."""
+    libraries = loaded_libraries(read_maps())
+    paths = [library["path"] for library in libraries]
+    owned = owners([copy for copies in found.values() for copy in copies], paths)
+    if any(path not in owned for path in paths):  # not a CUDA wheel's: torch's own, or another one's
+        everything = installed(sys.path, lambda name: True)
+        owned.update(owners([copy for copies in everything.values() for copy in copies], paths))
+    for index, library in enumerate(libraries):
+        base = f"cudalib[{index}]"
+        owner = owned.get(library["path"])
+        for key in ("library", "file", "path", "soname", "version", "version_source", "problems"):
+            put(report, f"{base}.{key}", library[key])
+        put(report, base + ".distribution", owner.name if owner else None)
+        put(report, base + ".distribution_version", owner.version if owner else None)
+        put(report, base + ".distribution_location", owner.location if owner else None)
+        if library["version"] is None and owner is not None:
+            put(report, base + ".version", owner.version)
+            put(report, base + ".version_source", "distribution")
+    put(report, "framework.cuda_library_count", len(libraries))
+
+
+def collect(emit: Callable[[dict[str, Any]], None], config: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     report = new_report()
     put(report, "framework.python", sys.executable)
     put(report, "framework.python_version", platform.python_version())
+    found: dict[str, list[Installed]] = {}
+
+    def packages() -> None:
+        emit({"step": "read distributions"})
+        found.update(probe_packages(report, config or {}))
+
+    def libraries() -> None:
+        emit({"step": "read loaded libraries"})
+        probe_loaded(report, found)
+
+    # The libraries are read after torch (which initialises CUDA) and before TensorFlow, whose
+    # own CUDA libraries are not torch's to answer for.
     steps = (
-        (probe_torch, ["torch.installed", *TORCH_FACTS]),
-        (probe_tensorflow, ["tensorflow.installed", *TENSORFLOW_FACTS]),
+        (packages, PACKAGE_FACTS),
+        (functools.partial(probe_torch, report, emit), ["torch.installed", *TORCH_FACTS]),
+        (libraries, LIBRARY_FACTS),
+        (functools.partial(probe_tensorflow, report, emit), ["tensorflow.installed", *TENSORFLOW_FACTS]),
     )
     for step, names in steps:
-        attempt(report, names, functools.partial(step, report, emit))
+        attempt(report, names, step)
     return report
 
 
@@ -333,7 +451,7 @@ def main() -> None:
         out.write(json.dumps(record, default=str) + "\n")
         out.flush()
 
-    emit(collect(emit))
+    emit(collect(emit, config))
     sys.stderr.flush()
     if config.get("then") == "wait":  # for the smoke steps, once the read-only probes are done
         try:

@@ -7,6 +7,10 @@ it.  The child (``_framework_child.py``) prints the report as one record; anythi
 missing interpreter, a crash, a hang, garbage on stdout — makes every framework fact unknown,
 with the reason.
 
+The child also reports the CUDA distributions its ``sys.path`` resolves, torch's pins and
+companions, and the CUDA libraries the process mapped (``dist[i]``, ``companion[i]``,
+``cudalib[i]``); CONFIG tells it which distributions to list, from ``rules/data``.
+
 When the smoke run follows in the same pipeline run, the child is not ended after its report:
 it waits in ``ctx.handoff`` (as ``TORCH_CHILD``) until the smoke probe asks it to run the smoke
 steps, so that torch is imported once per check.
@@ -25,7 +29,7 @@ from typing import Any
 
 from cuda_doctor import children
 from cuda_doctor.facts import Facts
-from cuda_doctor.probes._framework_child import TENSORFLOW_FACTS, TORCH_FACTS
+from cuda_doctor.probes._framework_child import LIBRARY_FACTS, PACKAGE_FACTS, TENSORFLOW_FACTS, TORCH_FACTS
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.process import CommandResult
 
@@ -38,13 +42,15 @@ TORCH_CHILD = "torch"
 FRAMEWORK_FACTS: tuple[str, ...] = (
     "framework.python",
     "framework.python_version",
+    *PACKAGE_FACTS,
     "torch.installed",
     *TORCH_FACTS,
+    *LIBRARY_FACTS,
     "tensorflow.installed",
     *TENSORFLOW_FACTS,
 )
 
-_PREFIXES = ("framework.", "torch.", "tensorflow.")
+_PREFIXES = ("framework.", "torch.", "tensorflow.", "dist[", "companion[", "cudalib[")
 
 #: ``import torch`` alone takes 5-7 s cold on a GPU machine, TensorFlow longer; a general
 #: probe timeout of a few seconds would report a healthy install as hung.
@@ -80,13 +86,13 @@ class FrameworkProbe:
 
     def _collect(self, ctx: ProbeContext) -> Facts:
         try:
-            source = CHILD_SCRIPT.read_text(encoding="utf-8")
+            source = children.compose(CHILD_SCRIPT)
         except OSError as exc:
-            return all_unknown(f"cannot read {CHILD_SCRIPT}: {exc.strerror or exc}")
+            return all_unknown(f"cannot read the framework probe's source: {exc.strerror or exc}")
         timeout = self.timeout(ctx)
         start_timeout = self.start_timeout(ctx)
         keep = ctx.smoke and ctx.handoff.accepting  # the smoke run will want this torch
-        config = json.dumps({"then": "wait" if keep else "exit"})
+        config = json.dumps({"then": "wait" if keep else "exit", **child_config()})
         report = ctx.step_progress
         child = children.Child(
             ctx.python,
@@ -137,6 +143,19 @@ def _same_interpreter(named: str | None, interpreter: str) -> bool:
         return False
     same_folder = os.path.dirname(os.path.normpath(named)) == os.path.dirname(os.path.normpath(interpreter))
     return same_folder and os.path.realpath(named) == os.path.realpath(interpreter)
+
+
+def child_config() -> dict[str, Any]:
+    """What the child lists: the CUDA distributions and torch's companions (``rules/data``)."""
+    from cuda_doctor.tables import load_table
+
+    libraries = load_table("cuda_libraries")["child"]
+    companions = {row["name"]: row["package"] for row in load_table("companions")["companion"]}
+    return {
+        "distributions": list(libraries["distributions"]),
+        "distribution_prefixes": list(libraries["distribution_prefixes"]),
+        "companions": companions,
+    }
 
 
 def interpret(result: CommandResult, python: str, timeout: float, start_timeout: float | None = None) -> Facts:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cuda_doctor import children
 from cuda_doctor.facts import Facts
 from cuda_doctor.probes import _framework_child as child
 from cuda_doctor.probes.base import ProbeContext
@@ -245,8 +246,9 @@ def test_report_after_a_crash_at_exit_is_still_used() -> None:
 
 
 def test_child_is_self_contained_and_old_python_syntax() -> None:
-    # The inspected interpreter may be older than ours and has no cuda_doctor installed.
-    source = Path(child.__file__).read_text(encoding="utf-8")
+    # The inspected interpreter may be older than ours and has no cuda_doctor installed: what
+    # runs there is the child composed with its child-side helpers.
+    source = children.compose(Path(child.__file__))
     tree = ast.parse(source, feature_version=(3, 8))
     imported: set[str] = set()
     for node in ast.walk(tree):
@@ -256,6 +258,12 @@ def test_child_is_self_contained_and_old_python_syntax() -> None:
             imported.add((node.module or "").split(".")[0])
     assert "cuda_doctor" not in imported
     assert imported <= set(sys.stdlib_module_names) | {"torch", "tensorflow", "__future__"}
+    # the file itself names its helpers the only way compose() resolves
+    raw = Path(child.__file__).read_text(encoding="utf-8")
+    assert [line.split()[1] for line in raw.splitlines() if line.startswith("from cuda_doctor")] == [
+        "cuda_doctor.childside.loaded",
+        "cuda_doctor.childside.packages",
+    ]
 
 
 # -- the child's pure helpers ----------------------------------------------------------------

@@ -38,6 +38,7 @@ CATEGORY_TITLES = {
     "driver": "NVIDIA driver",
     "gpu": "GPUs",
     "framework": "Framework build",
+    "libraries": "CUDA libraries and extensions",
     "container": "Container",
     "environment": "Environment",
     "health": "GPU health",
