@@ -542,10 +542,10 @@ DERIVERS: list[str | tuple[str, tuple[str, ...]]] = [
     ("cuda_doctor.container.derive:derive", ("container.cuda_version", "container.nvidia_require", "image[")),
     ("cuda_doctor.smoke.expected:derive", ("smoke",)),
     "cuda_doctor.nccl.derive:derive",  # also says why the all-reduce did not run
-    ("cuda_doctor.libraries.pins:derive", ("torch.requires", "dist[")),
+    ("cuda_doctor.libraries.pins:derive", ("torch.installed", "dist[")),
     ("cuda_doctor.libraries.loaded:derive", ("framework.cuda_library_count", "cudalib[")),  # before the two below
     ("cuda_doctor.libraries.import_error:derive", ("torch.import_error",)),
-    ("cuda_doctor.libraries.cuda_init:derive", ("torch.cuda_error", "smoke.driver_level.error", "kernel.", "cudalib[")),
+    ("cuda_doctor.libraries.cuda_init:derive", ("torch.installed", "smoke.driver_level.", "kernel.", "cudalib[")),
     ("cuda_doctor.libraries.companions:derive", ("companion[",)),
     ("cuda_doctor.fatbin.derive:derive", ("fatbin.",)),
 ]

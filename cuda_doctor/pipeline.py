@@ -239,4 +239,21 @@ def rejudge(path: Path, config: Config, *, select: Iterable[str] = (), ignore: I
         {k: v for k, v in saved.unknown.items() if not k.startswith("derived.")},
     )
     results, problems = judge_facts(facts, config, select=select, ignore=ignore)
+    results = [not_in_report(result, facts) for result in results]
     return Report(facts=facts, results=results, host=saved.host, problems=problems)
+
+
+def not_in_report(result: Result, facts: Facts) -> Result:
+    """A check whose facts a saved report lacks altogether, from a probe that ran without
+    trouble or is not in the report at all (the report was written by a cuda-doctor that did not
+    gather them yet), is skipped, not "could not check".  A probe that timed out keeps its
+    checks unknown."""
+    if result.status is not Status.UNKNOWN or not result.evidence:
+        return result
+    for name, value in result.evidence.items():
+        probe = next((p for p, prefixes in PROVIDES.items() if name.startswith(prefixes)), None)
+        if value != "unknown: not gathered" or probe is None:
+            return result
+        if facts.get(f"probe.{probe}.status") not in (None, "ok"):
+            return result
+    return replace(result, status=Status.SKIPPED, message="not in this report: it was saved without these facts")

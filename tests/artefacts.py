@@ -9,6 +9,7 @@ fetched is skipped with the reason (offline machine).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,9 +63,11 @@ class Registry:
             return target
         try:
             index = _get(SIMPLE.format(name=name), "application/vnd.pypi.simple.v1+json")
-            files = json.loads(index)["files"]
-            url = next(f["url"] for f in files if f["filename"] == filename)
-            data = _get(url + ".metadata", "*/*")
+            entry = next(f for f in json.loads(index)["files"] if f["filename"] == filename)
+            try:
+                data = _get(entry["url"] + ".metadata", "*/*")
+            except FileNotFoundError:  # no PEP 658 file for this wheel: its METADATA member, by ranges
+                data = _zip_member(entry["url"], int(entry["size"]), ".dist-info/METADATA")
         except (OSError, ValueError, StopIteration, KeyError) as exc:
             pytest.skip(f"cannot read the metadata of {filename} from PyPI (offline?): {exc}")
         self.metadata.mkdir(parents=True, exist_ok=True)
@@ -73,13 +77,54 @@ class Registry:
         return target
 
 
-def _get(url: str, accept: str) -> bytes:
-    request = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": "cuda-doctor-tests"})
+def _get(url: str, accept: str, extra: dict[str, str] | None = None) -> bytes:
+    headers = {"Accept": accept, "User-Agent": "cuda-doctor-tests", **(extra or {})}
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as response:
             return bytes(response.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            raise FileNotFoundError(url) from exc
+        raise OSError(str(exc)) from exc
     except urllib.error.URLError as exc:
         raise OSError(str(exc)) from exc
+
+
+class _RangeFile(io.RawIOBase):
+    """A remote file read by HTTP byte ranges: what zipfile needs to read one member."""
+
+    def __init__(self, url: str, size: int) -> None:
+        self.url, self.size, self.position = url, size, 0
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self.position, 2: self.size}[whence]
+        self.position = base + offset
+        return self.position
+
+    def readinto(self, buffer: Any) -> int:
+        count = min(len(buffer), self.size - self.position)
+        if count <= 0:
+            return 0
+        span = {"Range": f"bytes={self.position}-{self.position + count - 1}"}
+        data = _get(self.url, "*/*", span)[:count]
+        buffer[: len(data)] = data
+        self.position += len(data)
+        return len(data)
+
+
+def _zip_member(url: str, size: int, suffix: str) -> bytes:
+    with zipfile.ZipFile(io.BufferedReader(_RangeFile(url, size), buffer_size=1 << 16)) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(suffix))
+        return archive.read(name)
 
 
 def unpack(wheel: Path, site: Path) -> Path:

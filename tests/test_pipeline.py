@@ -73,3 +73,25 @@ def test_fast_runs_docker_only_when_images_are_named(tmp_path: Path) -> None:
     assert asked.get("probe.docker.status") == "ok"  # the probe ran (and found no engine)
     assert asked.get("image[0].ref") == "nvidia/cuda:12.4.1-base"
     assert asked.get("probe.framework.status") == "skipped"  # still no framework import
+
+
+def test_a_report_saved_without_newer_facts_skips_their_checks(tmp_path: Path) -> None:
+    import json
+
+    from cuda_doctor.config import Config
+    from cuda_doctor.pipeline import rejudge
+
+    base = json.loads((Path(__file__).parent / "rules" / "h200_facts.json").read_text())
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({**base, "values": {**base["values"], "probe.framework.status": "ok"}}))
+    results = {r.rule_id: r for r in rejudge(old, Config()).results}
+    assert results["CD231"].status.value == "skipped"  # that cuda-doctor had no fatbin probe
+    assert results["CD231"].message == "not in this report: it was saved without these facts"
+    assert results["CD214"].status.value == "skipped"  # nor the framework child's pin facts
+    timed_out = tmp_path / "timed_out.json"
+    values = {**base["values"], "probe.fatbin.status": "timeout"}
+    timed_out.write_text(
+        json.dumps({**base, "values": values, "unknown": {"fatbin": "the fatbin probe did not finish"}})
+    )
+    again = {r.rule_id: r for r in rejudge(timed_out, Config()).results}
+    assert again["CD231"].status.value == "unknown"  # a probe that ran and failed: could not check

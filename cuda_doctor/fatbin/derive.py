@@ -16,6 +16,7 @@ from typing import Any
 
 from cuda_doctor.facts import Facts, indexed
 from cuda_doctor.knowledge import arch_support
+from cuda_doctor.libraries.common import missing
 from cuda_doctor.tables import load_table
 from cuda_doctor.versions import major_minor
 
@@ -25,12 +26,8 @@ SHOWN = 8
 
 def derive(facts: Facts) -> None:
     files = facts.get("fatbin.files")
-    if not facts.has("fatbin.files") or not isinstance(files, list):
-        reason = facts.reason("fatbin.files") or "the shared objects were not scanned"
-        for index in facts.indices("gpu"):
-            facts.mark_unknown(f"derived.gpu[{index}].kernels_missing", reason)
-            facts.mark_unknown(f"derived.gpu[{index}].ptx_too_new", reason)
-        facts.mark_unknown("derived.extensions.c10_cuda_on_cpu", reason)
+    outs = [f"derived.gpu[{i}].{name}" for i in facts.indices("gpu") for name in ("kernels_missing", "ptx_too_new")]
+    if missing(facts, "fatbin.files", *outs, "derived.extensions.c10_cuda_on_cpu") or not isinstance(files, list):
         return
     roots = [str(r) for r in facts.get("fatbin.site_dirs") or []]
     coded = [f for f in files if isinstance(f, dict) and (f.get("sass") or f.get("sass_specific") or f.get("ptx"))]
@@ -127,9 +124,7 @@ def _linkage(facts: Facts, files: list[dict[str, Any]], roots: list[str]) -> Non
     torch_build = facts.get("torch.cuda_build")
     cpu_torch = facts.has("torch.cuda_build") and torch_build is None and not facts.get("torch.hip_build")
     theirs = [f for f in files if f.get("distribution") not in companions and f.get("distribution") != "torch"]
-    if not facts.has("torch.cuda_build"):
-        reason = facts.reason("torch.cuda_build") or "torch's build is unknown"
-        facts.mark_unknown("derived.extensions.c10_cuda_on_cpu", reason)
+    if missing(facts, "torch.cuda_build", "derived.extensions.c10_cuda_on_cpu"):
         return
     c10 = [describe(f, roots) for f in theirs if f.get("c10_cuda")] if cpu_torch else []
     facts.set("derived.extensions.c10_cuda_on_cpu", c10[:SHOWN])

@@ -19,6 +19,19 @@ class Pin(NamedTuple):
     via: str  # "torch", or "cuda-toolkit" for what torch pins through the toolkit's extras
 
 
+def missing(facts: Facts, name: str, *outs: str) -> bool:
+    """True when input ``name`` is not known.  Its reason, if it has one, becomes the reason of
+    ``outs``; an input that was never gathered at all (a report written before it existed)
+    leaves them absent too, so that a re-judged report says so rather than guessing."""
+    if facts.has(name):
+        return False
+    reason = facts.reason(name)
+    if reason:
+        for out in outs:
+            facts.mark_unknown(out, reason)
+    return True
+
+
 def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -126,7 +139,8 @@ def python(facts: Facts) -> str:
 
 
 def pip_install(facts: Facts, *requirements: str, options: str = "") -> str:
-    quoted = " ".join(shlex.quote(r) for r in requirements)
+    # quoted always, as pip's own docs write them: '>=', '[extras]' and '*' mean something to a shell
+    quoted = " ".join(f"'{r}'" if "'" not in r else shlex.quote(r) for r in requirements)
     return f"{python(facts)} -m pip install {options + ' ' if options else ''}{quoted}"
 
 

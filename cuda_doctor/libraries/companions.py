@@ -121,7 +121,8 @@ def build_cuda(build: dict[str, Any]) -> tuple[str | None, str | None, str | Non
         info = None
     if isinstance(info, dict) and isinstance(info.get("version"), dict):
         code, torch = info["version"].get("cuda"), info["version"].get("torch")
-        cuda_text = f"{code // 100}.{code % 100 // 10}" if isinstance(code, int) and code else None
+        # xformers writes the CUDA version as major*100+minor: 1208 is 12.8
+        cuda_text = f"{code // 100}.{code % 100}" if isinstance(code, int) and code else None
         return cuda_text, "cpp_lib.json", _minor(torch)
     try:
         direct = json.loads(str(build.get("direct_url.json") or "null"))

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from cuda_doctor.facts import Facts, indexed
+from cuda_doctor.libraries.common import missing
 from cuda_doctor.tables import load_table
 
 _CODE = re.compile(r"\b[Ee]rror (\d{1,4})\b")
@@ -64,7 +65,7 @@ def _init_error(facts: Facts) -> None:
         if facts.has("torch.cuda_error") or facts.has("smoke.driver_level.error_name"):
             facts.set(out, None)
         else:
-            facts.mark_unknown(out, facts.reason("torch.cuda_error") or "CUDA was not initialised")
+            missing(facts, "torch.cuda_error", out)
         return
     facts.set(out, row["code"])
     facts.set("derived.cuda_init.name", row.get("runtime") or row.get("driver"))
@@ -95,8 +96,7 @@ def _forward_compat(facts: Facts) -> None:
 def _module(facts: Facts) -> None:
     out = "derived.driver_module.mismatch"
     module = facts.get("kernel.nvidia_module_version")
-    if not facts.has("kernel.nvidia_module_version"):
-        facts.mark_unknown(out, facts.reason("kernel.nvidia_module_version") or "the kernel module was not read")
+    if missing(facts, "kernel.nvidia_module_version", out):
         return
     seen = []
     if facts.get("driver.version"):

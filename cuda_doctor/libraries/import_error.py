@@ -14,7 +14,7 @@ import re
 
 from cuda_doctor.childside.loaded import cuda_library_key
 from cuda_doctor.facts import Facts
-from cuda_doctor.libraries.common import index_option, library_row, pip_install, torch_pins, torch_version
+from cuda_doctor.libraries.common import index_option, library_row, missing, pip_install, torch_pins, torch_version
 
 UNDEFINED = re.compile(
     r"(?P<library>[^\s:]+\.so[.\d]*): undefined symbol: (?P<symbol>[^,\s]+)(?:, version (?P<needs>\S+))?"
@@ -38,8 +38,7 @@ DETAILS = (
 
 
 def derive(facts: Facts) -> None:
-    if not facts.has("torch.import_error"):
-        facts.mark_unknown(OUT, facts.reason("torch.import_error") or "torch was not imported")
+    if missing(facts, "torch.import_error", OUT):
         return
     text = facts.get("torch.import_error")
     if not text:
@@ -48,13 +47,13 @@ def derive(facts: Facts) -> None:
     for name in DETAILS:
         facts.set(f"derived.torch_import.{name}", None)
     undefined = UNDEFINED.search(str(text))
-    missing = MISSING.search(str(text))
+    cannot_open = MISSING.search(str(text))
     if undefined:
         _undefined(facts, undefined)
-    elif missing and TORCH_LIBRARIES.match(missing.group("library")):
-        _torch_incomplete(facts, missing.group("library"))
-    elif missing:
-        _missing(facts, missing.group("library"))
+    elif cannot_open and TORCH_LIBRARIES.match(cannot_open.group("library")):
+        _torch_incomplete(facts, cannot_open.group("library"))
+    elif cannot_open:
+        _missing(facts, cannot_open.group("library"))
     else:
         facts.set(OUT, "other")
 

@@ -16,6 +16,7 @@ from cuda_doctor.libraries.common import (
     compare_versions,
     in_variable,
     library_row,
+    missing,
     pinned_version,
     satisfies,
     torch_pins,
@@ -41,9 +42,7 @@ def is_compat(path: str) -> bool:
 
 
 def derive(facts: Facts) -> None:
-    if not facts.has("framework.cuda_library_count"):
-        reason = facts.reason("framework.cuda_library_count") or "the loaded libraries were not read"
-        facts.mark_unknown("derived.libcuda.loaded", reason)
+    if missing(facts, "framework.cuda_library_count", "derived.libcuda.loaded"):
         return
     pins = torch_pins(facts) if facts.has("torch.requires") else {}
     seen: dict[str, str] = {}

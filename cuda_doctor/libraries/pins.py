@@ -16,6 +16,7 @@ from cuda_doctor.libraries.common import (
     Pin,
     family,
     in_variable,
+    missing,
     pip_install,
     python,
     same_path,
@@ -28,16 +29,14 @@ SUMMARY = ("derived.pins.count", "derived.pins.missing", "derived.pins.missing_c
 
 
 def derive(facts: Facts) -> None:
-    if not facts.has("torch.requires"):
-        for name in SUMMARY:
-            facts.mark_unknown(name, facts.reason("torch.requires") or "torch's requirements were not read")
+    if missing(facts, "torch.requires", *SUMMARY):
         return
     pins = torch_pins(facts)
     names = {facts.get(f"dist[{i}].name") for i in facts.indices("dist")}
-    missing = [pin.requirement for name, pin in pins.items() if name not in names]
+    absent = [pin.requirement for name, pin in pins.items() if name not in names]
     facts.set("derived.pins.count", len(pins))
-    facts.set("derived.pins.missing", missing)
-    facts.set("derived.pins.missing_command", pip_install(facts, *missing) if missing else None)
+    facts.set("derived.pins.missing", absent)
+    facts.set("derived.pins.missing_command", pip_install(facts, *absent) if absent else None)
     for index in facts.indices("dist"):
         _judge(facts, index, pins)
     _families(facts, pins)
