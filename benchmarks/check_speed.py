@@ -5,8 +5,9 @@ Targets (measured side by side, interleaved round by round, median of N runs):
   check --no-smoke ≤ 1.15 × python -c "import torch; torch.cuda.init()"  (same interpreter as --python)
   check            ≤ 1.7 ×  python -c "import torch; torch.cuda.init()"  (the full check: facts and smoke run)
 
-Usage: python benchmarks/check_speed.py [--runs 10] [--torch-python PATH] [--fast-only | --full-only]
-(--full-only measures exactly the full `check --python PATH` against that reference.)
+Usage: python benchmarks/check_speed.py [--runs 10] [--torch-python PATH] [--fast-only | --full-only | --no-smoke-only]
+(--full-only measures exactly the full `check --python PATH` against that reference, --no-smoke-only
+`check --no-smoke --python PATH`.)
 Byte-code is compiled first (as `pip install` does), so imports are measured as users meet them.
 """
 
@@ -62,6 +63,7 @@ def main() -> None:
     only = parser.add_mutually_exclusive_group()
     only.add_argument("--fast-only", action="store_true", help="measure only the --fast pairs")
     only.add_argument("--full-only", action="store_true", help="measure only the full check against its reference")
+    only.add_argument("--no-smoke-only", action="store_true", help="measure only check --no-smoke and its reference")
     parser.add_argument(
         "--torch-python", default=None, help="interpreter with torch (default: .cache/torch-cpu-venv, else this one)"
     )
@@ -78,7 +80,7 @@ def main() -> None:
         "check --fast": [*doctor, "--fast"],
         "check --fast text": [py, "-m", "cuda_doctor", "check", "--fast"],  # the default format, as a hook prints it
     }
-    if not args.full_only:
+    if not args.full_only and not args.no_smoke_only:
         compare(reference, fast, env, args.runs, dict.fromkeys(fast, 1.3))
     if args.fast_only:
         return
@@ -90,7 +92,7 @@ def main() -> None:
         print(f"check, check --no-smoke   skipped: no torch in {torch_py}")
         return
     init = "import torch\ntry:\n    torch.cuda.init()\nexcept Exception:\n    pass"
-    with_torch = {"check": [*doctor, "--python", torch_py]}
+    with_torch = {} if args.no_smoke_only else {"check": [*doctor, "--python", torch_py]}
     targets = {"check": 1.7}
     if not args.full_only:
         with_torch["check --no-smoke"] = [*doctor, "--no-smoke", "--python", torch_py]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What was run on the GPU machine to verify cuda-doctor there (no package registry on it:
 # cuda-doctor runs from this working tree; its python3 has torch, nvidia-ml-py, click, rich).
-# Usage: OUT=/some/dir bash benchmarks/gpu_verify.sh [part…]   (parts: check fail bench watch nccl child)
+# Usage: OUT=/some/dir bash benchmarks/gpu_verify.sh [part…]   (parts: check fail bench watch nccl child libs)
 set -u
 export PYTHONPATH="$PWD" NCCL_NVLS_ENABLE=0
 OUT="${OUT:-/tmp/cuda-doctor-verify}"; mkdir -p "$OUT"
@@ -80,4 +80,53 @@ PY
   run child-nostart bash -c "time python3 -m cuda_doctor check --python $OUT/sleeping-python"
   # Ctrl-C while that probe waits: exit 130, one line, no orphan left (the ps line must be empty).
   run child-sigint bash -c "timeout --preserve-status -s INT 3 python3 -m cuda_doctor check --python $OUT/sleeping-python; echo rc=\$?; sleep 1; ps -eo pid,ppid,pgid,args | grep '[s]leep 600' || echo 'no orphan'" ;;
+libs)
+  # What loads: `check -v` lists every CUDA library the torch process mapped, with its path and
+  # version (cudalib[i]); the healthy image gives no finding in the driver and library checks; an
+  # older NCCL installed with --target onto PYTHONPATH is caught (CD212: the distribution, CD213:
+  # the library that loaded); the fatbin scan's own cost; the --no-smoke timing pair.
+  # Carry nvidia_nccl_cu13-2.28.3-py3-none-manylinux_2_18_x86_64.whl (PyPI; torch 2.11.0 pins
+  # nvidia-nccl-cu13==2.28.9) into the working tree's root, or point NCCL_SHADOW_WHEEL at it.
+  run libs-check-v doctor check -v --no-smoke
+  run libs-check-json doctor check --no-smoke --format json --save "$OUT/libs.json"
+  python3 - "$OUT/libs.json" > "$OUT/libs-summary.txt" 2>&1 <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+v = report["facts"]["values"]
+i = 0
+while f"cudalib[{i}].path" in v:
+    print(f"{v[f'cudalib[{i}].file']:32} {str(v[f'cudalib[{i}].version']):12} {str(v[f'cudalib[{i}].version_source']):10} "
+          f"{str(v[f'cudalib[{i}].distribution']):22} {v[f'cudalib[{i}].path']}")
+    i += 1
+print(f"{i} CUDA libraries mapped; {v.get('framework.distribution_count')} CUDA distributions; "
+      f"fatbin: {v.get('fatbin.files_scanned')} shared objects, {len(v.get('fatbin.files') or [])} with device code or CUDA "
+      f"linkage, {v.get('fatbin.seconds')} s, complete={v.get('fatbin.complete')}")
+ours = [r for r in report["results"] if r["category"] in ("libraries", "driver")]
+found = [r for r in ours if r["status"] not in ("pass", "skipped")]
+print(f"driver and library checks: {len(ours)}, findings: {len(found)} (expected 0 on the healthy image)")
+for r in found:
+    print(f"  {r['status']} {r['rule_id']} {r.get('subject') or ''}: {r['message']}")
+PY
+  cat "$OUT/libs-summary.txt" | tee -a "$OUT/log.txt"
+  wheel="${NCCL_SHADOW_WHEEL:-$(ls nvidia_nccl_cu13-2.28.3-*.whl 2>/dev/null | head -n 1)}"
+  if [ -n "$wheel" ]; then
+    rm -rf /tmp/nccl-shadow && python3 -m pip install -q --no-deps --no-index --target /tmp/nccl-shadow "$wheel"
+    PYTHONPATH="$PWD:/tmp/nccl-shadow" run libs-shadow-v doctor check -v --no-smoke --select CD211,CD212,CD213
+    PYTHONPATH="$PWD:/tmp/nccl-shadow" run libs-shadow-json doctor check --no-smoke --format json --select CD212,CD213 --save "$OUT/libs-shadow.json"
+    python3 - "$OUT/libs-shadow.json" > "$OUT/libs-shadow-summary.txt" 2>&1 <<'PY'
+import json, sys
+results = json.load(open(sys.argv[1]))["results"]
+caught = [r for r in results if r["status"] in ("warn", "fail") and "nccl" in str(r.get("subject"))]
+for r in caught:
+    print(f"{r['status']} {r['rule_id']} [{r['subject']}] {r['message']}")
+    for command in r.get("commands", []):
+        print(f"    $ {command}")
+print("shadowed NCCL caught" if {r["rule_id"] for r in caught} >= {"CD212", "CD213"} else "NOT CAUGHT: expected CD212 and CD213")
+PY
+    cat "$OUT/libs-shadow-summary.txt" | tee -a "$OUT/log.txt"
+  else
+    echo "   no nvidia_nccl_cu13-2.28.3 wheel carried: the shadowing case did not run" | tee -a "$OUT/log.txt"
+  fi
+  run libs-fatbin-scan python3 benchmarks/fatbin_scan.py --python python3 --runs 3
+  run libs-bench-no-smoke python3 benchmarks/check_speed.py --runs 5 --torch-python python3 --no-smoke-only ;;
 esac; done
