@@ -105,7 +105,7 @@ ours = [r for r in report["results"] if r["category"] in ("libraries", "driver")
 found = [r for r in ours if r["status"] not in ("pass", "skipped")]
 print(f"driver and library checks: {len(ours)}, findings: {len(found)} (expected 0 on the healthy image)")
 for r in found:
-    print(f"  {r['status']} {r['rule_id']} {r.get('subject') or ''}: {r['message']}")
+    print(f"  {r['status']} {r['rule']} {r.get('subject') or ''}: {r['message']}")
 PY
   cat "$OUT/libs-summary.txt" | tee -a "$OUT/log.txt"
   wheel="${NCCL_SHADOW_WHEEL:-$(ls nvidia_nccl_cu13-2.28.3-*.whl 2>/dev/null | head -n 1)}"
@@ -118,10 +118,10 @@ import json, sys
 results = json.load(open(sys.argv[1]))["results"]
 caught = [r for r in results if r["status"] in ("warn", "fail") and "nccl" in str(r.get("subject"))]
 for r in caught:
-    print(f"{r['status']} {r['rule_id']} [{r['subject']}] {r['message']}")
+    print(f"{r['status']} {r['rule']} [{r['subject']}] {r['message']}")
     for command in r.get("commands", []):
         print(f"    $ {command}")
-print("shadowed NCCL caught" if {r["rule_id"] for r in caught} >= {"CD212", "CD213"} else "NOT CAUGHT: expected CD212 and CD213")
+print("shadowed NCCL caught" if {r["rule"] for r in caught} >= {"CD212", "CD213"} else "NOT CAUGHT: expected CD212 and CD213")
 PY
     cat "$OUT/libs-shadow-summary.txt" | tee -a "$OUT/log.txt"
   else

@@ -61,7 +61,8 @@ class FatbinProbe:
 
 def site_dirs(ctx: ProbeContext) -> tuple[list[str] | None, str]:
     """The folders of the interpreter's ``sys.path`` that can hold packages, in order: not the
-    standard library, not the current folder, none inside another."""
+    standard library, not the current folder, each once.  A folder inside another one (a venv
+    inside a project on PYTHONPATH) is its own root: the walk of the outer one skips it."""
     try:
         source = PATHS_CHILD.read_text(encoding="utf-8")
     except OSError as exc:
@@ -83,9 +84,8 @@ def site_dirs(ctx: ProbeContext) -> tuple[list[str] | None, str]:
         inside_stdlib = any(real == s or real.startswith(s + os.sep) for s in stdlib)
         if inside_stdlib and not real.endswith(("site-packages", "dist-packages")):
             continue
-        if any(real == r or real.startswith(r + os.sep) for r in roots):
-            continue
-        roots.append(real)
+        if real not in roots:
+            roots.append(real)
     return roots, ""
 
 

@@ -46,8 +46,10 @@ def shared_objects(roots: Iterable[str], deadline: float) -> tuple[list[tuple[st
     whether the listing finished before ``deadline``."""
     found: list[tuple[str, os.stat_result]] = []
     seen: set[tuple[int, int]] = set()
+    roots = list(roots)
     for root in roots:
-        for path, stat in _walk(root, 0):
+        others = frozenset(r for r in roots if r != root)  # a root inside another is walked as itself
+        for path, stat in _walk(root, 0, others):
             key = (stat.st_dev, stat.st_ino)
             if key not in seen:
                 seen.add(key)
@@ -57,7 +59,7 @@ def shared_objects(roots: Iterable[str], deadline: float) -> tuple[list[tuple[st
     return found, True
 
 
-def _walk(folder: str, depth: int) -> Iterator[tuple[str, os.stat_result]]:
+def _walk(folder: str, depth: int, others: frozenset[str]) -> Iterator[tuple[str, os.stat_result]]:
     try:
         entries = list(os.scandir(folder))
     except OSError:
@@ -65,8 +67,9 @@ def _walk(folder: str, depth: int) -> Iterator[tuple[str, os.stat_result]]:
     for entry in entries:
         try:
             if entry.is_dir(follow_symlinks=False):
-                if depth < MAX_DEPTH and not entry.name.startswith(".") and entry.name not in _SKIP:
-                    yield from _walk(entry.path, depth + 1)
+                inside = depth < MAX_DEPTH and not entry.name.startswith(".") and entry.name not in _SKIP
+                if inside and entry.path not in others:
+                    yield from _walk(entry.path, depth + 1, others)
             elif SHARED_OBJECT.search(entry.name) and entry.is_file(follow_symlinks=False):
                 yield os.path.realpath(entry.path), entry.stat(follow_symlinks=False)
         except OSError:

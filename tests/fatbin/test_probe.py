@@ -21,7 +21,7 @@ def test_the_interpreters_package_folders_in_order_not_its_stdlib(tmp_path: Path
     pythonpath = os.pathsep.join([str(first), str(tmp_path / "missing"), str(second), str(second / "nested")])
     roots, why = site_dirs(ProbeContext(python=sys.executable, env={**ENV, "PYTHONPATH": pythonpath}))
     assert why == "" and roots is not None
-    assert roots[:2] == [str(first), str(second)]  # PYTHONPATH first; a folder inside another is not walked twice
+    assert roots[:3] == [str(first), str(second), str(second / "nested")]  # PYTHONPATH first, in order
     assert not any(root.endswith(("lib-dynload", "python3.11")) for root in roots)
     assert any(root.endswith(("site-packages", "dist-packages")) for root in roots)
 

@@ -57,6 +57,17 @@ def test_cold_then_warm(site: Path, tmp_path: Path) -> None:
     assert warm.read == 0 and warm.files == cold.files
 
 
+def test_a_root_inside_another_is_walked_as_itself(site: Path, tmp_path: Path) -> None:
+    outer = site.parent  # holds site-packages below a hidden folder, as a project holds its .venv
+    hidden = outer / ".venv" / "lib" / "site-packages"
+    hidden.parent.mkdir(parents=True)
+    site.rename(hidden)
+    result = scan([str(outer), str(hidden)], ScanCache(tmp_path / "c.json"), budget=60)
+    assert "libcufile.so.0" in _by_name(result)  # the hidden inner root is scanned on its own
+    alone = scan([str(hidden)], ScanCache(tmp_path / "alone.json"), budget=60)
+    assert result.scanned == alone.scanned  # each file once, however the roots nest
+
+
 def test_a_changed_file_is_read_again(site: Path, tmp_path: Path) -> None:
     cache = ScanCache(tmp_path / "fatbin.json")
     scan([str(site)], cache, budget=60)
