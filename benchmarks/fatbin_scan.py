@@ -12,8 +12,10 @@ Usage: python benchmarks/fatbin_scan.py [--python PATH] [--runs 5] [--budget 60]
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -23,9 +25,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from cuda_doctor.fatbin.cache import ScanCache  # noqa: E402  (the repository's own package)
-from cuda_doctor.fatbin.probe import site_dirs  # noqa: E402
+from cuda_doctor.fatbin.collect import site_dirs  # noqa: E402
 from cuda_doctor.fatbin.scan import read_file, scan, shared_objects  # noqa: E402
-from cuda_doctor.probes.base import ProbeContext  # noqa: E402
+
+PATHS = (
+    "import json, sys, sysconfig; p = sysconfig.get_paths(); "
+    "print(json.dumps({'sys_path': sys.path, 'stdlib': [p['stdlib'], p['platstdlib']]}))"
+)
 
 
 def main() -> None:
@@ -35,9 +41,9 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=60.0, help="the scan's time budget (check uses --timeout)")
     parser.add_argument("--top", type=int, default=10, help="the slowest files to list")
     args = parser.parse_args()
-    roots, why = site_dirs(ProbeContext(python=args.python, env=dict(os.environ), timeout=30))
-    if roots is None:
-        sys.exit(f"cannot read {args.python}'s sys.path: {why}")
+    # the folders check scans: the interpreter's sys.path as its framework-probe child reports it
+    answer = subprocess.run([args.python, "-c", PATHS], capture_output=True, text=True, timeout=60, check=True)
+    roots = site_dirs(json.loads(answer.stdout))
     print(f"python {args.python}; folders scanned: {', '.join(roots)}")
     start = time.perf_counter()
     listed, _ = shared_objects(roots, time.monotonic() + args.budget)

@@ -250,10 +250,10 @@ def not_in_report(result: Result, facts: Facts) -> Result:
     checks unknown."""
     if result.status is not Status.UNKNOWN or not result.evidence:
         return result
-    for name, value in result.evidence.items():
+    for name in result.evidence:
         probe = next((p for p, prefixes in PROVIDES.items() if name.startswith(prefixes)), None)
-        if value != "unknown: not gathered" or probe is None:
-            return result
+        if facts.has(name) or facts.reason(name) is not None or probe is None:
+            return result  # known, or unknown for a reason the report gives
         if facts.get(f"probe.{probe}.status") not in (None, "ok"):
             return result
     return replace(result, status=Status.SKIPPED, message="not in this report: it was saved without these facts")

@@ -85,13 +85,13 @@ def test_a_report_saved_without_newer_facts_skips_their_checks(tmp_path: Path) -
     old = tmp_path / "old.json"
     old.write_text(json.dumps({**base, "values": {**base["values"], "probe.framework.status": "ok"}}))
     results = {r.rule_id: r for r in rejudge(old, Config()).results}
-    assert results["CD231"].status.value == "skipped"  # that cuda-doctor had no fatbin probe
+    assert results["CD231"].status.value == "skipped"  # that cuda-doctor's framework probe did not scan
     assert results["CD231"].message == "not in this report: it was saved without these facts"
     assert results["CD214"].status.value == "skipped"  # nor the framework child's pin facts
     timed_out = tmp_path / "timed_out.json"
-    values = {**base["values"], "probe.fatbin.status": "timeout"}
+    values = {**base["values"], "probe.framework.status": "timeout"}
     timed_out.write_text(
-        json.dumps({**base, "values": values, "unknown": {"fatbin": "the fatbin probe did not finish"}})
+        json.dumps({**base, "values": values, "unknown": {"framework": "the framework probe did not finish"}})
     )
     again = {r.rule_id: r for r in rejudge(timed_out, Config()).results}
     assert again["CD231"].status.value == "unknown"  # a probe that ran and failed: could not check

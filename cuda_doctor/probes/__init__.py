@@ -19,7 +19,6 @@ PHASE_1: dict[str, str] = {
     "toolkit": "cuda_doctor.probes.toolkit",
     "framework": "cuda_doctor.probes.framework",
     "docker": "cuda_doctor.probes.docker",
-    "fatbin": "cuda_doctor.fatbin.probe",
     "kernel": "cuda_doctor.probes.kernel_module",
 }
 PHASE_2: dict[str, str] = {
@@ -31,12 +30,11 @@ PROBES: dict[str, str] = {**PHASE_1, **PHASE_2}
 #: The facts each probe provides, so that a rule needing facts of a probe that did not run
 #: is reported as skipped ("not checked: --fast"), not as a fact that could not be gathered.
 PROVIDES: dict[str, tuple[str, ...]] = {
-    "framework": ("torch.", "tensorflow.", "framework.", "dist[", "companion[", "cudalib["),
+    "framework": ("torch.", "tensorflow.", "framework.", "dist[", "companion[", "cudalib[", "fatbin."),
     "toolkit": ("toolkit.",),
     "docker": ("docker.", "image[", "image."),
     "smoke": ("smoke",),
     "nccl": ("nccl.", "nvlink["),
-    "fatbin": ("fatbin.",),
     "kernel": ("kernel.",),
 }
 

@@ -19,6 +19,8 @@ packages (``companion[i]``) and, after ``import torch`` and CUDA's initialisatio
 library mapped into the process (``cudalib[i]``).  Those readers are child-side modules of
 ``cuda_doctor.childside``, composed into this source by ``cuda_doctor.children.compose``.
 CONFIG names the distributions and companions to report (the parent's knowledge tables).
+Right after ``{"started": true}`` it prints ``{"paths": …}``, its ``sys.path``, for the parent's
+fatbin scan (``cuda_doctor.fatbin``), which runs while this child imports torch.
 """
 
 from __future__ import annotations
@@ -439,8 +441,19 @@ def run_next(records_fd: int) -> None:
     exec(compile(source, "<cuda-doctor>", "exec"), {"__name__": "__main__"})
 
 
+def paths_record() -> str:
+    """The interpreter's sys.path and standard-library folders, for the parent's fatbin scan,
+    which runs while this child imports torch."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    stdlib = [paths.get("stdlib"), paths.get("platstdlib")]
+    return json.dumps({"paths": {"sys_path": list(sys.path), "stdlib": stdlib}})
+
+
 def main() -> None:
     os.write(1, (STARTED + "\n").encode("ascii"))
+    os.write(1, (paths_record() + "\n").encode("utf-8"))
     config = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     # Keep fd 1 for records alone: whatever the frameworks print (even from C) goes to stderr.
     records_fd = os.dup(1)

@@ -9,7 +9,9 @@ with the reason.
 
 The child also reports the CUDA distributions its ``sys.path`` resolves, torch's pins and
 companions, and the CUDA libraries the process mapped (``dist[i]``, ``companion[i]``,
-``cudalib[i]``); CONFIG tells it which distributions to list, from ``rules/data``.
+``cudalib[i]``); CONFIG tells it which distributions to list, from ``rules/data``.  Its first
+record after "started" is its ``sys.path``: this probe scans those folders for device code
+(``cuda_doctor.fatbin``, the ``fatbin.*`` facts) while the child imports torch.
 
 When the smoke run follows in the same pipeline run, the child is not ended after its report:
 it waits in ``ctx.handoff`` (as ``TORCH_CHILD``) until the smoke probe asks it to run the smoke
@@ -29,6 +31,8 @@ from typing import Any
 
 from cuda_doctor import children
 from cuda_doctor.facts import Facts
+from cuda_doctor.fatbin.collect import FATBIN_FACTS, budget, scan_facts
+from cuda_doctor.fatbin.collect import all_unknown as fatbin_unknown
 from cuda_doctor.probes._framework_child import LIBRARY_FACTS, PACKAGE_FACTS, TENSORFLOW_FACTS, TORCH_FACTS
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.process import CommandResult
@@ -51,6 +55,8 @@ FRAMEWORK_FACTS: tuple[str, ...] = (
 )
 
 _PREFIXES = ("framework.", "torch.", "tensorflow.", "dist[", "companion[", "cudalib[")
+#: Everything the probe answers for: its child's facts, and the fatbin scan's beside them.
+ALL_FACTS = (*FRAMEWORK_FACTS, *FATBIN_FACTS)
 
 #: ``import torch`` alone takes 5-7 s cold on a GPU machine, TensorFlow longer; a general
 #: probe timeout of a few seconds would report a healthy install as hung.
@@ -65,6 +71,7 @@ class FrameworkProbe:
     name: str = "framework"
     min_timeout: float = DEFAULT_MIN_TIMEOUT
     min_start_timeout: float = DEFAULT_MIN_START_TIMEOUT
+    fatbin_cache: Path | None = None  # the fatbin scan's cache file; None: cuda-doctor's cache folder
 
     def applies(self, ctx: ProbeContext) -> bool:
         return not ctx.fast  # --fast promises no framework import
@@ -76,7 +83,8 @@ class FrameworkProbe:
         return children.start_timeout(ctx.timeout, self.timeout(ctx), self.min_start_timeout)
 
     def deadline(self, ctx: ProbeContext) -> float:
-        return self.timeout(ctx) + 30  # the child's limit, then killing it and reading its output
+        # the child's limit, then killing it and reading its output (the scan runs within the limit)
+        return self.timeout(ctx) + budget(ctx.timeout) + 30
 
     def collect(self, ctx: ProbeContext) -> Facts:
         facts = self._collect(ctx)
@@ -106,10 +114,31 @@ class FrameworkProbe:
         )
         if keep:
             ctx.handoff.leave(TORCH_CHILD, child)  # also when it fails: the smoke run reads why
-            payload = child.wait_for(lambda record: not children.is_progress(record))
+        fatbin = self._scan(ctx, child)  # while the child imports torch
+        if keep:
+            payload = child.wait_for(is_payload)
             if payload is not None:
-                return shape(payload, ctx.python)
-        return interpret(child.finish(), ctx.python, timeout, start_timeout)
+                return _merged(shape(payload, ctx.python), fatbin)
+        return _merged(interpret(child.finish(), ctx.python, timeout, start_timeout), fatbin)
+
+    def _scan(self, ctx: ProbeContext, child: children.Child) -> Facts:
+        """The fatbin scan of the folders on the child's sys.path (its first record after
+        "started"), in this thread, while the child goes on with ``import torch``."""
+        first = child.wait_for(lambda record: "paths" in record or is_payload(record))
+        paths = first.get("paths") if first is not None else None
+        if not isinstance(paths, dict):
+            return fatbin_unknown(f"{ctx.python} did not report its sys.path to the framework probe")
+        return scan_facts(paths, budget(ctx.timeout), self.fatbin_cache)
+
+
+def is_payload(record: dict[str, Any]) -> bool:
+    """The child's report: any record but the protocol's own and its ``{"paths": …}``."""
+    return not children.is_progress(record) and "paths" not in record
+
+
+def _merged(facts: Facts, fatbin: Facts) -> Facts:
+    facts.merge(fatbin)
+    return facts
 
 
 def pip_command(python: str, path: str) -> str:
@@ -183,7 +212,7 @@ def interpret(result: CommandResult, python: str, timeout: float, start_timeout:
 
 def find_payload(stdout: str) -> dict[str, Any] | None:
     """The child's report: the last record that is not one of the protocol's own."""
-    records = [record for record in children.parse_records(stdout) if not children.is_progress(record)]
+    records = [record for record in children.parse_records(stdout) if is_payload(record)]
     return records[-1] if records else None
 
 

@@ -9,11 +9,9 @@ from typing import Any
 
 import pytest
 
-from cuda_doctor.facts import Facts
-from cuda_doctor.fatbin.probe import FatbinProbe
 from cuda_doctor.knowledge import derive_all
 from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.probes.framework import PROBE
+from cuda_doctor.probes.framework import FrameworkProbe
 from cuda_doctor.results import Result
 from cuda_doctor.rules import judge_rule, load_rules
 from tests.artefacts import metadata_only, unpack
@@ -32,9 +30,7 @@ def judged(
     unpack(registry.wheel("torchaudio==2.11.0"), extra)
     unpack(registry.wheel("xformers==0.0.35"), extra)
     ctx = ProbeContext(python=str(torch_cpu_python), env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(extra)})
-    facts = Facts()
-    facts.merge(PROBE.collect(ctx))
-    facts.merge(FatbinProbe(cache_path=tmp_path_factory.mktemp("cache") / "fatbin.json").collect(ctx))
+    facts = FrameworkProbe(fatbin_cache=tmp_path_factory.mktemp("cache") / "fatbin.json").collect(ctx)
     assert derive_all(facts) == []
     return {rule: {r.subject: r for r in judge_rule(RULES[rule], facts)} for rule in ("CD221", "CD222", "CD233")}
 
