@@ -121,7 +121,9 @@ for r in caught:
     print(f"{r['status']} {r['rule']} [{r['subject']}] {r['message']}")
     for command in r.get("commands", []):
         print(f"    $ {command}")
-print("shadowed NCCL caught" if {r["rule"] for r in caught} >= {"CD212", "CD213"} else "NOT CAUGHT: expected CD212 and CD213")
+rules = {r["rule"] for r in caught}
+print("CD212, the shadowing nvidia-nccl-cu13 distribution:", "caught" if "CD212" in rules else "NOT CAUGHT")
+print("CD213, the shadow copy of libnccl.so.2 loaded by torch:", "caught" if "CD213" in rules else "not seen (did torch load the pinned copy? see libs-shadow-v.txt)")
 PY
     cat "$OUT/libs-shadow-summary.txt" | tee -a "$OUT/log.txt"
   else
