@@ -1,8 +1,9 @@
 """The fatbin scan judged per GPU, and the CUDA linkage of compiled extensions against torch.
 
 Per visible GPU (``gpu[i].compute_capability`` from NVML): the files with device code that have
-neither SASS it runs (``knowledge.arch_support``: the same major at a lower or equal minor, an
-arch-specific ``sm_90a`` on exactly 9.0) nor PTX for an older or equal architecture; and the
+neither SASS it runs (``wheels.arch_support``, as for torch's own arch list: the same major at a
+lower or equal minor, an arch-specific ``sm_90a`` on exactly 9.0) nor PTX for an older or equal
+architecture; and the
 files whose only way onto this GPU is PTX newer than the driver can compile
 (``rules/data/ptx_isa.toml``).  Across files: extensions that need ``libc10_cuda.so`` under a
 CPU-only torch, and torch extensions linked to another CUDA major than torch's.
@@ -15,10 +16,10 @@ import re
 from typing import Any
 
 from cuda_doctor.facts import Facts, indexed
-from cuda_doctor.knowledge import arch_support
 from cuda_doctor.libraries.common import missing
 from cuda_doctor.tables import load_table
 from cuda_doctor.versions import major_minor
+from cuda_doctor.wheels import arch_support
 
 #: Files named in one message at most (the count says how many there are).
 SHOWN = 8

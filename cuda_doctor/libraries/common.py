@@ -135,13 +135,22 @@ def family(name: str) -> str | None:
 
 
 def python(facts: Facts) -> str:
+    """The target interpreter, quoted for a shell."""
     return shlex.quote(str(facts.get("framework.python") or "python3"))
 
 
+def pip(facts: Facts) -> str:
+    """pip for the target interpreter: the framework probe's ``framework.pip`` (plain ``pip``
+    only when it is that interpreter's own), else ``<python> -m pip``."""
+    found = facts.get("framework.pip")
+    return found if isinstance(found, str) and found else f"{python(facts)} -m pip"
+
+
 def pip_install(facts: Facts, *requirements: str, options: str = "") -> str:
+    runner = pip(facts)
     # quoted always, as pip's own docs write them: '>=', '[extras]' and '*' mean something to a shell
     quoted = " ".join(f"'{r}'" if "'" not in r else shlex.quote(r) for r in requirements)
-    return f"{python(facts)} -m pip install {options + ' ' if options else ''}{quoted}"
+    return f"{runner} install {options + ' ' if options else ''}{quoted}"
 
 
 def path_entries(value: object) -> list[str]:
@@ -177,12 +186,13 @@ def torch_version(facts: Facts) -> str | None:
 
 def torch_variant(facts: Facts) -> str | None:
     """The wheel variant of the installed torch: "cpu", "cu126", …; None when not known."""
+    from cuda_doctor.wheels import variant_of
+
     if facts.has("torch.cuda_build"):
         build = facts.get("torch.cuda_build")
         if build is None:
             return None if facts.get("torch.hip_build") else "cpu"
-        digits = re.match(r"^(\d+)\.(\d+)", str(build))
-        return f"cu{digits.group(1)}{digits.group(2)}" if digits else None
+        return variant_of(build)
     local = (torch_version(facts) or "").partition("+")[2]
     return local if re.fullmatch(r"cpu|cu\d+", local) else None
 
@@ -190,6 +200,8 @@ def torch_variant(facts: Facts) -> str | None:
 def index_option(facts: Facts) -> str | None:
     """``--index-url …`` for wheels built like the installed torch ("" when that is PyPI's
     default build); None when the variant or its index is not known."""
+    from cuda_doctor.wheels import index_url, releases, variant_of
+
     variant = torch_variant(facts)
     version = torch_version(facts)
     if version is None:
@@ -197,15 +209,12 @@ def index_option(facts: Facts) -> str | None:
     if variant is None:
         # torch not imported: PyPI's wheels carry no local label, the PyTorch index's do (+cu126)
         return "" if "+" not in version and not facts.has("torch.cuda_build") else None
-    wheels = load_table("torch_wheels")
-    url = str(wheels["index_url"]).format(variant=variant)
     if variant == "cpu":
-        return f"--index-url {url}"
+        return f"--index-url {index_url(variant)}"
     release = ".".join(version.split("+")[0].split(".")[:2])
-    row = next((r for r in wheels["release"] if str(r["torch"]) == release), None)
-    if row is None or variant not in row["variants"]:
+    row = next((r for r in releases() if str(r["torch"]) == release), None)
+    if row is None or variant not in row["variants"]:  # type: ignore[operator]
         return None
-    default = re.match(r"^(\d+)\.(\d+)", str(row.get("pypi_default", "")))
-    if default and variant == f"cu{default.group(1)}{default.group(2)}":
+    if variant == variant_of(row.get("pypi_default")):
         return ""
-    return f"--index-url {url}"
+    return f"--index-url {index_url(variant)}"

@@ -17,8 +17,8 @@ from cuda_doctor.libraries.common import (
     family,
     in_variable,
     missing,
+    pip,
     pip_install,
-    python,
     same_path,
     satisfies,
     torch_pins,
@@ -100,5 +100,5 @@ def _families(facts: Facts, pins: dict[str, Pin]) -> None:
     others = [name for tag, names in sorted(by_family.items()) if tag not in pinned for name in names]
     if pinned and others:
         facts.set("derived.cuda_families.others", others)
-        facts.set("derived.cuda_families.show_command", f"{python(facts)} -m pip show {' '.join(others)}")
-        facts.set("derived.cuda_families.uninstall_command", f"{python(facts)} -m pip uninstall -y {' '.join(others)}")
+        facts.set("derived.cuda_families.show_command", f"{pip(facts)} show {' '.join(others)}")
+        facts.set("derived.cuda_families.uninstall_command", f"{pip(facts)} uninstall -y {' '.join(others)}")
