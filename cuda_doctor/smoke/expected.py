@@ -6,7 +6,8 @@ For each ``smoke[i]`` this derives, under ``derived.smoke[i].``:
 ``fp32``, ``fp16``, ``bf16``, ``h2d_pinned``, ``h2d_pageable`` and ``launch`` (expected /
 measured there, since lower is better), each also as ``<metric>_percent``;
 ``matmul_ratio_min``/``matmul_percent_min`` with ``slowest_matmul``; and
-``slow_causes``, the likely causes of slowness visible in the facts.
+``slow_causes``, the likely causes of slowness visible in the facts; ``bf16_not_measured``,
+why the bf16 figures are absent (the framework level did not run there, or bf16 is not native).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ def derive(facts: Facts) -> None:
 
 def _derive_one(facts: Facts, table: dict[str, Any], i: int) -> None:
     out = f"derived.smoke[{i}]"
+    facts.set(f"{out}.bf16_not_measured", _bf16_not_measured(facts, i))
     ratios = [f"{out}.{m}_ratio" for m in (*METRICS, "launch")] + [f"{out}.matmul_ratio_min"]
     facts.set(f"{out}.slow_causes", slow_causes(facts, i))
     name = facts.get(indexed("smoke", i, "name"))
@@ -117,6 +119,16 @@ def _derive_one(facts: Facts, table: dict[str, Any], i: int) -> None:
         facts.set(f"{out}.slowest_matmul_expected", expected.get(f"{dtype}_tflops"))
     else:
         facts.mark_unknown(f"{out}.matmul_ratio_min", "no matmul figure could be compared")
+
+
+def _bf16_not_measured(facts: Facts, i: int) -> str:
+    """Why bf16 was not measured on smoke[i]: two causes, and the skip message must name the right one."""
+    if not facts.has(indexed("smoke", i, "error_step")):
+        return "the framework-level smoke did not run on this GPU"
+    capability = facts.get(indexed("smoke", i, "capability"))
+    if facts.get(indexed("smoke", i, "bf16_native")) is False and isinstance(capability, str):
+        return f"bf16 is not native on compute capability {capability} (needs 8.0); not measured"
+    return "bf16 was not measured on this GPU"
 
 
 def _figure(measured_name: str) -> str:
