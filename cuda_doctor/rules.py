@@ -262,6 +262,19 @@ class Rule:
     message: str = ""  # lint rules
     fix: str | None = None  # lint rules
 
+    def severity_override(self, overrides: Mapping[str, str]) -> str | None:
+        """The configured severity for this rule: its own id wins, then the longest id prefix,
+        then its category (``severity = { CD5 = "off" }`` turns off the CD5xx rules)."""
+        best: tuple[int, str] | None = None
+        for pattern, level in overrides.items():
+            if not self.matches(pattern):
+                continue
+            name = pattern.strip().upper()
+            weight = 1000 if name == self.id else len(name) if self.id.startswith(name) else 0
+            if best is None or weight > best[0]:
+                best = (weight, level)
+        return best[1] if best else None
+
     def matches(self, pattern: str) -> bool:
         """Whether a selection entry names this rule: its id, a prefix of it, or its category."""
         pattern = pattern.strip().upper()
@@ -587,7 +600,7 @@ def _evidence(names: Iterable[str], facts: Facts) -> dict[str, Any]:
 def _judge_unsafe(
     rule: Rule, facts: Facts, judgement: Judgement, bind: Callable[[str], str], subject: str | None
 ) -> Result:
-    override = judgement.severity.get(rule.id)
+    override = rule.severity_override(judgement.severity)
     values = fact_values(facts, bind)
     if rule.applies is not None:
         applies = evaluate(rule.applies, facts, bind)
@@ -684,13 +697,12 @@ def judge(
     so the report is complete."""
     env = [rule for rule in rules if rule.kind == "env"]
     judgement = judgement or Judgement()
-    off = [rule_id for rule_id, level in judgement.severity.items() if level == "off"]
+    off = [rule.id for rule in env if rule.severity_override(judgement.severity) == "off"]
     skipped = left_out(env, select, ignore, configured, off)
-    active = Judgement({k: v for k, v in judgement.severity.items() if v != "off"})
     results: list[Result] = []
     for rule in env:
         if rule.id in skipped:
             results.append(_result(rule, Status.SKIPPED, skipped[rule.id]))
             continue
-        results.extend(judge_rule(rule, facts, active))
+        results.extend(judge_rule(rule, facts, judgement))
     return results

@@ -226,6 +226,19 @@ def test_select_ignore_and_severity_override() -> None:
     assert off["CD502"].status is Status.SKIPPED and off["CD502"].message == 'ignored by config (severity = "off")'
 
 
+def test_severity_by_prefix_or_category_applies_and_the_own_id_wins() -> None:
+    """A severity entry is a selection pattern like select/ignore: it is applied, never accepted and dropped."""
+    rules = load_rules()
+    facts = Facts({"system.shm_bytes": 64 * 2**20})
+    by_prefix = {r.rule_id: r for r in judge(rules, facts, judgement=Judgement({"CD5": "off"}))}
+    assert by_prefix["CD502"].status is Status.SKIPPED and "ignored by config" in by_prefix["CD502"].message
+    by_category = {r.rule_id: r for r in judge(rules, facts, judgement=Judgement({"container": "warning"}))}
+    assert by_category["CD502"].status is Status.WARN
+    own_id = {r.rule_id: r for r in judge(rules, facts, judgement=Judgement({"CD5": "off", "CD502": "warning"}))}
+    assert own_id["CD502"].status is Status.WARN
+    assert own_id["CD501"].status is Status.SKIPPED
+
+
 def test_a_skipped_rule_says_what_left_it_out() -> None:
     """Not "(not applicable)": the configuration, or the command line, and which."""
     rules = load_rules()

@@ -383,7 +383,7 @@ def lint_paths(
         if result.lines is not None:
             lines[path] = result.lines
     chosen = selected_ids(rules.values(), options.select, options.ignore)
-    enabled = {rule_id for rule_id in chosen if options.severity.get(rule_id) != "off"}
+    enabled = {rule_id for rule_id in chosen if rules[rule_id].severity_override(options.severity) != "off"}
     unknown = sorted({hit.rule_id for _, hit in raw} - rules.keys())
     if unknown:  # never dropped in silence: a detector and the rule files disagree
         raise MissingRuleError(f"a lint detector reported {', '.join(unknown)}, which has no rule")
@@ -440,7 +440,7 @@ def _suppressed(lines: list[str] | None, hit: Hit) -> bool:
 
 def render_hit(path: Path, hit: Hit, rule: Rule, options: LintOptions) -> Finding:
     captures = hit.capture_dict()
-    override = options.severity.get(rule.id)
+    override = rule.severity_override(options.severity)
     return Finding(
         path=_display(path),
         line=hit.line,

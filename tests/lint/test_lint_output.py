@@ -107,6 +107,13 @@ def test_config_select_ignore_and_severity(repo: Path) -> None:
     assert {f["severity"] for f in document["findings"] if f["rule"] == "CDL101"} == {"info"}
 
 
+def test_config_severity_by_prefix(repo: Path) -> None:
+    (repo / "pyproject.toml").write_text('[tool.cuda-doctor]\nseverity = { CDL1 = "off", CDL006 = "info" }\n')
+    document = json.loads(cli("--format", "json", ".", cwd=repo).stdout)
+    assert not [f for f in document["findings"] if f["rule"].startswith("CDL1")]
+    assert {f["severity"] for f in document["findings"] if f["rule"] == "CDL006"} == {"info"}
+
+
 def test_output_file(repo: Path) -> None:
     result = cli("--format", "sarif", "-o", "out.sarif", "launcher.py", cwd=repo)
     assert result.returncode == 0 and result.stdout == ""
