@@ -144,3 +144,11 @@ def test_a_failed_write_keeps_the_previous_report(repo: Path) -> None:
     assert json.loads(result.stdout)["version"] == "2.1.0"  # the findings went to stdout instead
     assert (repo / "out.sarif").read_text() == "previous report\n"
     assert not [p.name for p in repo.iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
+def test_text_output_escapes_what_comes_from_the_linted_files(tmp_path: Path) -> None:
+    name = "train\x1b]2;PWNED\x07.py"
+    (tmp_path / name).write_text("import torch\nscaler = torch.cuda.amp.GradScaler()\n")
+    result = cli(name, cwd=tmp_path)
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "\\x1b]2;PWNED\\x07.py" in result.stdout

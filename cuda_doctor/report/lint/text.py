@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cuda_doctor.lint.engine import LintReport
+from cuda_doctor.report import printable
 
 
 def render(report: LintReport, color: bool = False) -> str:
@@ -14,9 +15,12 @@ def render(report: LintReport, color: bool = False) -> str:
 
             tint = {"error": "red", "warning": "yellow", "info": "blue"}.get(level)
             level = click.style(level, fg=tint, bold=True)
-        lines.append(f"{f.path}:{f.line}:{f.column}: {f.rule_id} {level}: {f.message}")
+        # paths and captured source text come from the linted files: never act on their escapes
+        lines.append(f"{printable(f.path)}:{f.line}:{f.column}: {f.rule_id} {level}: {printable(f.message)}")
         if f.fix:
-            lines.append(f"    fix: {f.fix}")
+            first, *rest = f.fix.splitlines() or [""]
+            lines.append(f"    fix: {printable(first)}")
+            lines.extend(f"         {printable(line)}" for line in rest)
     counts = {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")}
     total = len(report.findings)
     noun = "file" if report.files == 1 else "files"
