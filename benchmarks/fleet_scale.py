@@ -1,30 +1,38 @@
-"""How long `cuda-doctor fleet` takes to read and compare N node reports.
+"""How long `cuda-doctor fleet` takes to read and compare N node reports, and its memory.
 
 Generates N realistic 8-GPU H200 node reports (facts shaped like the recorded H200 machine,
 per-GPU NVML facts, smoke figures with run-to-run wobble, 40 rule results; a few nodes with
-another driver, a slow GPU or a failing rule) as files in a temporary directory, then times
-loading + comparing, and rendering the text and JSON output, for each N.
+another driver, a slow GPU or a failing rule), written as `check --save` writes them (indented
+JSON), into a temporary directory, once for the largest N (the smaller sets are hard links to
+its first files).  Each measurement is a fresh process that does what `fleet DIR` does: list
+the directory, read every report keeping what the comparison needs (worker processes as
+`--jobs 0` chooses), compare; it prints the wall time, CPU time and peak RSS.  Each N is
+measured with the standard library's JSON decoder and, when installed, with msgspec (the
+`fast` extra); the table gives the median of the runs, and the rendering time of the text,
+JSON and HTML output at the end.  The files are in the page cache (just written), as after
+gathering them; the machine's load average is printed, since other work on it slows every figure.
 
-    python benchmarks/fleet_scale.py            # N = 100, 1000, 10000
-    python benchmarks/fleet_scale.py 100 1000
+    python benchmarks/fleet_scale.py                    # N = 100, 1000, 3000, 10000; 3 runs each
+    python benchmarks/fleet_scale.py 100 1000 --runs 1 --jobs 1
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import random
+import resource
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from cuda_doctor.compare.fleet import compare_fleet
-from cuda_doctor.report.compare import json as compare_json
-from cuda_doctor.report.compare import text as compare_text
-from cuda_doctor.reportfile import load_many
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 GPUS = 8
 # The recorded H200 (torch 2.11.0+cu130, driver 580.159.04) figures.
@@ -124,49 +132,127 @@ def node_report(i: int, rng: random.Random) -> dict[str, Any]:
     }
 
 
-def run(n: int) -> dict[str, float]:
+def write_reports(directory: Path, n: int) -> float:
+    """N report files in ``directory``; returns their size in MB."""
     rng = random.Random(n)
-    with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
-        directory = Path(tmp)
-        size = 0
-        for i in range(n):
-            text = json.dumps(node_report(i, rng), indent=2)
-            size += len(text)
-            (directory / f"node{i:05d}.json").write_text(text)
-        start = time.perf_counter()
-        reports, errors = load_many([directory])
-        loaded = time.perf_counter()
-        fleet = compare_fleet(reports, errors)
-        compared = time.perf_counter()
-        compare_text.render_fleet(fleet)
-        compare_json.render_fleet(fleet)
-        rendered = time.perf_counter()
-    if len(fleet.nodes) != n or fleet.errors:
-        raise SystemExit(f"expected {n} readable reports, got {len(fleet.nodes)}: {fleet.errors[:3]}")
-    return {
-        "mb": size / 1e6,
+    size = 0
+    for i in range(n):
+        text = json.dumps(node_report(i, rng), indent=2)
+        size += len(text)
+        (directory / f"node{i:05d}.json").write_text(text)
+    return size / 1e6
+
+
+def linked_subset(source: Path, target: Path, n: int) -> float:
+    """The first N files of ``source`` as hard links in ``target``; returns their size in MB."""
+    target.mkdir()
+    size = 0
+    for path in sorted(source.glob("*.json"))[:n]:
+        os.link(path, target / path.name)
+        size += path.stat().st_size
+    return size / 1e6
+
+
+def measure(directory: str, decoder: str, jobs: int, render: bool) -> dict[str, Any]:
+    """One fleet run in this process (a fresh one): what `cuda-doctor fleet DIR` does."""
+    from cuda_doctor import reportfile
+    from cuda_doctor.compare.fleet import FLEET_FIELDS, compare_fleet
+
+    if decoder == "stdlib":
+        reportfile.fast_decoder = lambda: None  # what a system without msgspec runs
+    elif reportfile.fast_decoder() is None:
+        raise SystemExit("msgspec is not installed (pip install 'cuda-doctor[fast]')")
+    cpu0 = _cpu()
+    start = time.perf_counter()
+    reports, errors, _ = reportfile.load_unique([directory], FLEET_FIELDS, jobs)
+    loaded = time.perf_counter()
+    fleet = compare_fleet(reports, errors)
+    compared = time.perf_counter()
+    out: dict[str, Any] = {
         "load": loaded - start,
         "compare": compared - loaded,
         "total": compared - start,
-        "render": rendered - compared,
+        "cpu": _cpu() - cpu0,
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "worker_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "nodes": len(fleet.nodes),
+        "errors": len(fleet.errors),
         "differing": len(fleet.differing),
         "outliers": len(fleet.outliers),
     }
+    if render:
+        from cuda_doctor.report.compare import render_fleet
+
+        for fmt in ("text", "json"):
+            began = time.perf_counter()
+            text = render_fleet(fleet, fmt, color=False, width=None, all_nodes=False)
+            out[f"render_{fmt}"] = time.perf_counter() - began
+            out[f"size_{fmt}_mb"] = len(text.encode()) / 1e6
+    return out
+
+
+def _cpu() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def run_child(directory: Path, decoder: str, jobs: int, render: bool = False) -> dict[str, Any]:
+    argv = [sys.executable, __file__, "--measure", str(directory), "--decoder", decoder, "--jobs", str(jobs)]
+    proc = subprocess.run([*argv, *(["--render"] if render else [])], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"measuring {directory} with {decoder} failed:\n{proc.stderr}")
+    return json.loads(proc.stdout)
+
+
+def decoders() -> list[str]:
+    from cuda_doctor.reportfile import fast_decoder
+
+    return ["stdlib", "msgspec"] if fast_decoder() is not None else ["stdlib"]
 
 
 def main(argv: list[str]) -> None:
-    sizes = [int(a) for a in argv] or [100, 1000, 10000]
-    print(
-        f"{'N':>6} {'MB':>7} {'load s':>8} {'compare s':>10} {'load+cmp s':>11} "
-        f"{'render s':>9} {'differ':>7} {'outliers':>9}"
-    )
-    for n in sizes:
-        r = run(n)
-        print(
-            f"{n:>6} {r['mb']:>7.1f} {r['load']:>8.3f} {r['compare']:>10.3f} {r['total']:>11.3f} "
-            f"{r['render']:>9.3f} {r['differing']:>7.0f} {r['outliers']:>9.0f}",
-            flush=True,
-        )
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sizes", nargs="*", type=int, default=[100, 1000, 3000, 10000])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=0, help="as fleet --jobs (0: chosen from the CPUs and files)")
+    parser.add_argument("--measure", help=argparse.SUPPRESS)
+    parser.add_argument("--decoder", default="msgspec", help=argparse.SUPPRESS)
+    parser.add_argument("--render", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.measure:
+        print(json.dumps(measure(args.measure, args.decoder, args.jobs, args.render)))
+        return
+    names = decoders()
+    if len(names) == 1:
+        print("msgspec is not installed: the standard library's decoder only (pip install 'cuda-doctor[fast]')")
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the start; --jobs {args.jobs}")
+    head = f"{'N':>6} {'MB':>6}" + "".join(f" {d + ' s':>11} {'cpu s':>6}" for d in names)
+    print(head + f" {'peak RSS MB':>12} {'worker MB':>10} {'differ':>7} {'outliers':>9}")
+    with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
+        everything = Path(tmp) / "all"
+        everything.mkdir()
+        write_reports(everything, max(args.sizes))
+        last: dict[str, Any] = {}
+        for n in sorted(args.sizes):
+            directory = Path(tmp) / f"n{n}"
+            mb = linked_subset(everything, directory, n)
+            line = f"{n:>6} {mb:>6.1f}"
+            for name in names:
+                runs = [run_child(directory, name, args.jobs) for _ in range(args.runs)]
+                for r in runs:
+                    if r["nodes"] != n or r["errors"]:
+                        raise SystemExit(f"expected {n} readable reports, got {r['nodes']} and {r['errors']} errors")
+                line += f" {statistics.median(r['total'] for r in runs):>11.3f}"
+                line += f" {statistics.median(r['cpu'] for r in runs):>6.2f}"
+                last = runs[-1]
+            line += f" {last['rss_mb']:>12.0f} {last['worker_rss_mb']:>10.0f}"
+            print(f"{line} {last['differing']:>7} {last['outliers']:>9}", flush=True)
+        biggest = Path(tmp) / f"n{max(args.sizes)}"
+        r = run_child(biggest, names[-1], args.jobs, render=True)
+        print(f"rendering {max(args.sizes)} nodes (s, MB):", end="")
+        for fmt in ("text", "json"):
+            print(f" {fmt} {r[f'render_{fmt}']:.3f} ({r[f'size_{fmt}_mb']:.1f} MB)", end="")
+        print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
 
 
 if __name__ == "__main__":

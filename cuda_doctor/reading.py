@@ -63,12 +63,25 @@ def read_bytes(path: str | Path, limit: int, what: str = "a file") -> bytes:
     try:
         info = os.fstat(fd)
         check(info.st_mode, info.st_size, limit, what)
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(limit + 1)
+        data = _read_at_most(fd, limit + 1, info.st_size + 1)
     finally:
         os.close(fd)
     check(stat.S_IFREG, len(data), limit, what)
     return data
+
+
+def _read_at_most(fd: int, limit: int, expected: int) -> bytes:
+    """Up to ``limit`` bytes, to the end of the file.  The first read asks for the size the file
+    had (and one byte more, to see its end), not for ``limit``: a buffer of the limit for each
+    of a fleet's thousands of reports costs more than reading them."""
+    chunks: list[bytes] = []
+    left = limit
+    want = min(expected, left)
+    while left > 0 and (chunk := os.read(fd, min(want, left))):
+        chunks.append(chunk)
+        left -= len(chunk)
+        want = 2**20  # it grew while read (or said 0, as /proc files do): on, in pieces, to the limit
+    return b"".join(chunks)
 
 
 def read_text(path: str | Path, limit: int, what: str = "a text file") -> str:

@@ -5,14 +5,21 @@
 file gets the same one-line ``ReportFileError`` whichever command reads it.  Reading is bounded
 (docs/json-schema.md): at most ``MAX_BYTES``, regular files only (a FIFO or ``/dev/zero`` is
 refused before a byte is read), and JSON nested too deeply for the parser is an error, not a crash.
+
+Reading thousands of reports (``fleet``) has a fast path, never a second reader: msgspec decodes
+the JSON when it is installed (the ``fast`` extra), and a document it refuses is decoded again by
+the standard library, which accepts it or names the problem, so both give the same values and the
+same errors; ``Fields`` keeps only what the caller reads; and many files are read in worker
+processes (``parallel.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -27,6 +34,8 @@ SCHEMA = "cuda-doctor/report"
 SCHEMA_VERSION = 1
 #: A report is tens of kilobytes; anything this large is not one.
 MAX_BYTES = 64 * 2**20
+#: Files per worker process below which another worker costs more than it saves (``jobs=0``).
+REPORTS_PER_JOB = 250
 
 
 class ReportFileError(UserError):
@@ -36,6 +45,10 @@ class ReportFileError(UserError):
         super().__init__(f"{path}: {reason}")
         self.path = str(path)
         self.reason = reason
+
+    def __reduce__(self) -> tuple[type[ReportFileError], tuple[str, str]]:
+        # Made again from its two parts when it comes back from a worker process.
+        return type(self), (self.path, self.reason)
 
 
 class SavedReport(NamedTuple):
@@ -61,10 +74,41 @@ class SavedReport(NamedTuple):
         return self.values.get(name, default)
 
 
-def load_report(path: str | Path) -> SavedReport:
+class Fields(NamedTuple):
+    """The part of each report a caller keeps.  The file is still read and checked whole, with the
+    same errors as without; then only ``facts(values)`` is kept (``unknown`` is left empty), and
+    the results whose status is in ``statuses``.  Thousands of reports then fit in memory, and
+    come back from a worker process cheaply.  ``facts`` must be a module-level function (it is
+    sent to worker processes by name)."""
+
+    facts: Callable[[Mapping[str, Any]], dict[str, Any]]
+    statuses: frozenset[Status]
+
+
+def load_report(path: str | Path, fields: Fields | None = None) -> SavedReport:
     """Read and check one report file; raises ``ReportFileError`` naming the file."""
     shown = str(path)
-    raw = _read_bounded(path, shown)
+    return parse_report(_decode(_read_bounded(path, shown), shown), shown, fields)
+
+
+@functools.cache
+def fast_decoder() -> Callable[[bytes], Any] | None:
+    """msgspec's JSON decoder when it is installed (``pip install 'cuda-doctor[fast]'``), else None."""
+    try:
+        from msgspec.json import Decoder
+    except ImportError:  # the optional extra is not installed: the standard library decodes
+        return None
+    return Decoder().decode
+
+
+def _decode(raw: bytes, shown: str) -> Any:
+    fast = fast_decoder()
+    if fast is not None:
+        # msgspec gives the standard library's values for every document it accepts; what it
+        # refuses (NaN, a lone surrogate, bad UTF-8, no JSON at all) falls through to the
+        # standard library, which accepts it as before or raises the error a user reads.
+        with contextlib.suppress(ValueError, RecursionError):  # msgspec.DecodeError is a ValueError
+            return fast(raw)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -81,7 +125,7 @@ def load_report(path: str | Path) -> SavedReport:
         raise ReportFileError(shown, "not a cuda-doctor report (JSON nested too deeply to read)") from None
     except ValueError as exc:  # e.g. an integer with more digits than Python converts
         raise ReportFileError(shown, f"not valid JSON: {exc}") from None
-    return parse_report(data, shown)
+    return data
 
 
 def _read_bounded(path: str | Path, shown: str) -> bytes:
@@ -115,8 +159,19 @@ def _describe_json_error(text: str, exc: JSONDecodeError) -> str:
     return f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
 
 
-def parse_report(data: Any, path: str) -> SavedReport:
+def parse_report(data: Any, path: str, fields: Fields | None = None) -> SavedReport:
     """Check decoded JSON as a report, or as a bare facts dump (``values`` and ``unknown``)."""
+    report = _parse(data, path, None if fields is None else frozenset(s.value for s in fields.statuses))
+    if fields is None:
+        return report
+    return report._replace(
+        values=fields.facts(report.values),
+        unknown={},
+        results=tuple(r for r in report.results if r.status in fields.statuses),
+    )
+
+
+def _parse(data: Any, path: str, keep: frozenset[str] | None) -> SavedReport:
     if not isinstance(data, dict):
         raise ReportFileError(path, f"not a cuda-doctor report (top level is a JSON {_kind(data)})")
     schema = data.get("schema")
@@ -133,7 +188,7 @@ def parse_report(data: Any, path: str) -> SavedReport:
         raise ReportFileError(path, "no facts found: the report has no 'facts.values' object")
     values: dict[str, Any] = facts["values"]
     unknown = _unknown(facts.get("unknown", {}), path)
-    results, notes = _parse_results(data.get("results", []), path)
+    results, notes = _parse_results(data.get("results", []), path, keep)
     if schema is None:
         notes = ("no 'schema' field: read as a report", *notes)
     command = data.get("command")
@@ -199,7 +254,11 @@ def _from_facts_dump(data: dict[str, Any], path: str) -> SavedReport:
 _STATUSES = {s.value for s in Status}
 
 
-def _parse_results(raw: Any, path: str) -> tuple[tuple[Result, ...], tuple[str, ...]]:
+def _parse_results(
+    raw: Any, path: str, keep: frozenset[str] | None = None
+) -> tuple[tuple[Result, ...], tuple[str, ...]]:
+    """The results, each checked; with ``keep``, one of another status is not made into a
+    ``Result`` when its shape is the one written (it is then certainly well formed)."""
     if not isinstance(raw, list):
         raise ReportFileError(path, "'results' must be a list")
     results: list[Result] = []
@@ -211,12 +270,26 @@ def _parse_results(raw: Any, path: str) -> tuple[tuple[Result, ...], tuple[str, 
         if isinstance(status, str) and status not in _STATUSES:
             skipped += 1  # a status this version does not know (written by a newer tool): left out
             continue
+        if (
+            keep is not None
+            and type(status) is str
+            and status not in keep
+            # as Result.to_dict writes it (lists, an evidence object), so from_dict takes it
+            and type(item.get("commands", ())) in _LISTS
+            and type(item.get("links", ())) in _LISTS
+            and type(item.get("evidence", _NO_EVIDENCE)) is dict
+        ):
+            continue  # checked, and not kept
         try:
             results.append(Result.from_dict(item))
         except (TypeError, KeyError, ValueError) as exc:
             raise ReportFileError(path, f"malformed result for rule {item.get('rule')!r}: {exc}") from None
     notes = (f"{skipped} result(s) with a status this version does not know were left out",)
     return tuple(results), notes if skipped else ()
+
+
+_LISTS = (list, tuple)  # a tuple: the key is absent (the default in _parse_results)
+_NO_EVIDENCE: dict[str, Any] = {}
 
 
 def _tool_version(data: Mapping[str, Any]) -> str | None:
@@ -235,46 +308,97 @@ def _kind(value: Any) -> str:
 # -- many files (fleet) -------------------------------------------------------------------------
 
 
-def load_many(paths: Iterable[str | Path]) -> tuple[list[SavedReport], list[ReportFileError]]:
+def load_many(
+    paths: Iterable[str | Path], fields: Fields | None = None, jobs: int = 1
+) -> tuple[list[SavedReport], list[ReportFileError]]:
     """Load every report it can; the ones it cannot are returned as errors, in input order."""
-    reports, errors, _ = load_unique(paths)
+    reports, errors, _ = load_unique(paths, fields, jobs)
     return reports, errors
 
 
-def load_unique(paths: Iterable[str | Path]) -> tuple[list[SavedReport], list[ReportFileError], list[str]]:
+def load_unique(
+    paths: Iterable[str | Path], fields: Fields | None = None, jobs: int = 1
+) -> tuple[list[SavedReport], list[ReportFileError], list[str]]:
     """``load_many`` of files as given and the ``*.json`` entries of directories (sorted, not
     recursive), each resolved path read once; the third item names the paths given again.
-    An entry that cannot be read (a dangling symlink, a loop, a FIFO, a folder) is an error."""
-    files: list[Path] = []
+    An entry that cannot be read (a dangling symlink, a loop, a FIFO, a folder) is an error.
+    ``jobs`` above 1 reads them in that many worker processes where this system has them
+    (``parallel.map_chunks``), 0 as many as suit the CPUs and the number of files; the outcome is
+    the same, in the same order."""
+    files: list[tuple[Path, Path | None]] = []  # each with its resolved path, when already known
     errors: list[ReportFileError] = []
     for entry in map(Path, paths):
         if entry.is_dir():
-            # every entry, not only regular files: a dangling symlink, a loop or a FIFO fails
-            # to load below and is named with its reason
-            found = sorted(entry.glob("*.json"))
+            found = _json_files(entry)
             if not found:
                 errors.append(ReportFileError(entry, "directory holds no *.json reports"))
             files.extend(found)
         else:
-            files.append(entry)
-    seen: set[Path] = set()
+            files.append((entry, None))
+    unique, repeated = _unique(files)
     reports: list[SavedReport] = []
+    for loaded in _load_all(unique, fields, jobs):
+        if isinstance(loaded, ReportFileError):
+            errors.append(loaded)
+        else:
+            reports.append(loaded)
+    return reports, errors, repeated
+
+
+def _json_files(folder: Path) -> list[tuple[Path, Path | None]]:
+    """Every ``*.json`` entry in ``folder``, sorted: not only regular files, since a dangling
+    symlink, a loop, a FIFO or a folder fails to load and is named with its reason.  Each comes
+    with its resolved path when it is not a symlink (the folder's, and its name: no system call
+    per file)."""
+    found: list[tuple[Path, Path | None]] = []
+    try:
+        real = folder.resolve()
+        with os.scandir(folder) as entries:
+            for e in entries:
+                if e.name.endswith(".json"):
+                    found.append((folder / e.name, None if e.is_symlink() else real / e.name))
+    except OSError:  # an unreadable folder: named as holding no reports, as a glob would have it
+        return []
+    return sorted(found, key=lambda pair: pair[0].name)  # one folder: the names decide, and compare faster
+
+
+def _unique(files: list[tuple[Path, Path | None]]) -> tuple[list[Path], list[str]]:
+    seen: set[Path] = set()
+    unique: list[Path] = []
     repeated: list[str] = []
+    for f, resolved in files:
+        try:
+            key = resolved or f.resolve()
+        except (OSError, RuntimeError):
+            key = f.absolute()  # a symlink loop: it fails to load and is named then
+        if key in seen:
+            repeated.append(str(f))
+        else:
+            seen.add(key)
+            unique.append(f)
+    return unique, repeated
+
+
+def _load_all(files: list[Path], fields: Fields | None, jobs: int) -> list[SavedReport | ReportFileError]:
+    if jobs != 1 and len(files) > 1:
+        from cuda_doctor import parallel
+
+        jobs = jobs or parallel.default_jobs(len(files), REPORTS_PER_JOB)
+        loaded = parallel.map_chunks(functools.partial(_load_chunk, fields=fields), files, jobs)
+        if loaded is not None:
+            return loaded
+    return _load_chunk(files, fields)
+
+
+def _load_chunk(files: Sequence[Path], fields: Fields | None) -> list[SavedReport | ReportFileError]:
+    out: list[SavedReport | ReportFileError] = []
     with gc_paused():
         for f in files:
             try:
-                key = f.resolve()
-            except (OSError, RuntimeError):
-                key = f.absolute()  # a symlink loop: it fails to load below and is named then
-            if key in seen:
-                repeated.append(str(f))
-                continue
-            seen.add(key)
-            try:
-                reports.append(load_report(f))
+                out.append(load_report(f, fields))
             except ReportFileError as exc:
-                errors.append(exc)
-    return reports, errors, repeated
+                out.append(exc)
+    return out
 
 
 @contextlib.contextmanager

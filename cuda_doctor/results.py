@@ -19,6 +19,9 @@ class Status(str, enum.Enum):
     ERROR = "error"  # the rule itself broke
 
 
+_BY_VALUE = {s.value: s for s in Status}
+
+
 class Severity(str, enum.Enum):
     ERROR = "error"
     WARNING = "warning"
@@ -66,17 +69,19 @@ class Result:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Result:
+        get = data.get  # a fleet reads hundreds of thousands of these: no call more than needed
+        status = data["status"]
         return cls(
             rule_id=str(data["rule"]),
-            title=str(data.get("title", "")),
-            category=str(data.get("category", "")),
-            status=Status(data["status"]),
-            message=str(data.get("message", "")),
-            subject=data.get("subject"),
-            fix=data.get("fix"),
-            commands=tuple(data.get("commands", ())),
-            links=tuple(data.get("links", ())),
-            evidence=dict(data.get("evidence", {})),
+            title=str(get("title", "")),
+            category=str(get("category", "")),
+            status=_BY_VALUE[status] if type(status) is str and status in _BY_VALUE else Status(status),
+            message=str(get("message", "")),
+            subject=get("subject"),
+            fix=get("fix"),
+            commands=tuple(get("commands", ())),
+            links=tuple(get("links", ())),
+            evidence=dict(get("evidence", {})),
         )
 
     def rank(self) -> int:

@@ -6,9 +6,9 @@ import sys
 
 import click
 
-from cuda_doctor.commands.options import format_option, noise_option
+from cuda_doctor.commands.options import format_option, jobs_option, noise_option
 from cuda_doctor.compare.diff import DEFAULT_NOISE
-from cuda_doctor.compare.fleet import compare_fleet
+from cuda_doctor.compare.fleet import FLEET_FIELDS, compare_fleet
 from cuda_doctor.errors import UserError
 from cuda_doctor.report.compare import FORMATS, render_fleet
 from cuda_doctor.reportfile import load_unique
@@ -26,12 +26,14 @@ from cuda_doctor.reportfile import load_unique
     "even when nodes have failing rules.",
 )
 @click.option("--all-nodes", is_flag=True, help="Text output: list every node, however many.")
+@jobs_option("Processes reading the reports (0: one per CPU for large fleets, at most 8; 1: none).")
 def command(
     paths: tuple[str, ...],
     fmt: str,
     noise: float,
     fail_on_difference: bool,
     all_nodes: bool,
+    jobs: int,
 ) -> None:
     """Compare saved reports of many nodes side by side.
 
@@ -46,7 +48,7 @@ def command(
     unreadable, any node differs, has failing rules or is an outlier.  2 when no report
     could be read.
     """
-    reports, errors, repeated = load_unique(paths)
+    reports, errors, repeated = load_unique(paths, FLEET_FIELDS, jobs)
     if not reports:
         reasons = "; ".join(str(e) for e in errors) or "no reports given"
         raise UserError(f"no readable report: {reasons}")

@@ -98,6 +98,11 @@ def file_option(*names: str, help: str, callback: Any = None) -> Callable[[F], F
     return click.option(*names, type=click.Path(path_type=Path, dir_okay=False), callback=callback, help=help)
 
 
+def jobs_option(help: str) -> Callable[[F], F]:
+    """``--jobs N``: worker processes; 0 lets the command choose from the CPUs and the work."""
+    return click.option("--jobs", "-j", type=click.IntRange(0, 256), default=0, show_default=True, help=help)
+
+
 def noise_option(default: float, help: str) -> Callable[[F], F]:
     # the default as a string, so the help shows "5%", not "0.05"
     return click.option("--noise", type=NoiseBand(), default=f"{default:.0%}", show_default=True, help=help)

@@ -7,14 +7,15 @@ reference the way it drags a mean.
 
 from __future__ import annotations
 
-import statistics
-from collections import Counter, defaultdict
+import bisect
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 from cuda_doctor.compare.diff import DEFAULT_NOISE
-from cuda_doctor.compare.keys import METRICS, Metric, number, smoke_indices
-from cuda_doctor.reportfile import ReportFileError, SavedReport, gc_paused
+from cuda_doctor.compare.keys import METRICS, Metric, number, smoke_indices, smoke_keys
+from cuda_doctor.reportfile import Fields, ReportFileError, SavedReport, gc_paused
 from cuda_doctor.results import Status
 
 #: Robust z-score above which a figure is an outlier (Iglewicz & Hoaglin's 3.5).
@@ -27,6 +28,17 @@ SLOW_RATIO = 0.8
 MIN_GROUP = 3
 
 _FAILING = (Status.FAIL, Status.ERROR)
+#: The facts a node's configuration is made of (gpu[i].name and the smoke figures besides).
+_CONFIG_FACTS = (
+    "driver.version",
+    "driver.cuda_version",
+    "torch.version",
+    "torch.cuda_build",
+    "torch.nccl_version",
+    "gpu.count",
+    "torch.device_names",
+    "system.hostname",
+)
 
 
 @dataclass(frozen=True)
@@ -120,6 +132,8 @@ class Fleet:
     repeated: tuple[str, ...] = ()  # paths given more than once, counted once
     #: Configurations as common as the majority (the majority itself not included).
     tied_with: tuple[NodeConfig, ...] = ()
+    #: For each of ``stats``, in its order, the group's figures, sorted (the page's charts).
+    figures: tuple[tuple[float, ...], ...] = ()
 
     @property
     def failing(self) -> tuple[Node, ...]:
@@ -132,8 +146,10 @@ class Fleet:
         return not (self.errors or self.differing or self.failing or self.outliers)
 
 
-def node_config(report: SavedReport) -> NodeConfig:
-    names = _gpu_names(report)
+def node_config(report: SavedReport, names: dict[int, str] | None = None) -> NodeConfig:
+    """The node's configuration; ``names`` is ``_gpu_names(report)`` when the caller has it."""
+    if names is None:
+        names = _gpu_names(report)
     models = sorted(set(names.values()))
     return NodeConfig(
         driver=report.get("driver.version"),
@@ -163,6 +179,28 @@ def _gpu_names(report: SavedReport) -> dict[int, str]:
     return out
 
 
+def fleet_facts(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The facts ``compare_fleet`` reads, picked the way it reads them (``FLEET_FIELDS``)."""
+    report = SavedReport("", "", None, None, 0, values, {})
+    kept = {name: values[name] for name in _CONFIG_FACTS if name in values}
+    for i in _gpu_names(report):
+        kept[f"gpu[{i}].name"] = values[f"gpu[{i}].name"]
+    for i in smoke_indices(report):
+        for key in smoke_keys(i):
+            if key in values:
+                kept[key] = values[key]
+    return kept
+
+
+#: What a fleet keeps of each report it reads: ``load_unique(paths, FLEET_FIELDS)``.
+FLEET_FIELDS = Fields(facts=fleet_facts, statuses=frozenset({*_FAILING, Status.WARN}))
+
+
+def _figure_keys(gpu: int) -> tuple[str, ...]:
+    """``smoke[i].<figure>`` for every metric, in METRICS order."""
+    return smoke_keys(gpu)[: len(METRICS)]
+
+
 def _smoke_models(report: SavedReport, nvml_names: dict[int, str]) -> dict[int, str]:
     """CUDA ordinal → GPU name for the smoke figures (torch's order when it said so)."""
     torch_names = report.get("torch.device_names")
@@ -175,7 +213,7 @@ def _smoke_models(report: SavedReport, nvml_names: dict[int, str]) -> dict[int, 
     return out
 
 
-def _node(report: SavedReport) -> Node:
+def _node(report: SavedReport, names: dict[int, str]) -> Node:
     failing: list[str] = []
     warnings = 0
     for r in report.results:
@@ -186,7 +224,7 @@ def _node(report: SavedReport) -> Node:
     return Node(
         host=report.host,
         path=report.path,
-        config=node_config(report),
+        config=node_config(report, names),
         failing=tuple(failing),
         warnings=warnings,
         created=report.created,
@@ -200,14 +238,15 @@ def compare_fleet(
     repeated: list[str] | tuple[str, ...] = (),
 ) -> Fleet:
     with gc_paused():
-        nodes = [_node(r) for r in reports]
+        names = [_gpu_names(r) for r in reports]
+        nodes = [_node(r, n) for r, n in zip(reports, names, strict=True)]
         majority, majority_count, tied_with = _majority([n.config for n in nodes])
         differing = tuple(
             NodeDifference(n.host, n.path, _differences(n.config, majority))
             for n in nodes
             if majority is not None and n.config != majority
         )
-        stats, outliers = _outliers(reports, noise)
+        stats, outliers, figures = _outliers(reports, names, noise)
     host_counts = Counter(n.host for n in nodes)
     return Fleet(
         nodes=tuple(nodes),
@@ -220,6 +259,7 @@ def compare_fleet(
         differing=differing,
         outliers=outliers,
         stats=stats,
+        figures=figures,
         duplicates=tuple(sorted(h for h, c in host_counts.items() if c > 1)),
         noise=noise,
     )
@@ -259,28 +299,26 @@ def _differences(config: NodeConfig, majority: NodeConfig | None) -> tuple[Field
     return tuple(out)
 
 
-def _outliers(reports: list[SavedReport], noise: float) -> tuple[tuple[GroupStats, ...], tuple[Outlier, ...]]:
-    # (model, metric) → [(report, gpu ordinal, value)]
-    groups: dict[tuple[str, str], list[tuple[SavedReport, int, float]]] = defaultdict(list)
-    for report in reports:
-        models = _smoke_models(report, _gpu_names(report))
-        for i, model in models.items():
-            for m in METRICS:
-                value = number(report.values.get(f"smoke[{i}].{m.key}"))
-                if value is not None and value > 0:
-                    groups[(model, m.key)].append((report, i, value))
-    by_key = {m.key: m for m in METRICS}
+def _outliers(
+    reports: list[SavedReport], names: list[dict[int, str]], noise: float
+) -> tuple[tuple[GroupStats, ...], tuple[Outlier, ...], tuple[tuple[float, ...], ...]]:
     stats: list[GroupStats] = []
     outliers: list[Outlier] = []
-    for (model, key), members in sorted(groups.items()):
-        metric = by_key[key]
-        values = [v for _, _, v in members]
-        median = statistics.median(values)
-        mad = statistics.median(abs(v - median) for v in values)
-        stats.append(GroupStats(model, key, metric.label, metric.unit, len(values), median, mad))
+    figures: list[tuple[float, ...]] = []
+    groups = _figures(reports, names)
+    for model, metric in sorted(groups, key=lambda g: (g[0], g[1].key)):
+        values, owners = groups[(model, metric)]
+        ordered = tuple(sorted(values))
+        figures.append(ordered)
+        median = _median(ordered)
+        mad = _median(_deviations(ordered, median))
+        stats.append(GroupStats(model, metric.key, metric.label, metric.unit, len(values), median, mad))
         if len(values) < MIN_GROUP or median <= 0:
             continue
-        for report, gpu, value in members:
+        low, high = _unremarkable(median, mad, noise, metric)
+        for (report, gpu), value in zip(owners, values, strict=True):
+            if low <= value <= high:
+                continue
             found = _judge(value, median, mad, noise, metric)
             if found is not None:
                 z, direction = found
@@ -290,7 +328,7 @@ def _outliers(reports: list[SavedReport], noise: float) -> tuple[tuple[GroupStat
                         path=report.path,
                         gpu=gpu,
                         gpu_model=model,
-                        metric=key,
+                        metric=metric.key,
                         label=metric.label,
                         unit=metric.unit,
                         value=value,
@@ -301,7 +339,73 @@ def _outliers(reports: list[SavedReport], noise: float) -> tuple[tuple[GroupStat
                     )
                 )
     outliers.sort(key=lambda o: (o.direction != "slow", o.host, o.gpu, o.metric))
-    return tuple(stats), tuple(outliers)
+    return tuple(stats), tuple(outliers), tuple(figures)
+
+
+_PLAIN_NUMBERS = frozenset({int, float})
+
+
+def _median(ordered: Sequence[float]) -> float:
+    """``statistics.median`` of values already sorted, without sorting them again."""
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _deviations(ordered: Sequence[float], median: float) -> list[float]:
+    """``|v - median|`` of sorted values, sorted: two ascending runs, which one merge sorts."""
+    split = bisect.bisect_left(ordered, median)
+    out = [median - v for v in reversed(ordered[:split])]
+    out += [v - median for v in ordered[split:]]
+    out.sort()
+    return out
+
+
+#: One group of figures: the values, and for each the (report, CUDA ordinal) it belongs to.
+_Group = tuple[list[float], list[tuple[SavedReport, int]]]
+
+
+def _figures(reports: list[SavedReport], names: list[dict[int, str]]) -> dict[tuple[str, Metric], _Group]:
+    """(GPU model, metric) → the positive figures of GPUs of that model, in report order."""
+    by_model: dict[str, list[_Group]] = {}
+    for report, nvml_names in zip(reports, names, strict=True):
+        get: Callable[[str], Any] = report.values.get
+        for i, model in _smoke_models(report, nvml_names).items():
+            groups = by_model.get(model)
+            if groups is None:
+                groups = by_model[model] = [([], []) for _ in METRICS]
+            owner = (report, i)
+            for (figures, owners), value in zip(groups, map(get, _figure_keys(i)), strict=True):
+                # number(), its common case first: this runs for every figure of every GPU
+                if (value.__class__ in _PLAIN_NUMBERS or number(value) is not None) and value > 0:
+                    figures.append(float(value))
+                    owners.append(owner)
+    return {
+        (model, metric): group
+        for model, groups in by_model.items()
+        for metric, group in zip(METRICS, groups, strict=True)
+        if group[0]
+    }
+
+
+#: Relative margin that keeps ``_unremarkable``'s band inside what ``_judge`` would pass, whatever
+#: the rounding of the two ways of computing it.
+_MARGIN = 1e-9
+
+
+def _unremarkable(median: float, mad: float, noise: float, metric: Metric) -> tuple[float, float]:
+    """A band around the median in which ``_judge`` finds no outlier, so that it runs only for
+    the few figures outside (a fleet has hundreds of thousands).  A figure outside the band is
+    still judged by ``_judge``, which alone decides."""
+    # Not an outlier by z when within Z_LIMIT robust deviations or within the noise band.
+    reach = max(Z_LIMIT * MAD_SCALE * mad, noise * median) if mad > 0 else float("inf")
+    # value - median carries a rounding error of the median's magnitude, however small the reach
+    reach = reach * (1 - _MARGIN) - abs(median) * _MARGIN
+    low, high = median - reach, median + reach
+    if metric.higher_is_better:
+        low = max(low, median * SLOW_RATIO * (1 + _MARGIN))
+    else:
+        high = min(high, median / SLOW_RATIO * (1 - _MARGIN))
+    return low, high
 
 
 def _judge(value: float, median: float, mad: float, noise: float, metric: Metric) -> tuple[float | None, str] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -88,9 +89,15 @@ def smoke_indices(report: SavedReport) -> list[int]:
     index is enough, and much cheaper than scanning every fact of a big fleet."""
     found: list[int] = []
     values = report.values
-    while any(f"smoke[{len(found)}].{key}" in values for key in _SMOKE_KEYS):
+    while any(key in values for key in smoke_keys(len(found))):
         found.append(len(found))
     return found
+
+
+@functools.lru_cache(maxsize=1024)
+def smoke_keys(gpu: int) -> tuple[str, ...]:
+    """``smoke[i].<key>`` of one GPU: the figures in METRICS order, then the checks."""
+    return tuple(f"smoke[{gpu}].{key}" for key in _SMOKE_KEYS)
 
 
 def number(value: Any) -> float | None:

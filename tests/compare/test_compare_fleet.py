@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import random
+import statistics
 from pathlib import Path
 from typing import Any
 
+import pytest
 from compare_reports import (
     base_report,
     failing_rule,
@@ -13,7 +16,16 @@ from compare_reports import (
     write,
 )
 
-from cuda_doctor.compare.fleet import Fleet, compare_fleet
+from cuda_doctor.compare.fleet import (
+    FLEET_FIELDS,
+    Fleet,
+    _deviations,
+    _judge,
+    _median,
+    _unremarkable,
+    compare_fleet,
+)
+from cuda_doctor.compare.keys import Metric
 from cuda_doctor.reportfile import load_many
 
 WOBBLE = (1.0, 1.01, 0.99, 1.02, 0.98, 1.005, 0.995, 1.015)
@@ -176,3 +188,52 @@ def test_two_nodes_are_too_few_for_outliers(tmp_path: Path) -> None:
     fleet = _compare(tmp_path)
     assert not fleet.outliers
     assert {s.count for s in fleet.stats} == {2}
+
+
+def test_the_fields_a_fleet_keeps_give_the_same_comparison(tmp_path: Path) -> None:
+    def smoke_check_only(report: dict[str, Any]) -> dict[str, Any]:
+        # GPU 0 ran only the pass/fail checks: its figures are missing, GPU 1's must still count
+        values = report["facts"]["values"]
+        for m in ("bf16_tflops", "fp16_tflops", "fp32_tflops", "h2d_pinned_gbps"):
+            values.pop(f"smoke[0].{m}", None)
+        return report
+
+    _fleet_dir(
+        tmp_path,
+        node03=other_driver,
+        node05=failing_rule,
+        node07=lambda r: slower_gpu(r, 0.6, gpu=3),
+        node09=smoke_check_only,
+        node11=lambda r: failing_rule(r, status="error"),
+    )
+    reports, errors = load_many([tmp_path])
+    kept, kept_errors = load_many([tmp_path], FLEET_FIELDS)
+    assert compare_fleet(kept, kept_errors) == compare_fleet(reports, errors)
+    assert compare_fleet(kept, kept_errors, noise=0.0) == compare_fleet(reports, errors, noise=0.0)
+
+
+@pytest.mark.parametrize("higher_is_better", [True, False])
+@pytest.mark.parametrize("noise", [0.0, 0.02, 0.05, 0.3])
+def test_the_band_left_unjudged_holds_no_outlier(higher_is_better: bool, noise: float) -> None:
+    metric = Metric("x", "x", "u", higher_is_better)
+    rng = random.Random(f"{higher_is_better}{noise}")
+    for _ in range(300):
+        median = rng.choice([1.0, 7.64, 768.6, 1e-3, 55.2])
+        mad = rng.choice([0.0, 1e-12, median * 1e-4, median * 0.01, median * 0.2])
+        low, high = _unremarkable(median, mad, noise, metric)
+        for _ in range(200):
+            value = median * rng.uniform(0.0, 2.5)
+            if low <= value <= high:
+                assert _judge(value, median, mad, noise, metric) is None, (value, median, mad, noise)
+        for edge in (low, high) if low <= high else ():  # right at the band's edges too
+            if 0 < edge < float("inf"):
+                assert _judge(edge, median, mad, noise, metric) is None
+
+
+def test_median_and_mad_of_sorted_figures_are_the_statistics_modules() -> None:
+    rng = random.Random(7)
+    for n in (1, 2, 3, 4, 7, 100, 101):
+        values = sorted(round(rng.gauss(768.6, 5), rng.choice([0, 1, 3])) for _ in range(n))
+        median = statistics.median(values)
+        assert _median(values) == median
+        assert _median(_deviations(values, median)) == statistics.median(abs(v - median) for v in values)
