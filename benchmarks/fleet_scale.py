@@ -183,7 +183,7 @@ def measure(directory: str, decoder: str, jobs: int, render: bool) -> dict[str, 
     if render:
         from cuda_doctor.report.compare import render_fleet
 
-        for fmt in ("text", "json"):
+        for fmt in ("text", "json", "html"):
             began = time.perf_counter()
             text = render_fleet(fleet, fmt, color=False, width=None, all_nodes=False)
             out[f"render_{fmt}"] = time.perf_counter() - began
@@ -250,7 +250,7 @@ def main(argv: list[str]) -> None:
         biggest = Path(tmp) / f"n{max(args.sizes)}"
         r = run_child(biggest, names[-1], args.jobs, render=True)
         print(f"rendering {max(args.sizes)} nodes (s, MB):", end="")
-        for fmt in ("text", "json"):
+        for fmt in ("text", "json", "html"):
             print(f" {fmt} {r[f'render_{fmt}']:.3f} ({r[f'size_{fmt}_mb']:.1f} MB)", end="")
         print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
 

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
-from cuda_doctor.commands.options import format_option, jobs_option, noise_option
+from cuda_doctor.commands.options import file_option, format_option, jobs_option, noise_option
 from cuda_doctor.compare.diff import DEFAULT_NOISE
 from cuda_doctor.compare.fleet import FLEET_FIELDS, compare_fleet
 from cuda_doctor.errors import UserError
-from cuda_doctor.report.compare import FORMATS, render_fleet
+from cuda_doctor.report.compare import FLEET_FORMATS, render_fleet
 from cuda_doctor.reportfile import load_unique
 
 
 @click.command("fleet")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
-@format_option(FORMATS)
+@format_option(FLEET_FORMATS)
 @noise_option(DEFAULT_NOISE, "Smaller deviations from a GPU model's median are never called outliers.")
 @click.option(
     "--fail-on-difference",
@@ -26,6 +27,7 @@ from cuda_doctor.reportfile import load_unique
     "even when nodes have failing rules.",
 )
 @click.option("--all-nodes", is_flag=True, help="Text output: list every node, however many.")
+@file_option("--output", "-o", help="Write to this file instead of stdout (e.g. --format html -o fleet.html).")
 @jobs_option("Processes reading the reports (0: one per CPU for large fleets, at most 8; 1: none).")
 def command(
     paths: tuple[str, ...],
@@ -33,6 +35,7 @@ def command(
     noise: float,
     fail_on_difference: bool,
     all_nodes: bool,
+    output: Path | None,
     jobs: int,
 ) -> None:
     """Compare saved reports of many nodes side by side.
@@ -53,6 +56,13 @@ def command(
         reasons = "; ".join(str(e) for e in errors) or "no reports given"
         raise UserError(f"no readable report: {reasons}")
     result = compare_fleet(reports, errors, noise=noise, repeated=repeated)
-    # width None: the terminal's (rich measures it), 80 columns into a pipe
-    click.echo(render_fleet(result, fmt, color=sys.stdout.isatty(), width=None, all_nodes=all_nodes), nl=False)
+    terminal = sys.stdout.isatty() and output is None
+    # width None: the terminal's (rich measures it), 80 columns into a pipe or a file
+    text = render_fleet(result, fmt, color=terminal, width=None, all_nodes=all_nodes)
+    if output is not None:
+        from cuda_doctor.commands.output import write_file
+
+        write_file(output, text)
+    else:
+        click.echo(text, nl=False)
     sys.exit(1 if fail_on_difference and not result.uniform else 0)

@@ -1,5 +1,6 @@
 """The comparison report (``diff``, ``fleet``): format name → the module that renders it.  The
-options are the text format's (``color``, ``width``, ``all_nodes``); the others ignore them."""
+options are the text format's (``color``, ``width``, ``all_nodes``); the others ignore them.
+``fleet`` has one format more, a page for a browser."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ FORMATS = {
     "json": "cuda_doctor.report.compare.json",
     "markdown": "cuda_doctor.report.compare.markdown",
 }
+FLEET_FORMATS = {**FORMATS, "html": "cuda_doctor.report.compare.html"}
 
 
 def render_diff(diff: Diff, fmt: str, **options: Any) -> str:
@@ -22,4 +24,4 @@ def render_diff(diff: Diff, fmt: str, **options: Any) -> str:
 
 
 def render_fleet(fleet: Fleet, fmt: str, **options: Any) -> str:
-    return importlib.import_module(FORMATS[fmt]).render_fleet(fleet, **options)
+    return importlib.import_module(FLEET_FORMATS[fmt]).render_fleet(fleet, **options)

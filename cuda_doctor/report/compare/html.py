@@ -1,0 +1,538 @@
+"""One self-contained HTML page for ``fleet --format html``, for a platform team's browser.
+
+The majority configuration, the nodes that differ from it (highlighted, the differing values
+marked), failing rules per node, each GPU model's smoke figures as a chart with the outliers
+marked, and a table of every node; every table sorts by any column when its header is clicked.
+
+Nothing is fetched: the style, the charts (SVG) and the sorting script are inline, and the
+page's Content-Security-Policy allows only those two inline blocks (by their hashes), so that
+a browser loads nothing else and runs nothing else.  Every string from a report (hostnames,
+paths, rule messages, values) is hostile input: it goes into the page only through ``_el`` and
+``_attrs``, which escape it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import math
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from cuda_doctor import __version__
+from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet, GroupStats, Node, NodeConfig, Outlier
+from cuda_doctor.compare.keys import METRICS
+from cuda_doctor.report import count
+from cuda_doctor.report.compare import wording
+
+
+class Html(str):
+    """Markup made here, from escaped text: inserted as it is."""
+
+
+def _esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _attrs(attrs: dict[str, object]) -> str:
+    # names are this module's constants; values are escaped whatever they hold
+    return "".join(f' {name.rstrip("_").replace("_", "-")}="{_esc(v)}"' for name, v in attrs.items() if v is not None)
+
+
+def _el(tag: str, *children: object, **attrs: object) -> Html:
+    """``<tag attrs>children</tag>``: a child that is not ``Html`` is text, and is escaped."""
+    inner = "".join(c if isinstance(c, Html) else _esc(c) for c in children if c is not None)
+    return Html(f"<{tag}{_attrs(attrs)}>{inner}</{tag}>")
+
+
+def _join(parts: Iterable[Html]) -> Html:
+    return Html("".join(parts))
+
+
+# -- the page ------------------------------------------------------------------------------------
+
+_CSS = """
+:root{--fg:#1d232b;--muted:#5d6875;--line:#d9dee4;--bg:#fff;--soft:#f4f6f8;--warn:#fff1cc;
+--warn-edge:#d99a00;--bad:#c62828;--bad-soft:#fde8e8;--fast:#1565c0;--ok:#2e7d32}
+*{box-sizing:border-box}
+body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;
+color:var(--fg);background:var(--bg)}
+header{padding:18px 28px 12px;border-bottom:1px solid var(--line);background:var(--soft)}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px}
+main{padding:0 28px 40px;max-width:1400px}
+.verdict{font-weight:600}.verdict.uniform{color:var(--ok)}.verdict.findings{color:#8a5a00}
+.meta{color:var(--muted);font-size:12px}
+.cards{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0 0;padding:0;list-style:none}
+.cards li{border:1px solid var(--line);border-radius:6px;padding:6px 12px;background:var(--bg)}
+.cards b{font-size:18px;display:block}
+.cards .warn{border-color:var(--warn-edge);background:var(--warn)}
+.cards .bad{border-color:var(--bad);background:var(--bad-soft)}
+table{border-collapse:collapse;margin:4px 0 8px}
+th,td{border-bottom:1px solid var(--line);padding:4px 10px;text-align:left;vertical-align:top}
+th{background:var(--soft);font-weight:600;white-space:nowrap}
+thead th{position:sticky;top:0}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+#nodes td,#outliers td,#differing td{white-space:nowrap;padding:3px 10px}
+th button{font:inherit;font-weight:600;border:0;background:none;padding:0;cursor:pointer;color:inherit}
+th button::after{content:" \\2195";color:var(--muted);font-weight:400}
+th[aria-sort=ascending] button::after{content:" \\2191";color:var(--fg)}
+th[aria-sort=descending] button::after{content:" \\2193";color:var(--fg)}
+tr.differs td{background:var(--warn)}
+tr.differs td:first-child{box-shadow:inset 4px 0 var(--warn-edge)}
+td.differs-cell{font-weight:700;color:#7a4b00}
+tr.failing td:first-child{box-shadow:inset 4px 0 var(--bad)}
+.failing-rules{color:var(--bad)}
+.muted{color:var(--muted)}
+.tag{display:inline-block;font-size:11px;border-radius:3px;padding:0 5px;margin-left:6px;border:1px solid}
+.tag.differs{border-color:var(--warn-edge);color:#7a4b00}
+.tag.failing{border-color:var(--bad);color:var(--bad)}
+.tag.outlier{border-color:var(--bad);color:var(--bad)}
+.scroll{max-height:70vh;overflow:auto;border:1px solid var(--line);display:inline-block;max-width:100%}
+.scroll table{margin:0}
+figure{margin:8px 0 18px}figcaption{font-weight:600;margin-bottom:2px}
+svg{max-width:100%;height:auto}
+svg text{font:11px system-ui,sans-serif;fill:var(--fg)}
+svg .axis{stroke:var(--line)}svg .median{stroke:var(--fg);stroke-dasharray:3 2}
+svg .bars{fill:#90a4ae}
+svg .outlier.slow{fill:var(--bad)}svg .outlier.fast{fill:var(--fast)}
+svg .sub{fill:var(--muted)}
+.legend{color:var(--muted);font-size:12px}
+.dot{display:inline-block;width:9px;height:9px;border-radius:50%;margin:0 3px 0 8px}
+.dot.slow{background:var(--bad)}.dot.fast{background:var(--fast)}
+"""
+
+_JS = """
+(function () {
+  "use strict";
+  var collator = new Intl.Collator(undefined, {numeric: true, sensitivity: "base"});
+  function key(row, index, numeric) {
+    var cell = row.cells[index];
+    var text = cell.hasAttribute("data-sort") ? cell.getAttribute("data-sort") : cell.textContent;
+    return numeric ? parseFloat(text) : text;
+  }
+  function compare(a, b, numeric) {
+    if (!numeric) { return collator.compare(a, b); }
+    if (isNaN(a) || isNaN(b)) { return isNaN(a) - isNaN(b); }
+    return a - b;
+  }
+  function sortBy(th) {
+    var table = th.closest("table");
+    var numeric = th.getAttribute("data-type") === "number";
+    var direction = th.getAttribute("aria-sort") === "ascending" ? -1 : 1;
+    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (other) {
+      other.setAttribute("aria-sort", "none");
+    });
+    th.setAttribute("aria-sort", direction === 1 ? "ascending" : "descending");
+    var body = table.tBodies[0];
+    var rows = Array.prototype.map.call(body.rows, function (row, n) {
+      return {row: row, key: key(row, th.cellIndex, numeric), n: n};
+    });
+    rows.sort(function (a, b) { return compare(a.key, b.key, numeric) * direction || a.n - b.n; });
+    var ordered = document.createDocumentFragment();
+    rows.forEach(function (r) { ordered.appendChild(r.row); });
+    body.appendChild(ordered);
+  }
+  document.querySelectorAll("table.sortable th button").forEach(function (button) {
+    button.addEventListener("click", function () { sortBy(button.parentNode); });
+  });
+})();
+"""
+
+
+def _csp_hash(block: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(block.encode()).digest()).decode() + "'"
+
+
+#: Nothing but the two inline blocks below: no fetch, no other script, whatever a report holds.
+_CSP = (
+    f"default-src 'none'; style-src {_csp_hash(_CSS)}; script-src {_csp_hash(_JS)}; base-uri 'none'; form-action 'none'"
+)
+
+
+def render_fleet(fleet: Fleet, **_: Any) -> str:
+    sections = [
+        _majority(fleet),
+        _differing(fleet),
+        _failing(fleet),
+        _charts(fleet),
+        _outliers(fleet),
+        _nodes(fleet),
+        _unreadable(fleet),
+        _notes(fleet),
+    ]
+    title = f"cuda-doctor fleet: {count(len(fleet.nodes), 'node')}"
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_esc(_CSP)}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"{_el('title', title)}<style>{_CSS}</style></head>\n"
+        f"<body>{_header(fleet)}<main>{_join(s for s in sections if s)}</main>"
+        f"<script>{_JS}</script></body></html>\n"
+    )
+
+
+def _header(fleet: Fleet) -> Html:
+    created = sorted(n.created for n in fleet.nodes if n.created)
+    if not created:
+        span = "reports without a creation time"
+    else:
+        span = f"reports created {created[0]}" + (f" … {created[-1]}" if created[-1] != created[0] else "")
+    outlier_hosts = {o.path for o in fleet.outliers}
+    cards = [
+        ("nodes", len(fleet.nodes), ""),
+        ("like the majority", fleet.majority_count if fleet.majority else 0, ""),
+        ("differ", len(fleet.differing), "warn" if fleet.differing else ""),
+        ("with failing rules", len(fleet.failing), "bad" if fleet.failing else ""),
+        (f"outlier GPUs on {count(len(outlier_hosts), 'node')}", len(fleet.outliers), "bad" if fleet.outliers else ""),
+        ("unreadable", len(fleet.errors), "bad" if fleet.errors else ""),
+    ]
+    return _el(
+        "header",
+        _el("h1", "cuda-doctor fleet"),
+        _el(
+            "div",
+            wording.fleet_verdict(fleet),
+            class_="verdict " + ("uniform" if fleet.uniform else "findings"),
+            id="verdict",
+        ),
+        _el(
+            "ul", _join(_el("li", _el("b", n), label, class_=kind or None) for label, n, kind in cards), class_="cards"
+        ),
+        _el(
+            "div",
+            f"{span} · outliers: median and MAD per GPU model and figure, noise band ±{fleet.noise:.0%}"
+            f" · cuda-doctor {__version__}",
+            class_="meta",
+        ),
+    )
+
+
+def _table(table_id: str, columns: list[tuple[str, bool]], rows: Iterable[Html], caption: str | None = None) -> Html:
+    """A sortable table; ``columns`` are (header, numeric)."""
+    head = _join(
+        _el(
+            "th",
+            _el("button", name, type="button"),
+            scope="col",
+            aria_sort="none",
+            data_type="number" if numeric else None,
+            class_="num" if numeric else None,
+        )
+        for name, numeric in columns
+    )
+    return _el(
+        "div",
+        _el(
+            "table",
+            _el("caption", caption, class_="muted") if caption else None,
+            _el("thead", _el("tr", head)),
+            _el("tbody", _join(rows)),
+            id=table_id,
+            class_="sortable",
+        ),
+        class_="scroll",
+    )
+
+
+def _num(value: float | int | None, text: str | None = None) -> Html:
+    shown = text if text is not None else ("—" if value is None else str(value))
+    return _el("td", shown, class_="num", data_sort="" if value is None else repr(value))
+
+
+# -- sections -------------------------------------------------------------------------------------
+
+
+def _majority(fleet: Fleet) -> Html | None:
+    if fleet.majority is None:
+        return None
+    tie = f" ({wording.tie_note(fleet)})" if fleet.majority_tied else ""
+    rows = _join(
+        _el("tr", _el("th", CONFIG_LABELS[key], scope="row"), _el("td", wording.config_value(value)))
+        for key, value in vars(fleet.majority).items()
+    )
+    return _join(
+        [
+            _el("h2", f"Majority configuration: {fleet.majority_count} of {len(fleet.nodes)} nodes{tie}"),
+            _el("table", _el("tbody", rows), id="majority"),
+        ]
+    )
+
+
+def _differing(fleet: Fleet) -> Html | None:
+    if not fleet.differing:
+        return None
+    rows = (
+        _el(
+            "tr",
+            _el("td", d.host, title=d.path),
+            _el("td", f.label),
+            _el("td", wording.config_value(f.value), class_="differs-cell"),
+            _el("td", wording.config_value(f.majority)),
+            class_="differs",
+            data_host=d.host,
+        )
+        for d in fleet.differing
+        for f in d.differences
+    )
+    columns = [("node", False), ("differs in", False), ("node has", False), ("majority has", False)]
+    return _join(
+        [_el("h2", f"Nodes that differ from the majority ({len(fleet.differing)})"), _table("differing", columns, rows)]
+    )
+
+
+def _failing(fleet: Fleet) -> Html | None:
+    failing = fleet.failing
+    if not failing:
+        return None
+    rows = (
+        _el(
+            "tr",
+            _el("td", n.host, title=n.path),
+            _num(len(n.failing)),
+            _el("td", ", ".join(n.failing), class_="failing-rules"),
+            class_="failing",
+            data_host=n.host,
+        )
+        for n in failing
+    )
+    columns = [("node", False), ("failing", True), ("rules (fail or error)", False)]
+    return _join([_el("h2", f"Failing rules ({count(len(failing), 'node')})"), _table("failing", columns, rows)])
+
+
+def _outliers(fleet: Fleet) -> Html | None:
+    if not fleet.outliers:
+        return None
+    rows = (
+        _el(
+            "tr",
+            _el("td", o.host, title=o.path),
+            _num(o.gpu),
+            _el("td", o.gpu_model),
+            _el("td", f"{o.label} ({o.unit})"),
+            _num(o.value, f"{o.value:.4g}"),
+            _num(o.median, f"{o.median:.4g}"),
+            _num(o.ratio, wording.ratio(o.ratio)),
+            _num(o.z, "—" if o.z is None else f"{o.z:+.1f}"),
+            _el("td", o.direction, class_="failing-rules" if o.direction == "slow" else None),
+            class_=f"outlier {o.direction}",
+            data_host=o.host,
+        )
+        for o in fleet.outliers
+    )
+    columns = [
+        ("node", False),
+        ("GPU", True),
+        ("model", False),
+        ("figure", False),
+        ("value", True),
+        ("median", True),
+        ("ratio", True),
+        ("robust z", True),
+        ("direction", False),
+    ]
+    return _join([_el("h2", f"Performance outliers ({len(fleet.outliers)})"), _table("outliers", columns, rows)])
+
+
+_NODE_FIELDS = ("driver", "cuda_driver", "torch", "torch_cuda", "nccl")
+
+
+def _nodes(fleet: Fleet) -> Html:
+    differing = {d.path: {f.field for f in d.differences} for d in fleet.differing}
+    outliers = Counter(o.path for o in fleet.outliers)
+    rows = (_node_row(n, differing.get(n.path), outliers[n.path], fleet.majority) for n in fleet.nodes)
+    columns = [
+        ("node", False),
+        *((CONFIG_LABELS[f], False) for f in _NODE_FIELDS),
+        ("GPUs", False),
+        ("failing rules", False),
+        ("warnings", True),
+        ("outlier figures", True),
+    ]
+    return _join([_el("h2", f"Nodes ({len(fleet.nodes)})"), _table("nodes", columns, rows)])
+
+
+def _node_row(node: Node, differs: set[str] | None, outliers: int, majority: NodeConfig | None) -> Html:
+    c = node.config
+    tags = []
+    if differs:
+        tags.append(_el("span", "differs", class_="tag differs"))
+    if node.failing:
+        tags.append(_el("span", "failing", class_="tag failing"))
+    if outliers:
+        tags.append(_el("span", "outlier", class_="tag outlier"))
+    cells = [_el("td", node.host, *tags, title=node.path, data_sort=node.host)]
+    for field in _NODE_FIELDS:
+        value = wording.config_value(getattr(c, field))
+        if differs and field in differs and majority is not None:
+            majority_value = wording.config_value(getattr(majority, field))
+            cells.append(_el("td", value, class_="differs-cell", title=f"majority: {majority_value}"))
+        else:
+            cells.append(_el("td", value))
+    gpus_differ = differs and ({"gpu_model", "gpu_count"} & differs)
+    cells.append(_el("td", wording.gpus_text(c.gpu_count, c.gpu_model), class_="differs-cell" if gpus_differ else None))
+    cells.append(_el("td", ", ".join(node.failing) or "—", class_="failing-rules" if node.failing else "muted"))
+    cells.append(_num(node.warnings))
+    cells.append(_num(outliers))
+    classes = " ".join(k for k, on in (("differs", differs), ("failing", node.failing), ("outlier", outliers)) if on)
+    return _el("tr", *cells, class_=classes or None, data_host=node.host)
+
+
+def _unreadable(fleet: Fleet) -> Html | None:
+    if not fleet.errors:
+        return None
+    rows = (_el("tr", _el("td", e.path), _el("td", e.reason)) for e in fleet.errors)
+    return _join(
+        [
+            _el("h2", f"Unreadable reports ({len(fleet.errors)}), left out of the comparison"),
+            _table("unreadable", [("file", False), ("problem", False)], rows),
+        ]
+    )
+
+
+def _notes(fleet: Fleet) -> Html | None:
+    notes = []
+    if fleet.repeated:
+        notes.append(wording.repeated_note(fleet))
+    if fleet.duplicates:
+        notes.append(f"more than one report for: {', '.join(fleet.duplicates)}")
+    if not notes:
+        return None
+    return _el("ul", _join(_el("li", n) for n in notes), class_="muted", id="notes")
+
+
+# -- charts ---------------------------------------------------------------------------------------
+
+_WIDTH = 760
+_LEFT = 200  # the figure's label
+_RIGHT = 20
+_ROW = 46
+_TOP = 22
+_BINS = 120
+#: The ratio axis always shows at least this much around the median (1×).
+_MIN_SPAN = (0.5, 1.5)
+#: ... and at most this much: a figure beyond is drawn at the edge (its mark says its value).
+_MAX_SPAN = (0.0, 3.0)
+
+
+def _charts(fleet: Fleet) -> Html | None:
+    groups: dict[str, list[tuple[GroupStats, tuple[float, ...]]]] = defaultdict(list)
+    for stats, figures in zip(fleet.stats, fleet.figures, strict=True):
+        groups[stats.gpu_model].append((stats, figures))
+    if not groups:
+        return None
+    by_group: dict[tuple[str, str], list[Outlier]] = defaultdict(list)
+    for o in fleet.outliers:
+        by_group[(o.gpu_model, o.metric)].append(o)
+    legend = _el(
+        "p",
+        "Each row: one smoke figure of every GPU of the model, as a ratio to its median (1×, dashed); "
+        "bars count GPUs (log scale); outliers marked:",
+        _el("span", class_="dot slow"),
+        "slow",
+        _el("span", class_="dot fast"),
+        "fast",
+        ". Hover a mark for the node.",
+        class_="legend",
+    )
+    order = {m.key: i for i, m in enumerate(METRICS)}  # the figures in the order the smoke run lists them
+    charts = (
+        _chart(model, sorted(rows, key=lambda r: order.get(r[0].metric, len(order))), by_group)
+        for model, rows in sorted(groups.items())
+    )
+    return _join([_el("h2", "Smoke figures per GPU model"), legend, *charts])
+
+
+def _span(rows: list[tuple[GroupStats, tuple[float, ...]]]) -> tuple[float, float]:
+    low, high = _MIN_SPAN
+    for stats, figures in rows:
+        if stats.median > 0 and figures:
+            low = min(low, figures[0] / stats.median)
+            high = max(high, figures[-1] / stats.median)
+    return max(low, _MAX_SPAN[0]), min(high, _MAX_SPAN[1])
+
+
+def _chart(
+    model: str, rows: list[tuple[GroupStats, tuple[float, ...]]], outliers: dict[tuple[str, str], list[Outlier]]
+) -> Html:
+    low, high = _span(rows)
+    plot = _WIDTH - _LEFT - _RIGHT
+    height = _TOP + _ROW * len(rows) + 8
+
+    def x(ratio: float) -> float:
+        return _LEFT + plot * (min(max(ratio, low), high) - low) / (high - low)
+
+    parts = [_axis(low, high, x, height)]
+    for index, (stats, figures) in enumerate(rows):
+        parts.append(_row(stats, figures, outliers.get((stats.gpu_model, stats.metric), []), _TOP + _ROW * index, x))
+    gpus = max(s.count for s, _ in rows)
+    svg = _el(
+        "svg",
+        _el("title", f"{model}: smoke figures as ratios to the median"),
+        *parts,
+        viewBox=f"0 0 {_WIDTH} {height}",
+        width=_WIDTH,
+        height=height,
+        role="img",
+        class_="chart",
+        data_model=model,
+    )
+    return _el("figure", _el("figcaption", f"{model} ({count(gpus, 'GPU')})"), svg)
+
+
+def _axis(low: float, high: float, x: Callable[[float], float], height: float) -> Html:
+    ticks = [t for t in (0.25, 0.5, 0.8, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0) if low <= t <= high]
+    parts = []
+    for t in ticks:
+        at = f"{x(t):.1f}"
+        parts.append(_el("line", x1=at, x2=at, y1=_TOP - 6, y2=height - 6, class_="median" if t == 1.0 else "axis"))
+        parts.append(_el("text", f"{t:g}×", x=at, y=12, text_anchor="middle"))
+    return _join(parts)
+
+
+def _row(
+    stats: GroupStats, figures: tuple[float, ...], marks: list[Outlier], top: float, x: Callable[[float], float]
+) -> Html:
+    base = top + _ROW - 10  # the bars' baseline
+    label = _el(
+        "text",
+        _el("tspan", f"{stats.label} ({stats.unit})", x=0, y=top + 16),
+        _el("tspan", f"median {stats.median:.4g} · {count(stats.count, 'GPU')}", x=0, y=top + 30, class_="sub"),
+    )
+    parts = [label, _el("line", x1=_LEFT, x2=_WIDTH - _RIGHT, y1=base, y2=base, class_="axis")]
+    if stats.median > 0 and figures:
+        parts.append(_bars(figures, stats.median, base, x))
+    for o in marks:
+        at = x(o.ratio)
+        tip = f"{o.host} GPU {o.gpu}: {wording.outlier_text(o)}"
+        parts.append(
+            _el(
+                "circle",
+                _el("title", tip),
+                cx=f"{at:.1f}",
+                cy=f"{top + 8:.1f}",
+                r=4.5,
+                class_=f"outlier {o.direction}",
+                data_host=o.host,
+                data_gpu=o.gpu,
+                data_metric=o.metric,
+            )
+        )
+    return _join(parts)
+
+
+def _bars(figures: tuple[float, ...], median: float, base: float, x: Callable[[float], float]) -> Html:
+    """One path: a bar per bin of the x axis, its height the log of the GPUs in it."""
+    left, right = _LEFT, _WIDTH - _RIGHT
+    width = (right - left) / _BINS
+    bins = Counter(min(int((x(v / median) - left) / width), _BINS - 1) for v in figures)
+    tallest = math.log1p(max(bins.values()))
+    path = []
+    for b, n in sorted(bins.items()):
+        h = max(1.5, (_ROW - 22) * math.log1p(n) / tallest)
+        path.append(
+            f"M{left + b * width:.1f} {base:.1f}h{max(width - 0.6, 0.8):.1f}v{-h:.1f}h{-max(width - 0.6, 0.8):.1f}z"
+        )
+    return _el("path", d="".join(path), class_="bars")
