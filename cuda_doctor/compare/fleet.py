@@ -186,9 +186,11 @@ def fleet_facts(values: Mapping[str, Any]) -> dict[str, Any]:
     for i in _gpu_names(report):
         kept[f"gpu[{i}].name"] = values[f"gpu[{i}].name"]
     for i in smoke_indices(report):
-        for key in smoke_keys(i):
-            if key in values:
-                kept[key] = values[key]
+        keys = smoke_keys(i)
+        figures = [key for key in keys[: len(METRICS)] if key in values]
+        # The figures; a GPU without any keeps one smoke check, so that the GPUs after it are found.
+        for key in figures or [key for key in keys[len(METRICS) :] if key in values][:1]:
+            kept[key] = values[key]
     return kept
 
 
