@@ -8,8 +8,10 @@ its first files).  Each measurement is a fresh process that does what `fleet DIR
 the directory, read every report keeping what the comparison needs (worker processes as
 `--jobs 0` chooses), compare; it prints the wall time, CPU time and peak RSS.  Each N is
 measured with the standard library's JSON decoder and, when installed, with msgspec (the
-`fast` extra); the table gives the median of the runs, and the rendering time of the text,
-JSON and HTML output at the end.  The files are in the page cache (just written), as after
+`fast` extra); the table gives the median of the runs: the wall time, the CPU time of the
+process and its workers, and the critical path (this process's CPU time and one worker's
+share of theirs: the wall time on an idle machine with a CPU per worker), and at the end the
+rendering time of the text, JSON and HTML output.  The files are in the page cache (just written), as after
 gathering them; the machine's load average is printed, since other work on it slows every figure.
 
     python benchmarks/fleet_scale.py                    # N = 100, 1000, 3000, 10000; 3 runs each
@@ -162,7 +164,7 @@ def measure(directory: str, decoder: str, jobs: int, render: bool) -> dict[str, 
         reportfile.fast_decoder = lambda: None  # what a system without msgspec runs
     elif reportfile.fast_decoder() is None:
         raise SystemExit("msgspec is not installed (pip install 'cuda-doctor[fast]')")
-    cpu0 = _cpu()
+    own0, children0 = _cpu()
     start = time.perf_counter()
     reports, errors, _ = reportfile.load_unique([directory], FLEET_FIELDS, jobs)
     loaded = time.perf_counter()
@@ -172,7 +174,9 @@ def measure(directory: str, decoder: str, jobs: int, render: bool) -> dict[str, 
         "load": loaded - start,
         "compare": compared - loaded,
         "total": compared - start,
-        "cpu": _cpu() - cpu0,
+        "cpu": sum(_cpu()) - own0 - children0,
+        # On an idle machine with a CPU per worker: this process's CPU time, and one worker's share.
+        "critical": _cpu()[0] - own0 + (_cpu()[1] - children0) / _workers(len(reports) + len(errors), jobs),
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "worker_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         "nodes": len(fleet.nodes),
@@ -191,9 +195,19 @@ def measure(directory: str, decoder: str, jobs: int, render: bool) -> dict[str, 
     return out
 
 
-def _cpu() -> float:
+def _cpu() -> tuple[float, float]:
+    """CPU seconds (user and system) of this process, and of its ended children (the workers)."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+def _workers(files: int, jobs: int) -> int:
+    from cuda_doctor import parallel
+    from cuda_doctor.reportfile import REPORTS_PER_JOB
+
+    if jobs == 1 or not parallel.available():
+        return 1
+    return min(jobs or parallel.default_jobs(files, REPORTS_PER_JOB), files)
 
 
 def run_child(directory: Path, decoder: str, jobs: int, render: bool = False) -> dict[str, Any]:
@@ -226,7 +240,7 @@ def main(argv: list[str]) -> None:
     if len(names) == 1:
         print("msgspec is not installed: the standard library's decoder only (pip install 'cuda-doctor[fast]')")
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the start; --jobs {args.jobs}")
-    head = f"{'N':>6} {'MB':>6}" + "".join(f" {d + ' s':>11} {'cpu s':>6}" for d in names)
+    head = f"{'N':>6} {'MB':>6}" + "".join(f" {d + ' s':>11} {'cpu s':>6} {'crit s':>6}" for d in names)
     print(head + f" {'peak RSS MB':>12} {'worker MB':>10} {'differ':>7} {'outliers':>9}")
     with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
         everything = Path(tmp) / "all"
@@ -244,6 +258,7 @@ def main(argv: list[str]) -> None:
                         raise SystemExit(f"expected {n} readable reports, got {r['nodes']} and {r['errors']} errors")
                 line += f" {statistics.median(r['total'] for r in runs):>11.3f}"
                 line += f" {statistics.median(r['cpu'] for r in runs):>6.2f}"
+                line += f" {statistics.median(r['critical'] for r in runs):>6.2f}"
                 last = runs[-1]
             line += f" {last['rss_mb']:>12.0f} {last['worker_rss_mb']:>10.0f}"
             print(f"{line} {last['differing']:>7} {last['outliers']:>9}", flush=True)
