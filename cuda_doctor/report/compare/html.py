@@ -8,7 +8,7 @@ Nothing is fetched: the style, the charts (SVG) and the sorting script are inlin
 page's Content-Security-Policy allows only those two inline blocks (by their hashes), so that
 a browser loads nothing else and runs nothing else.  Every string from a report (hostnames,
 paths, rule messages, values) is hostile input: it goes into the page only through ``_el`` and
-``_attrs``, which escape it.
+``_attrs``, which escape it (control characters as their visible escapes, then HTML).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 from cuda_doctor import __version__
 from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet, GroupStats, Node, NodeConfig, Outlier
 from cuda_doctor.compare.keys import METRICS
-from cuda_doctor.report import count
+from cuda_doctor.report import count, printable
 from cuda_doctor.report.compare import wording
 
 
@@ -33,7 +33,9 @@ class Html(str):
 
 
 def _esc(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    # printable first: a control character (a bidi override that reorders a host name, NUL)
+    # is shown as its escape, as in every other report
+    return html.escape(printable(value), quote=True)
 
 
 def _attrs(attrs: dict[str, object]) -> str:

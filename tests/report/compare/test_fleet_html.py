@@ -180,6 +180,17 @@ def test_every_string_from_a_report_stays_text(tmp_path: Path) -> None:
     assert any(e["text"].startswith(str(folder / "broken.json")) for e in doc.find("td"))
 
 
+def test_control_characters_are_shown_as_escapes(tmp_path: Path) -> None:
+    def spoofed(report: dict[str, Any]) -> dict[str, Any]:
+        report["host"] = "gpu-\u202e9-upg\x1b]2;title\x07\x00"  # a right-to-left override, OSC, NUL
+        return report
+
+    text = render_fleet(fleet_of(fleet_dir(tmp_path, {"gpu-9": spoofed})), "html")
+    assert "\u202e" not in text and "\x1b" not in text and "\x00" not in text
+    hosts = [r["attrs"]["data-host"] for r in Page(text).rows("nodes")]
+    assert "gpu-\\u202e9-upg\\x1b]2;title\\x07\\x00" in hosts
+
+
 def test_fleet_writes_the_page_with_output(tmp_path: Path) -> None:
     folder = fleet_dir(tmp_path, usual_changes())
     target = tmp_path / "out" / "fleet.html"
