@@ -17,7 +17,10 @@ from cuda_doctor import reportfile
 from cuda_doctor.reportfile import Fields, ReportFileError, load_report, load_unique
 from cuda_doctor.results import Status
 
-msgspec = pytest.importorskip("msgspec", reason="the fast path needs msgspec (the test extra installs it)")
+
+@pytest.fixture
+def with_msgspec() -> None:
+    pytest.importorskip("msgspec", reason="the fast path needs msgspec (the test extra installs it)")
 
 
 def stdlib_only(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -76,6 +79,7 @@ TRICKY = [
 
 
 @pytest.mark.parametrize("raw", TRICKY, ids=range(len(TRICKY)))
+@pytest.mark.usefixtures("with_msgspec")
 def test_msgspec_reads_every_document_as_the_standard_library_does(
     tmp_path: Path, raw: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -92,6 +96,7 @@ def test_msgspec_reads_every_document_as_the_standard_library_does(
         assert fast_fields == slow
 
 
+@pytest.mark.usefixtures("with_msgspec")
 def test_a_report_reads_the_same_with_and_without_msgspec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write(tmp_path / "a.json", failing_rule(base_report(gpus=8)))
     fast = load_report(path)
