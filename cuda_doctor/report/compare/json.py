@@ -91,7 +91,7 @@ def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
                 "host": n.host,
                 "path": n.path,
                 "created": n.created,
-                "config": asdict(n.config),
+                "config": dict(vars(n.config)),  # its fields (asdict's deep copy costs seconds at 10,000 nodes)
                 "failing": list(n.failing),
                 "warnings": n.warnings,
             }
