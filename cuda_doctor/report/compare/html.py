@@ -14,12 +14,14 @@ paths, rule messages, values) is hostile input: it goes into the page only throu
 from __future__ import annotations
 
 import base64
+import bisect
 import hashlib
 import html
+import itertools
 import math
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 from cuda_doctor import __version__
 from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet, GroupStats, Node, NodeConfig, Outlier
@@ -459,14 +461,9 @@ def _span(rows: list[tuple[GroupStats, tuple[float, ...]]]) -> tuple[float, floa
 def _chart(
     model: str, rows: list[tuple[GroupStats, tuple[float, ...]]], outliers: dict[tuple[str, str], list[Outlier]]
 ) -> Html:
-    low, high = _span(rows)
-    plot = _WIDTH - _LEFT - _RIGHT
+    x = _Scale(*_span(rows))
     height = _TOP + _ROW * len(rows) + 8
-
-    def x(ratio: float) -> float:
-        return _LEFT + plot * (min(max(ratio, low), high) - low) / (high - low)
-
-    parts = [_axis(low, high, x, height)]
+    parts = [_axis(x, height)]
     for index, (stats, figures) in enumerate(rows):
         parts.append(_row(stats, figures, outliers.get((stats.gpu_model, stats.metric), []), _TOP + _ROW * index, x))
     gpus = max(s.count for s, _ in rows)
@@ -484,19 +481,28 @@ def _chart(
     return _el("figure", _el("figcaption", f"{model} ({count(gpus, 'GPU')})"), svg)
 
 
-def _axis(low: float, high: float, x: Callable[[float], float], height: float) -> Html:
-    ticks = [t for t in (0.25, 0.5, 0.8, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0) if low <= t <= high]
+class _Scale(NamedTuple):
+    """The x axis: a ratio to the median in [low, high] → a position in the plot."""
+
+    low: float
+    high: float
+
+    def at(self, ratio: float) -> float:
+        clamped = min(max(ratio, self.low), self.high)
+        return _LEFT + (_WIDTH - _LEFT - _RIGHT) * (clamped - self.low) / (self.high - self.low)
+
+
+def _axis(x: _Scale, height: float) -> Html:
+    ticks = [t for t in (0.25, 0.5, 0.8, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0) if x.low <= t <= x.high]
     parts = []
     for t in ticks:
-        at = f"{x(t):.1f}"
+        at = f"{x.at(t):.1f}"
         parts.append(_el("line", x1=at, x2=at, y1=_TOP - 6, y2=height - 6, class_="median" if t == 1.0 else "axis"))
         parts.append(_el("text", f"{t:g}×", x=at, y=12, text_anchor="middle"))
     return _join(parts)
 
 
-def _row(
-    stats: GroupStats, figures: tuple[float, ...], marks: list[Outlier], top: float, x: Callable[[float], float]
-) -> Html:
+def _row(stats: GroupStats, figures: tuple[float, ...], marks: list[Outlier], top: float, x: _Scale) -> Html:
     base = top + _ROW - 10  # the bars' baseline
     label = _el(
         "text",
@@ -507,7 +513,7 @@ def _row(
     if stats.median > 0 and figures:
         parts.append(_bars(figures, stats.median, base, x))
     for o in marks:
-        at = x(o.ratio)
+        at = x.at(o.ratio)
         tip = f"{o.host} GPU {o.gpu}: {wording.outlier_text(o)}"
         parts.append(
             _el(
@@ -525,16 +531,19 @@ def _row(
     return _join(parts)
 
 
-def _bars(figures: tuple[float, ...], median: float, base: float, x: Callable[[float], float]) -> Html:
-    """One path: a bar per bin of the x axis, its height the log of the GPUs in it."""
-    left, right = _LEFT, _WIDTH - _RIGHT
-    width = (right - left) / _BINS
-    bins = Counter(min(int((x(v / median) - left) / width), _BINS - 1) for v in figures)
-    tallest = math.log1p(max(bins.values()))
+def _bars(figures: tuple[float, ...], median: float, base: float, x: _Scale) -> Html:
+    """One path: a bar per bin of the x axis, its height the log of the GPUs in it.  The figures
+    are sorted, so a bin's count is the distance between two bisections (a figure beyond the axis
+    counts in the bin at its end)."""
+    step = (x.high - x.low) / _BINS
+    edges = [bisect.bisect_left(figures, median * (x.low + k * step)) for k in range(1, _BINS)]
+    counts = [b - a for a, b in itertools.pairwise([0, *edges, len(figures)])]
+    tallest = math.log1p(max(counts))
+    width = (_WIDTH - _LEFT - _RIGHT) / _BINS
+    bar = max(width - 0.6, 0.8)
     path = []
-    for b, n in sorted(bins.items()):
-        h = max(1.5, (_ROW - 22) * math.log1p(n) / tallest)
-        path.append(
-            f"M{left + b * width:.1f} {base:.1f}h{max(width - 0.6, 0.8):.1f}v{-h:.1f}h{-max(width - 0.6, 0.8):.1f}z"
-        )
+    for b, n in enumerate(counts):
+        if n:
+            h = max(1.5, (_ROW - 22) * math.log1p(n) / tallest)
+            path.append(f"M{_LEFT + b * width:.1f} {base:.1f}h{bar:.1f}v{-h:.1f}h{-bar:.1f}z")
     return _el("path", d="".join(path), class_="bars")

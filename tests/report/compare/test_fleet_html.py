@@ -291,3 +291,12 @@ def test_page_size_grows_with_the_nodes_not_with_their_gpus(tmp_path: Path) -> N
     assert big.count("<circle") == small.count("<circle") == 2
     assert big.count("<path") == small.count("<path")
     assert len(big) < len(small) * 60 / 12  # per node: a table row, about 700 bytes
+
+
+def test_the_histogram_counts_every_figure_in_one_bar() -> None:
+    scale = page._Scale(0.5, 1.5)
+    figures = tuple(sorted([100.0] * 50 + [95.0, 10.0, 400.0]))  # 0.1× and 4× lie beyond the axis
+    (bars,) = Page(page._bars(figures, 100.0, 40.0, scale)).find("path")
+    starts = [float(m.group(1)) for m in re.finditer(r"M([\d.]+) ", bars["attrs"]["d"])]
+    assert len(starts) == 4  # the two beyond the axis at its ends, 0.95×, and the fifty at 1×
+    assert starts[0] == page._LEFT and starts[-1] > scale.at(1.5) - 10
