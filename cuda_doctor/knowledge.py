@@ -541,6 +541,7 @@ DERIVERS: list[str | tuple[str, tuple[str, ...]]] = [
     "cuda_doctor.knowledge:derive_environment",
     ("cuda_doctor.container.derive:derive", ("container.cuda_version", "container.nvidia_require", "image[")),
     ("cuda_doctor.smoke.expected:derive", ("smoke",)),
+    ("cuda_doctor.jax.derive:derive", ("jax.",)),
     "cuda_doctor.nccl.derive:derive",  # also says why the all-reduce did not run
     ("cuda_doctor.libraries.pins:derive", ("torch.installed", "dist[")),
     ("cuda_doctor.libraries.loaded:derive", ("framework.cuda_library_count", "cudalib[")),  # before the two below

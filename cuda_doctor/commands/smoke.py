@@ -26,7 +26,8 @@ from cuda_doctor.report.progress import ProgressLine, progress_line
 from cuda_doctor.smoke.probe import SmokeProbe
 
 #: The smoke rules, and the GPU probe whose facts (clock reasons, MIG, UUIDs) they read.
-SMOKE_RULES = ("CD7", "CD101")  # the driver check says why a smoke run could not start
+#: CD25 is JAX's smoke step, run after torch's when jax is installed.
+SMOKE_RULES = ("CD7", "CD25", "CD101")  # the driver check says why a smoke run could not start
 NCCL_RULES = ("CD8",)
 GPU_PROBE = "cuda_doctor.probes.gpu"
 
@@ -60,7 +61,8 @@ def command(
 
     Runs a PTX vector add through the driver, then (when torch is installed) copies,
     fp32/fp16/bf16 matmuls checked against float64, an AMP training step and a cuDNN
-    convolution on every visible GPU, in a child process killed after --smoke-timeout.
+    convolution on every visible GPU, in a child process killed after --smoke-timeout; then
+    (when jax is installed) a jitted bf16 matmul on every GPU JAX has, in a child of its own.
     """
     config = load_config(config_path, Path.cwd())
     ctx = ProbeContext(python=python or sys.executable, timeout=timeout, smoke_timeout=smoke_timeout, nccl=nccl)
@@ -73,11 +75,16 @@ def run_smoke_check(ctx: ProbeContext, config: Config, line: ProgressLine | None
     # The GPU is read idle first, so that the smoke child is not counted as "another process".
     gpu = load_probe(GPU_PROBE)
     facts = collect(ctx, [gpu], line) if gpu is not None else None
-    smoke_facts = collect(ctx if line is None else ctx.but(step_progress=line.step), [SmokeProbe()], line)
+    stepping = ctx if line is None else ctx.but(step_progress=line.step)
+    smoke_facts = collect(stepping, [SmokeProbe()], line)
     if facts is None:
         facts = smoke_facts
     else:
         facts.merge(smoke_facts)
+    # JAX's step in a child of its own, after torch's: never beside it (one measures the other)
+    from cuda_doctor.jax.gpu_probe import JaxGpuProbe
+
+    facts.merge(collect(stepping, [JaxGpuProbe()], line))
     rules: tuple[str, ...] = SMOKE_RULES
     if ctx.nccl:
         from cuda_doctor.nccl.probe import NcclProbe

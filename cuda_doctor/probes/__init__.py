@@ -18,11 +18,14 @@ PHASE_1: dict[str, str] = {
     "environment": "cuda_doctor.probes.environment",
     "toolkit": "cuda_doctor.probes.toolkit",
     "framework": "cuda_doctor.probes.framework",
+    "jax": "cuda_doctor.jax.probe",
     "docker": "cuda_doctor.probes.docker",
     "kernel": "cuda_doctor.probes.kernel_module",
 }
 PHASE_2: dict[str, str] = {
     "smoke": "cuda_doctor.smoke.probe",
+    # JAX's backend and its smoke step: after the torch smoke run, never beside it
+    "jax_gpu": "cuda_doctor.jax.gpu_probe",
     "nccl": "cuda_doctor.nccl.probe",
 }
 PROBES: dict[str, str] = {**PHASE_1, **PHASE_2}
@@ -31,6 +34,7 @@ PROBES: dict[str, str] = {**PHASE_1, **PHASE_2}
 #: is reported as skipped ("not checked: --fast"), not as a fact that could not be gathered.
 PROVIDES: dict[str, tuple[str, ...]] = {
     "framework": ("torch.", "tensorflow.", "framework.", "dist[", "companion[", "cudalib[", "fatbin."),
+    "jax": ("jax.",),
     "toolkit": ("toolkit.",),
     "docker": ("docker.", "image[", "image."),
     "smoke": ("smoke",),

@@ -24,6 +24,13 @@ KEY_FACTS = (
     "torch.cuda_build",
     "torch.cudnn_version",
     "torch.nccl_version",
+    "jax.import_error",
+    "jax.version",
+    "jax.jaxlib_version",
+    "jax.cuda_plugin",
+    "jax.cuda_plugin_version",
+    "jax.backend",
+    "jax.gpu_count",
     "container.detected",
     "container.cuda_version",
     "toolkit.nvcc_version",
@@ -42,8 +49,10 @@ def render(report: Report, *, verbose: bool = False, terminal: bool = False, fai
     lines = [f"## cuda-doctor report: {report.host}", "", f"cuda-doctor {__version__}, {report.created}", ""]
     lines += ["| fact | value |", "| --- | --- |"]
     for name in KEY_FACTS:
-        if name == "torch.import_error" and not report.facts.get(name):
+        if name in ("torch.import_error", "jax.import_error") and not report.facts.get(name):
             continue  # shown only when the import failed
+        if name.startswith("jax.") and report.facts.get("jax.installed") is not True:
+            continue  # JAX's rows only where it is installed
         if report.facts.has(name):
             lines.append(f"| `{name}` | {md_cell(_value(report.facts.get(name)))} |")
         elif name in report.facts.unknown:

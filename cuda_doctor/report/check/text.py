@@ -106,6 +106,9 @@ def _headline(report: Report) -> str:
     torch = _torch(facts)
     if torch:
         bits.append(torch)
+    jax = _jax(facts)
+    if jax:
+        bits.append(jax)
     return " · ".join(bits)
 
 
@@ -123,6 +126,22 @@ def _torch(facts: Facts) -> str:
         return f"torch {facts.get('torch.version')}"
     build = facts.get("torch.cuda_build")
     return f"torch {facts.get('torch.version')} ({'CUDA ' + str(build) if build else 'CPU-only'})"
+
+
+def _jax(facts: Facts) -> str:
+    """What the headline says of JAX, when it is installed: its version, its CUDA plugin and the
+    GPUs it sees, or that its import failed."""
+    if not facts.get("jax.installed"):
+        return ""
+    if facts.get("jax.import_error"):
+        return f"jax: import failed ({str(facts.get('jax.import_error')).splitlines()[0]})"
+    head = f"jax {facts.get('jax.version')}"
+    major = facts.get("jax.cuda_plugin_major")
+    if facts.has("jax.cuda_plugin_major") and not major:
+        return f"{head} (CPU-only)"
+    gpus = facts.get("jax.gpu_count")
+    seen = f", {gpus} GPU{'' if gpus == 1 else 's'}" if isinstance(gpus, int) else ""
+    return f"{head} (CUDA {major}{seen})" if major else head
 
 
 def _result_lines(result: Result, verbose: bool) -> list[Line]:

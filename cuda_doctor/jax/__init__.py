@@ -1,0 +1,17 @@
+"""JAX, the third framework: what the target interpreter's JAX has installed, chose and computes.
+
+JAX runs in a child of its own (``_child.py``), never in the torch child: initialising JAX's GPU
+backend preallocates GPU memory and creates a context on every GPU, and a JAX that crashes must
+not cost the torch facts.
+
+* ``probe`` (phase 1, with the other read-only probes): the distributions (``jax``, ``jaxlib``,
+  the CUDA plugin and its PJRT), the CUDA/cuDNN the plugin was built with, ``import jax`` and
+  what it warned.  No backend is initialised there, so the GPU probe reads the GPU idle.
+* ``gpu_probe`` (phase 2, one probe at a time after the torch smoke run): the backend JAX
+  chooses, its devices and what it said while choosing, the CUDA libraries it loaded, and the
+  JAX smoke step (``cuda_doctor/smoke/jax_level.py``), in the same child.
+* ``derive``: which plugin this driver runs, whether the versions match, what shadows a
+  library, how much memory preallocation takes.
+
+Facts: ``jax.*`` and, from the smoke step, ``smoke.jax_level.*`` and ``smoke[i].jax_*``.
+"""

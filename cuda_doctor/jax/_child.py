@@ -1,0 +1,485 @@
+"""Report what JAX has installed, imports and chooses, from inside the interpreter being inspected.
+
+This file is run as ``python -c <its source> CONFIG`` by the target interpreter, which need not
+have cuda-doctor installed: the standard library only (and JAX), syntax Python 3.8 reads.  It
+prints records (``cuda_doctor.children``) on stdout: ``{"started": true}`` first, then
+``{"step": …}`` before each step, then the report ``{"values": {fact: value}, "unknown": {fact:
+reason}}``.  Nothing here raises: a step that fails becomes unknown facts with the error text.
+
+The report reads the distributions (``importlib.metadata``: no import of jax for that), the CUDA
+and cuDNN versions the CUDA plugin was built with (its ``_versions`` module answers from
+constants, without initialising CUDA) and then imports jax, which checks jaxlib's version and
+the plugin's.  It initialises no backend: that creates a context and allocates memory on every
+GPU, which the parent orders only once the read-only probes are done.
+
+With CONFIG ``{"then": "wait"}`` (and jax imported) it then serves orders, one JSON line each on
+stdin: ``{"backend": {}}`` initialises the backend and answers ``{"backend": {"values": …,
+"unknown": …}}``; ``{"run": SOURCE, "argv": […]}`` runs that script here (the JAX smoke step) as
+``python -c SOURCE ARG…`` would, its stdout the records pipe, and then the child ends; anything
+else, or stdin closed, ends it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import platform
+import re
+import sys
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+STARTED = '{"started": true}'
+#: The distributions reported, by normalized name; CUDA plugins and PJRTs match PLUGIN_NAME.
+JAX_DISTRIBUTIONS = ("jax", "jaxlib")
+PLUGIN_NAME = re.compile(r"^jax-cuda(\d+)-(plugin|pjrt)$")
+#: The plugin's components: (fact key, the name JAX's own messages use, _versions prefix).
+COMPONENTS = (
+    ("cuda", "CUDA", "cuda_runtime"),
+    ("cudnn", "cuDNN", "cudnn"),
+    ("cublas", "cuBLAS", "cublas"),
+    ("cufft", "cuFFT", "cufft"),
+    ("cusparse", "cuSPARSE", "cusparse"),
+    ("cusolver", "cuSOLVER", "cusolver"),
+    ("cupti", "cuPTI", "cupti"),
+)
+#: Warning categories kept from ``import jax`` (DeprecationWarnings of its dependencies are not ours).
+KEPT_WARNINGS = ("RuntimeWarning", "UserWarning")
+MESSAGES_CAP = 20
+MESSAGE_CHARS = 2000
+STDERR_CAP = 64 << 10
+#: XLA's C++ log lines (``E0000 00:00:…`` / ``W external/xla/…``) and the cuDNN mismatch text.
+XLA_LOG_LINE = re.compile(r"^([EWF]\d{4} |[EWF] external/)|Loaded runtime CuDNN library")
+
+STATIC_FACTS = [
+    "jax.version",
+    "jax.jaxlib_version",
+    "jax.requires_jaxlib",
+    "jax.distributions",
+    "jax.cuda_plugins",
+    "jax.cuda_plugin",
+    "jax.cuda_plugin_version",
+    "jax.cuda_plugin_major",
+    "jax.cuda_pjrt_version",
+    "jax.plugin_requires_pjrt",
+    "jax.plugin_build",
+    "jax.import_error",
+    "jax.import_seconds",
+    "jax.import_warnings",
+]
+BACKEND_FACTS = [
+    "jax.backend",
+    "jax.platforms",
+    "jax.devices",
+    "jax.gpu_count",
+    "jax.device_kinds",
+    "jax.cuda_error",
+    "jax.backend_messages",
+    "jax.backend_seconds",
+    "jax.cuda_components",
+    "jax.driver_cuda",
+]
+
+
+def new_report() -> dict[str, dict[str, Any]]:
+    return {"values": {}, "unknown": {}}
+
+
+def put(report: dict[str, dict[str, Any]], name: str, value: Any) -> None:
+    report["values"][name] = value
+    report["unknown"].pop(name, None)
+
+
+def miss(report: dict[str, dict[str, Any]], name: str, reason: str) -> None:
+    if name not in report["values"]:
+        report["unknown"][name] = reason
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    return type(exc).__name__ + (": " + first if first else "")
+
+
+def whole(exc: BaseException) -> str:
+    """The exception's type and its whole text (JAX's own messages span lines), within a cap."""
+    text = str(exc).strip()
+    return (type(exc).__name__ + (": " + text if text else ""))[:MESSAGE_CHARS]
+
+
+def attempt(report: dict[str, dict[str, Any]], names: list[str], step: Callable[[], None]) -> None:
+    try:
+        step()
+    except BaseException as exc:  # a framework may raise anything, even SystemExit
+        for name in names:
+            miss(report, name, describe(exc))
+
+
+# -- pure helpers (unit-tested in-process) ---------------------------------------------------
+def normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirement_of(line: str, wanted: str) -> str | None:
+    """``"jaxlib<=0.10.2,>=0.10.1"`` from a Requires-Dist line about ``wanted`` without an extra;
+    None for a line about another name or one only an extra brings."""
+    text, _, marker = line.partition(";")
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(.*)$", text)
+    if match is None or normalize(match.group(1)) != wanted or "extra" in marker:
+        return None
+    return normalize(match.group(1)) + match.group(3).replace(" ", "")
+
+
+def version_text(component: str, code: int) -> str:
+    """A CUDA component's version number as the text its documentation uses."""
+    if component in ("cuda", "driver"):  # CUDART_VERSION: 13000 → 13.0
+        return f"{code // 1000}.{code % 1000 // 10}"
+    if component == "cudnn":  # 9.x: major*10000+minor*100+patch; 8.x: major*1000+minor*100+patch
+        major, rest = divmod(code, 10000) if code >= 90000 else divmod(code, 1000)
+        return f"{major}.{rest // 100}.{rest % 100}"
+    if component == "cublas":  # 130000 → 13.0.0
+        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    if component in ("cufft", "cusparse", "cusolver"):  # 12602 → 12.6.2
+        return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+    return str(code)  # cuPTI's API version is a plain number
+
+
+def xla_log_lines(text: str) -> list[str]:
+    """XLA's own warnings and errors among what the backend printed on stderr."""
+    return [line.strip()[:MESSAGE_CHARS] for line in text.splitlines() if XLA_LOG_LINE.search(line.strip())]
+
+
+def kept_warnings(caught: list[Any]) -> list[str]:
+    texts: list[str] = []
+    for item in caught:
+        category = getattr(getattr(item, "category", None), "__name__", "")
+        text = str(getattr(item, "message", item)).strip()
+        if category in KEPT_WARNINGS and text and text not in texts:
+            texts.append(text[:MESSAGE_CHARS])
+    return texts[:MESSAGES_CAP]
+
+
+# -- distributions (no import of jax) -------------------------------------------------------
+def read_distributions(report: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The first copy of each JAX distribution on ``sys.path`` (as pip and importlib see it)."""
+    from importlib import metadata
+
+    found: dict[str, Any] = {}
+    for dist in metadata.distributions():
+        name = normalize(str(dist.metadata["Name"] or ""))
+        if (name in JAX_DISTRIBUTIONS or PLUGIN_NAME.match(name)) and name not in found:
+            found[name] = dist
+    put(report, "jax.distributions", {name: str(dist.version) for name, dist in sorted(found.items())})
+    return found
+
+
+def put_versions(report: dict[str, dict[str, Any]], found: dict[str, Any]) -> None:
+    jax = found.get("jax")
+    put(report, "jax.version", str(jax.version) if jax else None)
+    jaxlib = found.get("jaxlib")
+    put(report, "jax.jaxlib_version", str(jaxlib.version) if jaxlib else None)
+    lines = [requirement_of(line, "jaxlib") for line in (jax.requires or [])] if jax else []
+    put(report, "jax.requires_jaxlib", next((line for line in lines if line), None))
+
+
+def put_plugins(report: dict[str, dict[str, Any]], found: dict[str, Any]) -> str | None:
+    """Every CUDA plugin and its PJRT; the one JAX uses (the newest CUDA major, as jaxlib's own
+    ``plugin_support`` tries ``jax_cuda13_plugin`` before ``jax_cuda12_plugin``).  Returns the
+    Python package of that plugin."""
+    plugins: list[dict[str, Any]] = []
+    for name in sorted(found):
+        match = PLUGIN_NAME.match(name)
+        if match is None or match.group(2) != "plugin":
+            continue
+        major = int(match.group(1))
+        pjrt_name = f"jax-cuda{major}-pjrt"
+        pjrt = found.get(pjrt_name)
+        pins = [requirement_of(line, pjrt_name) for line in (found[name].requires or [])]
+        plugins.append(
+            {
+                "name": name,
+                "version": str(found[name].version),
+                "major": major,
+                "pjrt_version": str(pjrt.version) if pjrt else None,
+                "requires_pjrt": next((pin for pin in pins if pin), None),
+            }
+        )
+    plugins.sort(key=lambda plugin: -int(plugin["major"]))
+    put(report, "jax.cuda_plugins", plugins)
+    chosen = plugins[0] if plugins else {}
+    put(report, "jax.cuda_plugin", chosen.get("name"))
+    put(report, "jax.cuda_plugin_version", chosen.get("version"))
+    put(report, "jax.cuda_plugin_major", chosen.get("major"))
+    put(report, "jax.cuda_pjrt_version", chosen.get("pjrt_version"))
+    put(report, "jax.plugin_requires_pjrt", chosen.get("requires_pjrt"))
+    return f"jax_cuda{chosen['major']}_plugin" if chosen else None
+
+
+def versions_module(package: str) -> Any:
+    return importlib.import_module(package + "._versions")
+
+
+def put_build(report: dict[str, dict[str, Any]], package: str | None) -> None:
+    """The CUDA components the plugin was built with, from its own constants."""
+    if package is None:
+        put(report, "jax.plugin_build", None)
+        return
+    versions = versions_module(package)
+    build: dict[str, str] = {}
+    for key, _name, prefix in COMPONENTS:
+        function = getattr(versions, prefix + "_build_version", None)
+        if function is not None:
+            build[key] = version_text(key, int(function()))
+    put(report, "jax.plugin_build", build)
+
+
+# -- import jax -----------------------------------------------------------------------------
+def import_jax(report: dict[str, dict[str, Any]], emit: Callable[[dict[str, Any]], None]) -> Any:
+    emit({"step": "import jax"})
+    start = time.monotonic()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            import jax
+        except BaseException as exc:  # jax checks jaxlib's version at import: RuntimeError
+            put(report, "jax.import_error", whole(exc))
+            put(report, "jax.import_warnings", kept_warnings(caught))
+            return None
+    put(report, "jax.import_seconds", round(time.monotonic() - start, 3))
+    put(report, "jax.import_error", None)
+    put(report, "jax.import_warnings", kept_warnings(caught))
+    put(report, "jax.version", str(jax.__version__))  # the package imported, whatever metadata says
+    try:
+        import jaxlib.version
+
+        put(report, "jax.jaxlib_version", str(jaxlib.version.__version__))
+    except Exception as exc:  # keep the metadata's version, say nothing more
+        miss(report, "jax.jaxlib_version", describe(exc))
+    return jax
+
+
+def collect(emit: Callable[[dict[str, Any]], None]) -> tuple[dict[str, dict[str, Any]], Any, str | None]:
+    """The static report, the imported jax module (None when not imported) and the plugin's package."""
+    report = new_report()
+    put(report, "jax.python", sys.executable)
+    put(report, "jax.python_version", platform.python_version())
+    emit({"step": "read distributions"})
+    found: dict[str, Any] = {}
+    package: list[str | None] = [None]
+
+    def distributions() -> None:
+        found.update(read_distributions(report))
+
+    attempt(report, ["jax.distributions", "jax.installed"], distributions)
+    installed = "jax" in found or importlib.util.find_spec("jax") is not None
+    put(report, "jax.installed", installed)
+    if not installed:
+        for name in STATIC_FACTS + BACKEND_FACTS:
+            miss(report, name, "jax is not installed in " + sys.executable)
+        return report, None, None
+    attempt(report, ["jax.version", "jax.jaxlib_version", "jax.requires_jaxlib"], lambda: put_versions(report, found))
+
+    def plugins() -> None:
+        package[0] = put_plugins(report, found)
+
+    plugin_facts = ["jax.cuda_plugins", "jax.cuda_plugin", "jax.cuda_plugin_version", "jax.cuda_plugin_major"]
+    attempt(report, [*plugin_facts, "jax.cuda_pjrt_version", "jax.plugin_requires_pjrt"], plugins)
+    attempt(report, ["jax.plugin_build"], lambda: put_build(report, package[0]))
+    jax = None
+    try:
+        jax = import_jax(report, emit)
+    except BaseException as exc:
+        miss(report, "jax.import_error", describe(exc))
+    if jax is None:
+        why = "import jax failed: " + str(report["values"].get("jax.import_error") or "see jax.import_error")
+        for name in BACKEND_FACTS:
+            miss(report, name, why)
+    return report, jax, package[0]
+
+
+# -- the backend (ordered by the parent once the read-only probes are done) ------------------
+class Captured:
+    """Warnings and errors logged while JAX chooses its backend (its own loggers and XLA's C++
+    lines on stderr), kept as text instead of shown."""
+
+    def __init__(self) -> None:
+        import logging
+
+        self.texts: list[str] = []
+
+        class Handler(logging.Handler):
+            def emit(handler, record: Any) -> None:
+                text = record.getMessage()
+                if record.exc_info and record.exc_info[1] is not None:
+                    text += "\n" + "".join(traceback.format_exception_only(*record.exc_info[:2])).strip()
+                self.add(text)
+
+        self.handler = Handler(level=logging.WARNING)
+        self.root = logging.getLogger()
+
+    def add(self, text: str) -> None:
+        text = text.strip()[:MESSAGE_CHARS]
+        if text and text not in self.texts and len(self.texts) < MESSAGES_CAP:
+            self.texts.append(text)
+
+    def __enter__(self) -> Captured:
+        import tempfile
+
+        self.root.addHandler(self.handler)
+        sys.stderr.flush()
+        self.saved = os.dup(2)
+        self.file = tempfile.TemporaryFile()
+        os.dup2(self.file.fileno(), 2)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        sys.stderr.flush()
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        self.root.removeHandler(self.handler)
+        self.file.seek(0)
+        text = self.file.read(STDERR_CAP).decode("utf-8", "replace")
+        self.file.close()
+        os.write(2, text.encode("utf-8"))  # still on the child's stderr, for a parent reading its tail
+        for line in xla_log_lines(text):
+            self.add(line)
+
+
+def device_record(device: Any) -> dict[str, Any]:
+    return {"id": int(device.id), "platform": str(device.platform), "kind": str(getattr(device, "device_kind", ""))}
+
+
+def cuda_error(texts: list[str], errors: dict[str, str]) -> str | None:
+    """Why JAX has no CUDA backend, in JAX's words: the backend's own error, else the plugin's
+    failed ``initialize()``, else JAX's CPU fallback warning."""
+    if errors.get("cuda"):
+        return str(errors["cuda"])[:MESSAGE_CHARS]
+    for needle in ("Exception when calling", "Jax plugin configuration error", "CUDA-enabled jaxlib", "CUDA backend"):
+        for text in texts:
+            if needle in text:
+                return text
+    return None
+
+
+def backend(jax: Any, package: str | None, emit: Callable[[dict[str, Any]], None]) -> dict[str, dict[str, Any]]:
+    report = new_report()
+    emit({"step": "initialise the JAX backend"})
+    start = time.monotonic()
+    failure: BaseException | None = None
+    devices: list[Any] = []
+    with Captured() as captured, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            devices = list(jax.devices())
+        except BaseException as exc:  # JAX_PLATFORMS=cuda without a working CUDA raises
+            failure = exc
+    for text in kept_warnings(caught):
+        captured.add(text)
+    put(report, "jax.backend_seconds", round(time.monotonic() - start, 3))
+    put(report, "jax.backend_messages", captured.texts)
+    bridge = importlib.import_module("jax._src.xla_bridge")
+    errors = dict(getattr(bridge, "_backend_errors", {}) or {})
+    if failure is not None:
+        for name in ("jax.backend", "jax.platforms", "jax.devices", "jax.gpu_count", "jax.device_kinds"):
+            miss(report, name, whole(failure))
+        put(report, "jax.cuda_error", cuda_error(captured.texts, errors) or whole(failure))
+    else:
+        put(report, "jax.backend", str(jax.default_backend()))
+        attempt(report, ["jax.platforms"], lambda: put(report, "jax.platforms", sorted(bridge.backends())))
+        records = [device_record(device) for device in devices]
+        put(report, "jax.devices", records)
+        gpus = [record for record in records if record["platform"] in ("gpu", "cuda")]
+        put(report, "jax.gpu_count", len(gpus))
+        put(report, "jax.device_kinds", [record["kind"] for record in gpus])
+        put(report, "jax.cuda_error", None if gpus else cuda_error(captured.texts, errors))
+    attempt(report, ["jax.cuda_components", "jax.driver_cuda"], lambda: put_components(report, package))
+    return report
+
+
+def put_components(report: dict[str, dict[str, Any]], package: str | None) -> None:
+    """The version of each CUDA component this process loads, beside the one the plugin was built
+    with (the plugin's own queries: they load the library the backend loads, if it is not yet)."""
+    if package is None:
+        put(report, "jax.cuda_components", None)
+        put(report, "jax.driver_cuda", None)
+        return
+    versions = versions_module(package)
+    components: dict[str, dict[str, Any]] = {}
+    for key, name, prefix in COMPONENTS:
+        build, get = (
+            getattr(versions, prefix + "_build_version", None),
+            getattr(versions, prefix + "_get_version", None),
+        )
+        if build is None or get is None:
+            continue
+        entry: dict[str, Any] = {"name": name, "build": version_text(key, int(build())), "runtime": None, "error": None}
+        try:
+            entry["runtime"] = version_text(key, int(get()))
+        except Exception as exc:  # "cuDNN not found.": the library could not be loaded
+            entry["error"] = describe(exc)
+        components[key] = entry
+    put(report, "jax.cuda_components", components)
+    try:
+        code = int(versions.cuda_driver_get_version())
+    except Exception as exc:
+        miss(report, "jax.driver_cuda", describe(exc))
+        return
+    put(report, "jax.driver_cuda", version_text("driver", code) if code else None)  # 0: no driver
+
+
+def serve(jax: Any, package: str | None, records_fd: int, emit: Callable[[dict[str, Any]], None]) -> None:
+    """Answer the parent's orders until it sends a script or closes stdin."""
+    while True:
+        line = sys.stdin.readline()
+        try:
+            order = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(order, dict):
+            return
+        if "backend" in order:
+            emit({"backend": backend(jax, package, emit)})
+            continue
+        source = order.get("run")
+        if not isinstance(source, str):
+            return
+        sys.stdout.flush()
+        os.dup2(records_fd, 1)
+        sys.argv = ["-c", *[str(arg) for arg in order.get("argv", [])]]
+        exec(compile(source, "<cuda-doctor>", "exec"), {"__name__": "__main__"})
+        return
+
+
+def main() -> None:
+    os.write(1, (STARTED + "\n").encode("ascii"))
+    config = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    # fd 1 carries records alone: whatever JAX and XLA print (even from C++) goes to stderr
+    records_fd = os.dup(1)
+    os.dup2(2, 1)
+    out = os.fdopen(records_fd, "w", closefd=False)
+
+    def emit(record: dict[str, Any]) -> None:
+        out.write(json.dumps(record, default=str) + "\n")
+        out.flush()
+
+    report, jax, package = collect(emit)
+    emit(report)
+    status = 0
+    if jax is not None and config.get("then") == "wait":
+        try:
+            serve(jax, package, records_fd, emit)
+        except BaseException:  # the script's own failure: its traceback on stderr says why
+            traceback.print_exc()
+            status = 1
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(status)  # no interpreter teardown: a GPU backend's shutdown can hang after the answer
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,386 @@
+"""JAX's derived facts: ``rules/data/jax.toml`` and NVIDIA's driver table meet the ``jax.*`` facts.
+
+Everything under ``derived.jax.`` (and ``derived.gpu[i].jax_*``, ``derived.smoke[i].jax_*``):
+
+* which CUDA plugin this driver and these GPUs run (``runs_extra``), the command that installs it
+  and the other plugin's driver floor (``install_command``, ``choice_note``);
+* whether the installed plugin runs on this driver (``plugin_runs``, ``plugin_problem``, and the
+  commands that swap it, ``switch_commands``);
+* whether jax, jaxlib, the plugin and its PJRT match (``version_problems``, ``align_command``),
+  read from the installed metadata and JAX's own runtime checks;
+* the loaded CUDA libraries older than the plugin was built with (``library_problems``);
+* how many GPUs JAX should see (``expected_gpus``) and why it sees fewer (``gpu_shortfall``);
+* preallocation (``preallocate``, ``mem_fraction``, ``derived.gpu[i].jax_prealloc_mib``);
+* the JAX smoke figures against ``rules/data/gpu_expected.toml``.
+
+Every function reads facts and writes facts and never raises; a missing input leaves its output
+unknown with the input's reason.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from cuda_doctor.facts import Facts, indexed
+from cuda_doctor.knowledge import _driver_cuda, min_driver_for_cuda, mvc_floor
+from cuda_doctor.tables import load_table
+from cuda_doctor.versions import at_least, major_minor
+
+#: JAX reads these as "do not preallocate" (jaxlib/xla_client.py: any other value preallocates).
+PREALLOCATE_OFF = ("false", "False", "0")
+DEFAULT_FRACTION = 0.75
+#: JAX's own fixed floors for the CUDA components (jax_plugins/cuda/__init__.py
+#: ``_check_cuda_versions``), as versions; cuDNN is compared with the version it was built with
+#: (XLA's ``CudnnSupport::Init``: the same major, an equal or higher minor).
+FIXED_FLOORS = {"cuda": "12.1", "cublas": "12.1.0", "cusparse": "12.1.0"}
+
+
+def _pip(facts: Facts) -> str:
+    """The inspected interpreter's pip: ``<python> -m pip`` (the JAX probe's, else the framework's)."""
+    python = facts.get("jax.python") or facts.get("framework.python")
+    return f"{shlex.quote(str(python))} -m pip" if python else "python -m pip"
+
+
+def _version(text: object) -> tuple[int, ...] | None:
+    """The numeric prefix of a version (``0.10.2``, ``0.9.0.1``), as JAX's own checks parse it."""
+    match = re.match(r"[0-9]+(?:\.[0-9]+)*", str(text or ""))
+    return tuple(int(part) for part in match.group(0).split(".")) if match else None
+
+
+def plugin_rows() -> dict[str, dict[str, Any]]:
+    return {str(row["extra"]): row for row in load_table("jax")["plugin"]}
+
+
+def plugin_floor(row: dict[str, Any]) -> str | None:
+    """The lowest Linux driver that runs this plugin, from NVIDIA's table."""
+    if "driver_cuda" in row:
+        return min_driver_for_cuda(str(row["driver_cuda"]))
+    return mvc_floor(int(row["driver_mvc"]))
+
+
+def _capabilities(facts: Facts) -> list[tuple[int, int]]:
+    caps = [major_minor(facts.get(indexed("gpu", i, "compute_capability"))) for i in facts.indices("gpu")]
+    return [cc for cc in caps if cc is not None]
+
+
+def _runs(
+    row: dict[str, Any], driver: object, driver_cuda: tuple[int, int] | None, caps: list[tuple[int, int]]
+) -> str | None:
+    """None when this plugin runs on this driver and these GPUs, else why not."""
+    floor = plugin_floor(row)
+    low = major_minor(row["min_capability"]) or (0, 0)
+    if driver_cuda is not None and driver_cuda[0] < int(row["major"]):
+        cuda = f"{driver_cuda[0]}.{driver_cuda[1]}"
+        return f"it needs a driver for CUDA {row['major']} (≥ {floor}); driver {driver} supports CUDA {cuda}"
+    if floor is not None and not at_least(driver, floor):
+        return f"it needs driver ≥ {floor}; this one is {driver}"
+    old = sorted({cc for cc in caps if cc < low})
+    if old:
+        shown = ", ".join(f"{cc[0]}.{cc[1]}" for cc in old)
+        return f"CUDA {row['major']} supports GPUs of compute capability {row['min_capability']} or newer, not {shown}"
+    return None
+
+
+def derive_plugin_choice(facts: Facts) -> None:
+    out = "derived.jax.runs_extra"
+    if not facts.has("driver.version"):
+        facts.mark_unknown(out, facts.unknown_reason("driver.version"))
+        facts.mark_unknown("derived.jax.install_command", facts.unknown_reason("driver.version"))
+        return
+    driver = facts.get("driver.version")
+    driver_cuda = major_minor(_driver_cuda(facts))
+    caps = _capabilities(facts)
+    rows = plugin_rows()
+    floors = {extra: plugin_floor(row) for extra, row in rows.items()}
+    facts.set("derived.jax.cuda13_floor", floors.get("cuda13"))
+    facts.set("derived.jax.cuda12_floor", floors.get("cuda12"))
+    why_not = {extra: _runs(row, driver, driver_cuda, caps) for extra, row in rows.items()}
+    pip = _pip(facts)
+    for extra in ("cuda13", "cuda12"):
+        if why_not.get(extra) is None and extra in rows:
+            facts.set(out, extra)
+            facts.set("derived.jax.install_command", f'{pip} install -U "jax[{extra}]"')
+            other = "cuda12" if extra == "cuda13" else "cuda13"
+            if other == "cuda12":
+                note = f"jax[cuda12] also runs here (drivers ≥ {floors['cuda12']})"
+            else:
+                note = f"jax[cuda13] would need driver ≥ {floors['cuda13']}: {why_not['cuda13']}"
+            facts.set("derived.jax.choice_note", note)
+            return
+    reason = f"no JAX CUDA plugin runs on driver {driver}: jax[cuda12] needs ≥ {floors.get('cuda12')}"
+    reason += f" ({why_not.get('cuda12')})"
+    facts.mark_unknown(out, reason + "; only a driver upgrade helps")
+    facts.mark_unknown("derived.jax.install_command", reason + "; only a driver upgrade helps")
+    facts.mark_unknown("derived.jax.choice_note", reason)
+
+
+def derive_plugin_driver(facts: Facts) -> None:
+    """Whether the installed plugin's CUDA major is one this driver runs, and the swap if not."""
+    major = facts.get("jax.cuda_plugin_major")
+    out = "derived.jax.plugin_runs"
+    if not facts.has("jax.cuda_plugin_major"):
+        facts.mark_unknown(out, facts.unknown_reason("jax.cuda_plugin_major"))
+        return
+    if major is None:
+        facts.set(out, None)  # no plugin: CPU-only, another rule says so
+        return
+    row = plugin_rows().get(f"cuda{major}")
+    if row is None or not facts.has("driver.version"):
+        facts.mark_unknown(
+            out,
+            f"no driver floor known for jax-cuda{major}-plugin"
+            if row is None
+            else facts.unknown_reason("driver.version"),
+        )
+        return
+    facts.set("derived.jax.plugin_driver_floor", plugin_floor(row))
+    problem = _runs(row, facts.get("driver.version"), major_minor(_driver_cuda(facts)), _capabilities(facts))
+    facts.set(out, problem is None)
+    facts.set("derived.jax.plugin_problem", problem)
+    if problem is None:
+        return
+    facts.set("derived.jax.uninstall_command", f"{_pip(facts)} uninstall -y {row['package']} {row['pjrt']}")
+    extra = facts.get("derived.jax.runs_extra")
+    facts.set("derived.jax.other_plugin_runs", isinstance(extra, str) and extra != f"cuda{major}")
+
+
+# -- versions --------------------------------------------------------------------------------
+
+
+def _release(version: tuple[int, ...]) -> dict[str, Any] | None:
+    for row in load_table("jax")["releases"]["rows"]:
+        if _version(row["jax"]) == version:
+            return dict(row)
+    return None
+
+
+def version_problems(facts: Facts) -> list[str]:
+    """What does not match among jax, jaxlib, the CUDA plugin and its PJRT, in JAX's terms."""
+    problems: list[str] = []
+    jax, jaxlib = facts.get("jax.version"), facts.get("jax.jaxlib_version")
+    failed = str(facts.get("jax.import_error") or "")
+    if "jaxlib" in failed and ("incompatible" in failed or "requires version" in failed):
+        problems.append(f"import jax fails: {failed}")
+    elif jax and jaxlib and facts.get("jax.requires_jaxlib"):
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        try:
+            wanted = Requirement(str(facts.get("jax.requires_jaxlib")))
+        except InvalidRequirement:
+            wanted = None
+        if wanted is not None and not wanted.specifier.contains(str(jaxlib), prereleases=True):
+            problems.append(f"jaxlib {jaxlib} is not what jax {jax} requires ({wanted})")
+    elif jax and not jaxlib:
+        problems.append(f"jax {jax} is installed without jaxlib")
+    plugin, version = facts.get("jax.cuda_plugin"), facts.get("jax.cuda_plugin_version")
+    if plugin and jaxlib and _version(version) != _version(jaxlib):
+        said = next((w for w in facts.get("jax.import_warnings") or [] if "not be used" in str(w)), None)
+        text = f"{plugin} {version} does not match jaxlib {jaxlib}, so JAX does not use it"
+        problems.append(text + (f" ({said})" if said else ""))
+    pjrt = facts.get("jax.cuda_pjrt_version")
+    pinned = facts.get("jax.plugin_requires_pjrt")
+    if plugin and pjrt is None:
+        needs = pinned or str(plugin).replace("-plugin", "-pjrt")
+        problems.append(f"{plugin} {version} is installed without its PJRT ({needs}): JAX has no CUDA backend")
+    elif plugin and _version(pjrt) != _version(version):
+        problems.append(f"{plugin} {version} requires {pinned}, but {pjrt} is installed")
+    return problems
+
+
+def derive_versions(facts: Facts) -> None:
+    if not facts.get("jax.installed"):
+        reason = (
+            "jax is not installed" if facts.get("jax.installed") is False else facts.unknown_reason("jax.installed")
+        )
+        facts.mark_unknown("derived.jax.versions_match", reason)
+        return
+    needed = ("jax.version", "jax.jaxlib_version", "jax.cuda_plugin", "jax.cuda_pjrt_version")
+    missing = [name for name in needed if not facts.has(name)]
+    if missing:
+        facts.mark_unknown("derived.jax.versions_match", facts.unknown_reason(missing[0]))
+        return
+    problems = version_problems(facts)
+    facts.set("derived.jax.version_problems", problems)
+    facts.set("derived.jax.version_problem_text", "; ".join(problems) or None)
+    facts.set("derived.jax.versions_match", not problems)
+    facts.set("derived.jax.versions_text", versions_text(facts))
+    if problems:
+        facts.set("derived.jax.align_command", align_command(facts))
+
+
+def versions_text(facts: Facts) -> str:
+    """``jax 0.11.2, jaxlib 0.11.2, jax-cuda13-plugin 0.11.2, jax-cuda13-pjrt 0.11.2``."""
+    parts = [f"jax {facts.get('jax.version')}", f"jaxlib {facts.get('jax.jaxlib_version')}"]
+    plugin = facts.get("jax.cuda_plugin")
+    if plugin:
+        parts.append(f"{plugin} {facts.get('jax.cuda_plugin_version')}")
+        pjrt = str(plugin).replace("-plugin", "-pjrt")
+        parts.append(f"{pjrt} {facts.get('jax.cuda_pjrt_version') or '(missing)'}")
+    return ", ".join(parts)
+
+
+def align_command(facts: Facts) -> str:
+    """One pip command that installs a matching set: the newest of the installed versions, whose
+    extras pin jaxlib and the plugin exactly; the newest release when our table does not know it."""
+    pip = _pip(facts)
+    versions = [facts.get(name) for name in ("jax.version", "jax.jaxlib_version", "jax.cuda_plugin_version")]
+    parsed = [v for v in (_version(text) for text in versions if text) if v]
+    target = max(parsed) if parsed else None
+    row = _release(target) if target else None
+    major = facts.get("jax.cuda_plugin_major")
+    if major:
+        extra = f"cuda{major}"
+        if row is not None and (major != 13 or row.get("cuda13")):
+            return f'{pip} install -U "jax[{extra}]=={row["jax"]}"'
+        return f'{pip} install -U "jax[{extra}]"'
+    if row is not None:
+        return f'{pip} install "jax=={row["jax"]}" "jaxlib=={row["jaxlib"]}"'
+    return f"{pip} install -U jax jaxlib"
+
+
+# -- loaded libraries ------------------------------------------------------------------------
+
+
+def library_problems(components: dict[str, Any], plugin: str) -> list[str]:
+    problems: list[str] = []
+    for key, entry in sorted(components.items()):
+        if not isinstance(entry, dict):
+            continue
+        name, build, runtime = entry.get("name", key), entry.get("build"), entry.get("runtime")
+        if key == "cudnn" and runtime is None:
+            problems.append(
+                f"{name} could not be loaded ({entry.get('error')}); {plugin} needs {name} {build} or a newer 9.x"
+            )
+            continue
+        if runtime is None:
+            continue
+        if key == "cudnn":
+            have, built = _version(runtime) or (), _version(build) or ()
+            if have[:1] != built[:1] or have[:2] < built[:2]:
+                problems.append(
+                    f"{name} {runtime} is loaded, but {plugin} was built with {build}: XLA needs the same major "
+                    "version and an equal or higher minor"
+                )
+        elif key in FIXED_FLOORS and (_version(runtime) or ()) < (_version(FIXED_FLOORS[key]) or ()):
+            problems.append(f"{name} {runtime} is loaded; JAX needs {name} ≥ {FIXED_FLOORS[key]} (built with {build})")
+    return problems
+
+
+def derive_libraries(facts: Facts) -> None:
+    out = "derived.jax.libraries_ok"
+    if not facts.has("jax.cuda_components"):
+        facts.mark_unknown(out, facts.unknown_reason("jax.cuda_components"))
+        return
+    components = facts.get("jax.cuda_components")
+    if not isinstance(components, dict):
+        facts.set(out, None)  # no CUDA plugin: nothing was loaded for one
+        return
+    problems = library_problems(components, f"{facts.get('jax.cuda_plugin')} {facts.get('jax.cuda_plugin_version')}")
+    facts.set("derived.jax.library_problems", problems)
+    facts.set("derived.jax.library_problem_text", "; ".join(problems) or None)
+    facts.set(out, not problems)
+    loaded = [
+        f"{e.get('name')} {e.get('runtime')}" for e in components.values() if isinstance(e, dict) and e.get("runtime")
+    ]
+    facts.set("derived.jax.libraries_text", ", ".join(loaded) or "none")
+    major, version = facts.get("jax.cuda_plugin_major"), facts.get("jax.version")
+    if major and version:
+        facts.set("derived.jax.reinstall_command", f'{_pip(facts)} install -U "jax[cuda{major}]=={version}"')
+
+
+# -- GPUs JAX sees, memory -------------------------------------------------------------------
+
+
+def derive_visibility(facts: Facts) -> None:
+    out = "derived.jax.expected_gpus"
+    visible = facts.get("derived.cvd.visible")
+    expected = visible if isinstance(visible, int) else facts.get("gpu.count")
+    if not isinstance(expected, int):
+        facts.mark_unknown(out, facts.unknown_reason("gpu.count"))
+        return
+    facts.set(out, expected)
+    seen = facts.get("jax.gpu_count")
+    if isinstance(seen, int):
+        facts.set("derived.jax.gpu_shortfall", seen < expected)
+    elif not facts.has("jax.gpu_count"):
+        facts.mark_unknown("derived.jax.gpu_shortfall", facts.unknown_reason("jax.gpu_count"))
+    platforms = (facts.get("jax.env") or {}).get("JAX_PLATFORMS") if isinstance(facts.get("jax.env"), dict) else None
+    facts.set("derived.jax.platforms_setting", platforms)
+    error = facts.get("jax.cuda_error")
+    if platforms and "cuda" not in str(platforms) and "gpu" not in str(platforms):
+        facts.set("derived.jax.gpu_reason", f"JAX_PLATFORMS={platforms} keeps JAX off the GPU")
+    elif error:
+        facts.set("derived.jax.gpu_reason", f"JAX said: {error}")
+    else:
+        facts.set(
+            "derived.jax.gpu_reason", f"JAX's backend is {facts.get('jax.backend') or 'unknown'} and it gave no reason"
+        )
+
+
+def derive_memory(facts: Facts) -> None:
+    env = facts.get("jax.env")
+    if not isinstance(env, dict):
+        facts.mark_unknown("derived.jax.preallocate", facts.unknown_reason("jax.env"))
+        return
+    preallocate = str(env.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true")) not in PREALLOCATE_OFF
+    facts.set("derived.jax.preallocate", preallocate)
+    facts.set("derived.jax.preallocate_setting", env.get("XLA_PYTHON_CLIENT_PREALLOCATE", "unset"))
+    facts.set("derived.jax.xla_flags", env.get("XLA_FLAGS") or "none")
+    raw = env.get("XLA_CLIENT_MEM_FRACTION", env.get("XLA_PYTHON_CLIENT_MEM_FRACTION"))
+    try:
+        fraction = DEFAULT_FRACTION if raw is None else float(raw)
+    except ValueError:
+        facts.mark_unknown("derived.jax.mem_fraction", f"XLA_PYTHON_CLIENT_MEM_FRACTION={raw!r} is not a number")
+        return
+    facts.set("derived.jax.mem_fraction", fraction)
+    facts.set("derived.jax.mem_percent", round(100 * fraction))
+    for i in facts.indices("gpu"):
+        total = facts.get(indexed("gpu", i, "memory_total_mib"))
+        if isinstance(total, int):
+            facts.set(f"derived.gpu[{i}].jax_prealloc_mib", round(total * fraction))
+        procs = facts.get(indexed("gpu", i, "processes"))
+        if isinstance(procs, list):
+            used = [p.get("used_mib") for p in procs if isinstance(p, dict)]
+            facts.set(f"derived.gpu[{i}].others_mib", round(sum(u for u in used if isinstance(u, (int, float)))))
+        busy = facts.get(indexed("gpu", i, "memory_used_mib"))
+        if isinstance(total, int) and total > 0 and isinstance(busy, int):
+            # a fraction that fits beside what is used now, with a tenth of the rest to spare
+            fit = max(int((total - busy) / total * 90), 5) / 100
+            facts.set(f"derived.gpu[{i}].jax_fraction_fit", f".{round(fit * 100):02d}")
+
+
+def derive_smoke(facts: Facts) -> None:
+    """``derived.smoke[i].jax_bf16_ratio``: the JAX matmul against the expected bf16 figure."""
+    from cuda_doctor.smoke.expected import expected_figures, find_row
+
+    table = load_table("gpu_expected")
+    for i in facts.indices("smoke"):
+        measured = facts.get(indexed("smoke", i, "jax_bf16_tflops"))
+        if not facts.has(indexed("smoke", i, "jax_kind")) and measured is None:
+            continue
+        out = f"derived.smoke[{i}].jax_bf16_ratio"
+        kind = facts.get(indexed("smoke", i, "jax_kind")) or facts.get(indexed("smoke", i, "name"))
+        row = find_row(table, str(kind)) if kind else None
+        if row is None:
+            facts.mark_unknown(out, f"no expected figures for {kind} in rules/data/gpu_expected.toml")
+            continue
+        expected = expected_figures(table, row).get("bf16_tflops")
+        if not isinstance(measured, (int, float)) or isinstance(measured, bool) or not expected:
+            why = facts.reason(indexed("smoke", i, "jax_bf16_tflops")) or "the JAX bf16 matmul was not measured"
+            facts.mark_unknown(out, why)
+            continue
+        facts.set(f"derived.smoke[{i}].jax_expected_model", row["model"])
+        facts.set(f"derived.smoke[{i}].jax_expected_kind", row["kind"])
+        facts.set(f"derived.smoke[{i}].jax_expected_bf16_tflops", expected)
+        facts.set(out, round(measured / expected, 2))
+        facts.set(f"derived.smoke[{i}].jax_bf16_percent", round(100 * measured / expected))
+
+
+def derive(facts: Facts) -> None:
+    """Every JAX deriver, in order (the plugin choice first: the swap commands use it)."""
+    for step in (derive_plugin_choice, derive_plugin_driver, derive_versions, derive_libraries):
+        step(facts)
+    for step in (derive_visibility, derive_memory, derive_smoke):
+        step(facts)

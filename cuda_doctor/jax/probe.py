@@ -1,0 +1,173 @@
+"""Phase 1: what the target interpreter's JAX has installed and imports (``jax.*``).
+
+The child (``_child.py``) starts in every full check: its first step finds out, without importing
+jax, whether jax is installed at all, and ends at once when it is not.  Otherwise it imports jax
+and reports; it initialises no backend here (that takes GPU memory and a context on every GPU,
+and the GPU probe reads the GPU idle in this phase).  When phase 2 follows in the same pipeline
+run, the child is left in ``ctx.handoff`` (as ``JAX_CHILD``) for ``gpu_probe``, which orders the
+backend and the smoke step in the same process, so that a check imports jax once.
+
+The user's own memory settings (``XLA_PYTHON_CLIENT_PREALLOCATE`` and the others in
+``MEMORY_VARIABLES``) are recorded from the environment as ``jax.env`` before the child is
+started with ``XLA_PYTHON_CLIENT_PREALLOCATE=false``: cuda-doctor's JAX takes only what it uses.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cuda_doctor import children
+from cuda_doctor.facts import Facts
+from cuda_doctor.jax._child import BACKEND_FACTS, STATIC_FACTS
+from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.process import CommandResult
+
+CHILD_SCRIPT = Path(__file__).with_name("_child.py")
+#: The name the JAX child is left under in ``ctx.handoff`` for the phase-2 probe.
+JAX_CHILD = "jax"
+#: JAX's environment variables about GPU memory and platforms, recorded as the user set them.
+MEMORY_VARIABLES = (
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION",
+    "XLA_CLIENT_MEM_FRACTION",
+    "XLA_PYTHON_CLIENT_ALLOCATOR",
+    "XLA_FLAGS",
+    "JAX_PLATFORMS",
+    "JAX_PLATFORM_NAME",
+)
+#: Every fact of this probe and of the phase-2 probe; each ends up known or unknown.
+JAX_FACTS: tuple[str, ...] = ("jax.installed", "jax.python", "jax.python_version", *STATIC_FACTS)
+ALL_JAX_FACTS: tuple[str, ...] = (*JAX_FACTS, *BACKEND_FACTS)
+#: ``import jax`` takes 1-2 s cold on a GPU machine; more on a network file system.
+DEFAULT_MIN_TIMEOUT = 60.0
+
+
+def child_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The child's environment: the user's, with preallocation off for cuda-doctor's own JAX."""
+    return {**env, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+
+
+def user_settings(env: Mapping[str, str]) -> dict[str, str]:
+    """``jax.env``: the memory and platform variables the user has set, as set."""
+    return {name: env[name] for name in MEMORY_VARIABLES if name in env}
+
+
+def child_timeout(ctx: ProbeContext, floor: float = DEFAULT_MIN_TIMEOUT) -> float:
+    return max(ctx.timeout, floor)
+
+
+def start_child(ctx: ProbeContext, *, wait: bool, timeout: float, what: str = "jax") -> children.Child:
+    """The JAX child, told whether to wait for orders after its report."""
+    report = ctx.step_progress
+    return children.Child(
+        ctx.python,
+        CHILD_SCRIPT.read_text(encoding="utf-8"),
+        [json.dumps({"then": "wait" if wait else "exit"})],
+        env=child_env(ctx.env),
+        timeout=timeout,
+        start_timeout=children.start_timeout(ctx.timeout, timeout),
+        stdin=wait,
+        on_step=None if report is None else lambda step: report(what, step),
+    )
+
+
+def is_report(record: dict[str, Any]) -> bool:
+    return "values" in record and "unknown" in record
+
+
+@dataclass
+class JaxProbe:
+    name: str = "jax"
+    min_timeout: float = DEFAULT_MIN_TIMEOUT
+
+    def applies(self, ctx: ProbeContext) -> bool:
+        return not ctx.fast  # --fast promises no framework import
+
+    def deadline(self, ctx: ProbeContext) -> float:
+        return child_timeout(ctx, self.min_timeout) + 30
+
+    def collect(self, ctx: ProbeContext) -> Facts:
+        timeout = child_timeout(ctx, self.min_timeout)
+        keep = ctx.handoff.accepting  # the phase-2 probe initialises the backend in this child
+        try:
+            child = start_child(ctx, wait=keep, timeout=timeout)
+        except OSError as exc:
+            return all_unknown(f"cannot read {CHILD_SCRIPT}: {exc.strerror or exc}", ctx.env)
+        report = child.wait_for(is_report) if keep else None
+        facts = interpret(child.finish(), ctx.python, timeout) if report is None else shape(report, ctx.python)
+        facts.set("jax.env", user_settings(ctx.env))
+        waiting = child.result is None and facts.get("jax.installed") is True and facts.get("jax.import_error") is None
+        if keep:
+            # also when it ended: the phase-2 probe then knows that there is no backend to ask for
+            ctx.handoff.leave(JAX_CHILD, child)
+        if keep and waiting:
+            return facts
+        child.stop(grace=1.0)  # it has nothing more to do: it ends by itself
+        for name in BACKEND_FACTS:  # no backend will be asked for: say why
+            facts.mark_unknown(name, _no_backend(facts, keep))
+        return facts
+
+
+def _no_backend(facts: Facts, kept: bool) -> str:
+    if facts.get("jax.installed") is False:
+        return str(facts.unknown.get("jax.version") or "jax is not installed")
+    if facts.get("jax.import_error"):
+        return f"import jax failed: {facts.get('jax.import_error')}"
+    if not facts.has("jax.installed"):
+        return facts.unknown_reason("jax.installed")
+    if not kept:
+        return "the JAX backend is initialised only in a full check (after the GPU was read idle)"
+    return "the JAX child ended before its backend was initialised"
+
+
+def interpret(result: CommandResult, python: str, timeout: float) -> Facts:
+    """The child's report as facts, or one reason for all of them."""
+    records = [record for record in children.parse_records(result.stdout) if is_report(record)]
+    if records:
+        return shape(records[-1], python)
+    if result.timed_out:
+        began = bool(children.parse_records(result.stdout))
+        if not began:
+            return all_unknown(f"{python} did not start the JAX probe (it printed nothing; is it a working Python?)")
+        return all_unknown(f"{python} did not answer the JAX probe in {timeout:g} s")
+    if result.returncode is None:
+        return all_unknown(f"could not run {python}: {result.error}")
+    lines = (result.stderr.strip() or result.stdout.strip()).splitlines()
+    last = f": {children.excerpt(lines[-1])}" if lines else ""
+    return all_unknown(
+        f"{python} exited with status {result.returncode} in the JAX probe{last}{children.cut_note(result)}"
+    )
+
+
+def shape(payload: Mapping[str, Any], python: str, names: tuple[str, ...] = JAX_FACTS) -> Facts:
+    """Keep the ``jax.`` facts of a child's report; say why any expected one is missing."""
+    facts = Facts()
+    values, unknown = payload.get("values"), payload.get("unknown")
+    if not isinstance(values, dict) or not isinstance(unknown, dict):
+        return all_unknown(f"{python} printed a JAX report without 'values' and 'unknown' objects")
+    for name, value in values.items():
+        if isinstance(name, str) and name.startswith("jax."):
+            facts.set(name, value)
+    for name, reason in unknown.items():
+        if isinstance(name, str) and name.startswith("jax."):
+            facts.mark_unknown(name, str(reason))
+    for name in names:
+        if name not in facts.values and name not in facts.unknown:
+            facts.mark_unknown(name, f"{python} did not report it")
+    return facts
+
+
+def all_unknown(reason: str, env: Mapping[str, str] | None = None) -> Facts:
+    facts = Facts()
+    for name in ALL_JAX_FACTS:
+        facts.mark_unknown(name, reason)
+    if env is not None:
+        facts.set("jax.env", user_settings(env))
+    return facts
+
+
+PROBE = JaxProbe()
