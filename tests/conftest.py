@@ -23,6 +23,8 @@ TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 H200 = TESTS / "fixtures" / "h200"
 TORCH_CPU_VERSION = "2.13.0"
+#: The newest CPU-only jax for Python 3.11 (jax 0.11 needs 3.12): 3.2 MB + jaxlib 85.4 MB.
+JAX_CPU = ("jax==0.10.2", "jaxlib==0.10.2")
 
 
 def gone(pid: int) -> bool:
@@ -200,3 +202,41 @@ def unpacked(registry: Any, tmp_path_factory: pytest.TempPathFactory) -> Callabl
         return made[spec]
 
     return make
+
+
+def _install(argv: list[str], what: str) -> None:
+    """Run one install step; skip the test (with pip's last line) when it cannot be done here."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.skip(f"could not install {what}: {exc}")
+    if done.returncode != 0:
+        tail = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or [""]
+        pytest.skip(f"could not install {what} (exit {done.returncode}): {tail[0]}")
+
+
+def _ready(folder: Path, stamp: str) -> bool:
+    marker = folder / ".ready"
+    return marker.is_file() and marker.read_text(encoding="utf-8").strip() == stamp
+
+
+@pytest.fixture(scope="session")
+def jax_cpu_python() -> Path:
+    """A real interpreter with a real CPU-only jax and jaxlib, cached in ``.cache/jax-cpu-venv``."""
+    venv = REPO / ".cache" / "jax-cpu-venv"
+    python = venv / "bin" / "python"
+    stamp = " ".join(JAX_CPU)
+    if _ready(venv, stamp) and python.exists():
+        return python
+    _install([sys.executable, "-m", "venv", "--clear", str(venv)], "a venv for jax")
+    _install([str(python), "-m", "pip", "install", "--quiet", *JAX_CPU], stamp)
+    (venv / ".ready").write_text(stamp + "\n", encoding="utf-8")
+    return python
+
+
+@pytest.fixture(scope="session")
+def jax_wheel(unpacked: Callable[[str], Path]) -> Callable[[str], Path]:
+    """A folder holding one real wheel, unpacked as ``pip install --no-deps --target`` would
+    (``"jax-cuda13-plugin==0.10.2"``): put first on PYTHONPATH, it adds to or shadows what the jax
+    venv has (a CUDA plugin without its 124 MB PJRT, another release of jax)."""
+    return unpacked

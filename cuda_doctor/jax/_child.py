@@ -248,6 +248,7 @@ def import_jax(report: dict[str, dict[str, Any]], emit: Callable[[dict[str, Any]
             import jax
         except BaseException as exc:  # jax checks jaxlib's version at import: RuntimeError
             put(report, "jax.import_error", whole(exc))
+            miss(report, "jax.import_seconds", "import jax failed")
             put(report, "jax.import_warnings", kept_warnings(caught))
             return None
     put(report, "jax.import_seconds", round(time.monotonic() - start, 3))

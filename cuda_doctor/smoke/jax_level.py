@@ -124,10 +124,9 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         result["error"] = f"{first['step']}: {first['error']}"
         result["error_step"] = first["step"]
     else:
-        result["error"] = (
-            f"{wanted.upper()} {first['index']}: the bf16 matmul differs from the float32 product by "
-            f"{first['bf16_rel_err']} (tolerance {TOLERANCE}; None means NaN or Inf)"
-        )
+        error = first["bf16_rel_err"]
+        by = "holds a NaN or an infinity" if error is None else f"differs from the float32 product by {error:.3g}"
+        result["error"] = f"{wanted.upper()} {first['index']}: the bf16 matmul {by} (tolerance {TOLERANCE})"
     return result
 
 

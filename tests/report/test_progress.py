@@ -148,7 +148,8 @@ def test_an_interpreter_that_never_starts_is_not_given_a_smoke_run(fake_nvidia_s
     )
     assert time.monotonic() - started < 120
     assert "the smoke run was skipped" in proc.stdout, proc.stdout
-    assert log.read_text().count("started") == 1  # the framework probe's start, and no smoke children
+    # the framework probe's start and the JAX probe's, and no smoke children
+    assert log.read_text().count("started") == 2
 
 
 def test_an_interpreter_that_quotes_the_probe_is_cut(fake_nvidia_smi: Any, tmp_path: Path) -> None:
