@@ -120,7 +120,7 @@ def _driver(facts: Facts) -> Driver | None:
 
 
 #: Where the inspected interpreter is named: the framework probe's, else the smoke run's.
-_PYTHON_FACTS = ("framework.python", "smoke.python")
+_PYTHON_FACTS = ("framework.python", "jax.python", "smoke.python")
 
 
 def pip_of(facts: Facts) -> str:

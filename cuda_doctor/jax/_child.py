@@ -34,6 +34,9 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from cuda_doctor.childside.loaded import loaded_libraries, read_maps
+from cuda_doctor.childside.packages import Installed, installed, metadata_field, normalize, owners
+
 STARTED = '{"started": true}'
 #: The distributions reported, by normalized name; CUDA plugins and PJRTs match PLUGIN_NAME.
 JAX_DISTRIBUTIONS = ("jax", "jaxlib")
@@ -61,6 +64,7 @@ STATIC_FACTS = [
     "jax.jaxlib_version",
     "jax.requires_jaxlib",
     "jax.distributions",
+    "jax.shadowed_distributions",
     "jax.cuda_plugins",
     "jax.cuda_plugin",
     "jax.cuda_plugin_version",
@@ -83,6 +87,7 @@ BACKEND_FACTS = [
     "jax.backend_seconds",
     "jax.cuda_components",
     "jax.driver_cuda",
+    "jax.loaded_libraries",
 ]
 
 
@@ -121,10 +126,6 @@ def attempt(report: dict[str, dict[str, Any]], names: list[str], step: Callable[
 
 
 # -- pure helpers (unit-tested in-process) ---------------------------------------------------
-def normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def requirement_of(line: str, wanted: str) -> str | None:
     """``"jaxlib<=0.10.2,>=0.10.1"`` from a Requires-Dist line about ``wanted`` without an extra;
     None for a line about another name or one only an extra brings."""
@@ -165,29 +166,40 @@ def kept_warnings(caught: list[Any]) -> list[str]:
 
 
 # -- distributions (no import of jax) -------------------------------------------------------
-def read_distributions(report: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The first copy of each JAX distribution on ``sys.path`` (as pip and importlib see it)."""
-    from importlib import metadata
+def is_jax_distribution(name: str) -> bool:
+    return name in JAX_DISTRIBUTIONS or PLUGIN_NAME.match(name) is not None
 
-    found: dict[str, Any] = {}
-    for dist in metadata.distributions():
-        name = normalize(str(dist.metadata["Name"] or ""))
-        if (name in JAX_DISTRIBUTIONS or PLUGIN_NAME.match(name)) and name not in found:
-            found[name] = dist
-    put(report, "jax.distributions", {name: str(dist.version) for name, dist in sorted(found.items())})
+
+def read_distributions(report: dict[str, dict[str, Any]]) -> dict[str, list[Installed]]:
+    """Every copy of each JAX distribution on ``sys.path``, the one pip and importlib see first."""
+    found = installed(sys.path, is_jax_distribution)
+    put(report, "jax.distributions", {name: copies[0].version for name, copies in sorted(found.items())})
+    shadowed = {name: [c.version for c in copies[1:]] for name, copies in sorted(found.items()) if len(copies) > 1}
+    put(report, "jax.shadowed_distributions", shadowed)
     return found
 
 
-def put_versions(report: dict[str, dict[str, Any]], found: dict[str, Any]) -> None:
-    jax = found.get("jax")
-    put(report, "jax.version", str(jax.version) if jax else None)
-    jaxlib = found.get("jaxlib")
-    put(report, "jax.jaxlib_version", str(jaxlib.version) if jaxlib else None)
-    lines = [requirement_of(line, "jaxlib") for line in (jax.requires or [])] if jax else []
-    put(report, "jax.requires_jaxlib", next((line for line in lines if line), None))
+def first(found: dict[str, list[Installed]], name: str) -> Installed | None:
+    copies = found.get(name)
+    return copies[0] if copies else None
 
 
-def put_plugins(report: dict[str, dict[str, Any]], found: dict[str, Any]) -> str | None:
+def requires(dist: Installed | None, wanted: str) -> str | None:
+    """``dist``'s own requirement on ``wanted`` (not one of an extra), from its METADATA."""
+    if dist is None:
+        return None
+    lines = [requirement_of(line, wanted) for line in metadata_field(dist.metadata, "Requires-Dist")]
+    return next((line for line in lines if line), None)
+
+
+def put_versions(report: dict[str, dict[str, Any]], found: dict[str, list[Installed]]) -> None:
+    jax, jaxlib = first(found, "jax"), first(found, "jaxlib")
+    put(report, "jax.version", jax.version if jax else None)
+    put(report, "jax.jaxlib_version", jaxlib.version if jaxlib else None)
+    put(report, "jax.requires_jaxlib", requires(jax, "jaxlib"))
+
+
+def put_plugins(report: dict[str, dict[str, Any]], found: dict[str, list[Installed]]) -> str | None:
     """Every CUDA plugin and its PJRT; the one JAX uses (the newest CUDA major, as jaxlib's own
     ``plugin_support`` tries ``jax_cuda13_plugin`` before ``jax_cuda12_plugin``).  Returns the
     Python package of that plugin."""
@@ -198,15 +210,15 @@ def put_plugins(report: dict[str, dict[str, Any]], found: dict[str, Any]) -> str
             continue
         major = int(match.group(1))
         pjrt_name = f"jax-cuda{major}-pjrt"
-        pjrt = found.get(pjrt_name)
-        pins = [requirement_of(line, pjrt_name) for line in (found[name].requires or [])]
+        pjrt = first(found, pjrt_name)
+        plugin = found[name][0]
         plugins.append(
             {
                 "name": name,
-                "version": str(found[name].version),
+                "version": plugin.version,
                 "major": major,
-                "pjrt_version": str(pjrt.version) if pjrt else None,
-                "requires_pjrt": next((pin for pin in pins if pin), None),
+                "pjrt_version": pjrt.version if pjrt else None,
+                "requires_pjrt": requires(plugin, pjrt_name),
             }
         )
     plugins.sort(key=lambda plugin: -int(plugin["major"]))
@@ -270,13 +282,13 @@ def collect(emit: Callable[[dict[str, Any]], None]) -> tuple[dict[str, dict[str,
     put(report, "jax.python", sys.executable)
     put(report, "jax.python_version", platform.python_version())
     emit({"step": "read distributions"})
-    found: dict[str, Any] = {}
+    found: dict[str, list[Installed]] = {}
     package: list[str | None] = [None]
 
     def distributions() -> None:
         found.update(read_distributions(report))
 
-    attempt(report, ["jax.distributions", "jax.installed"], distributions)
+    attempt(report, ["jax.distributions", "jax.shadowed_distributions", "jax.installed"], distributions)
     installed = "jax" in found or importlib.util.find_spec("jax") is not None
     put(report, "jax.installed", installed)
     if not installed:
@@ -399,7 +411,25 @@ def backend(jax: Any, package: str | None, emit: Callable[[dict[str, Any]], None
         put(report, "jax.device_kinds", [record["kind"] for record in gpus])
         put(report, "jax.cuda_error", None if gpus else cuda_error(captured.texts, errors))
     attempt(report, ["jax.cuda_components", "jax.driver_cuda"], lambda: put_components(report, package))
+    attempt(report, ["jax.loaded_libraries"], lambda: put_loaded(report))
     return report
+
+
+def put_loaded(report: dict[str, dict[str, Any]]) -> None:
+    """Every CUDA library mapped once the backend is up (``/proc/self/maps``), with the
+    distribution whose RECORD lists its file: a wheel's copy, or None for one the loader found
+    elsewhere (LD_LIBRARY_PATH, the system's folders)."""
+    libraries = loaded_libraries(read_maps())
+    candidates = installed(sys.path, lambda name: name.startswith("nvidia-") or is_jax_distribution(name))
+    owned = owners([copy for copies in candidates.values() for copy in copies], [lib["path"] for lib in libraries])
+    records = []
+    for library in libraries:
+        owner = owned.get(library["path"])
+        record = {key: library[key] for key in ("library", "path", "soname", "version")}
+        record["distribution"] = owner.name if owner else None
+        record["distribution_version"] = owner.version if owner else None
+        records.append(record)
+    put(report, "jax.loaded_libraries", records)
 
 
 def put_components(report: dict[str, dict[str, Any]], package: str | None) -> None:

@@ -20,11 +20,10 @@ unknown with the input's reason.
 from __future__ import annotations
 
 import re
-import shlex
 from typing import Any
 
 from cuda_doctor.facts import Facts, indexed
-from cuda_doctor.knowledge import _driver_cuda, min_driver_for_cuda, mvc_floor
+from cuda_doctor.knowledge import _driver_cuda, min_driver_for_cuda, mvc_floor, pip_of
 from cuda_doctor.tables import load_table
 from cuda_doctor.versions import at_least, major_minor
 
@@ -38,9 +37,8 @@ FIXED_FLOORS = {"cuda": "12.1", "cublas": "12.1.0", "cusparse": "12.1.0"}
 
 
 def _pip(facts: Facts) -> str:
-    """The inspected interpreter's pip: ``<python> -m pip`` (the JAX probe's, else the framework's)."""
-    python = facts.get("jax.python") or facts.get("framework.python")
-    return f"{shlex.quote(str(python))} -m pip" if python else "python -m pip"
+    """The inspected interpreter's pip, as every fix words it (``knowledge.pip_of``)."""
+    return pip_of(facts)
 
 
 def _version(text: object) -> tuple[int, ...] | None:
@@ -243,28 +241,45 @@ def align_command(facts: Facts) -> str:
 # -- loaded libraries ------------------------------------------------------------------------
 
 
-def library_problems(components: dict[str, Any], plugin: str) -> list[str]:
+#: The plugin's component → the library key of ``jax.loaded_libraries`` (childside.loaded).
+LOADED_KEY = {"cuda": "cudart", "cudnn": "cudnn", "cublas": "cublas", "cufft": "cufft", "cusparse": "cusparse"}
+
+
+def loaded_from(key: str, loaded: object) -> str:
+    """Where the process loaded a component's library from, and which wheel owns that file."""
+    for record in loaded if isinstance(loaded, list) else []:
+        if isinstance(record, dict) and record.get("library") == LOADED_KEY.get(key):
+            path, owner = record.get("path"), record.get("distribution")
+            if owner:
+                return f" (loaded from {path}, of {owner} {record.get('distribution_version')})"
+            return f" (loaded from {path}, which no installed wheel owns: LD_LIBRARY_PATH or the system's folders)"
+    return ""
+
+
+def library_problems(components: dict[str, Any], plugin: str, loaded: object = None) -> list[str]:
     problems: list[str] = []
     for key, entry in sorted(components.items()):
         if not isinstance(entry, dict):
             continue
         name, build, runtime = entry.get("name", key), entry.get("build"), entry.get("runtime")
         if key == "cudnn" and runtime is None:
-            problems.append(
-                f"{name} could not be loaded ({entry.get('error')}); {plugin} needs {name} {build} or a newer 9.x"
-            )
+            error = entry.get("error")
+            problems.append(f"{name} could not be loaded ({error}); {plugin} needs {name} {build} or a newer 9.x")
             continue
         if runtime is None:
             continue
+        source = loaded_from(key, loaded)
         if key == "cudnn":
             have, built = _version(runtime) or (), _version(build) or ()
             if have[:1] != built[:1] or have[:2] < built[:2]:
                 problems.append(
-                    f"{name} {runtime} is loaded, but {plugin} was built with {build}: XLA needs the same major "
-                    "version and an equal or higher minor"
+                    f"{name} {runtime} is loaded{source}, but {plugin} was built with {build}: XLA needs the same"
+                    " major version and an equal or higher minor"
                 )
         elif key in FIXED_FLOORS and (_version(runtime) or ()) < (_version(FIXED_FLOORS[key]) or ()):
-            problems.append(f"{name} {runtime} is loaded; JAX needs {name} ≥ {FIXED_FLOORS[key]} (built with {build})")
+            problems.append(
+                f"{name} {runtime} is loaded{source}; JAX needs {name} ≥ {FIXED_FLOORS[key]} (built with {build})"
+            )
     return problems
 
 
@@ -277,7 +292,8 @@ def derive_libraries(facts: Facts) -> None:
     if not isinstance(components, dict):
         facts.set(out, None)  # no CUDA plugin: nothing was loaded for one
         return
-    problems = library_problems(components, f"{facts.get('jax.cuda_plugin')} {facts.get('jax.cuda_plugin_version')}")
+    plugin = f"{facts.get('jax.cuda_plugin')} {facts.get('jax.cuda_plugin_version')}"
+    problems = library_problems(components, plugin, facts.get("jax.loaded_libraries"))
     facts.set("derived.jax.library_problems", problems)
     facts.set("derived.jax.library_problem_text", "; ".join(problems) or None)
     facts.set(out, not problems)

@@ -65,7 +65,7 @@ def start_child(ctx: ProbeContext, *, wait: bool, timeout: float, what: str = "j
     report = ctx.step_progress
     return children.Child(
         ctx.python,
-        CHILD_SCRIPT.read_text(encoding="utf-8"),
+        children.compose(CHILD_SCRIPT),  # with the child-side readers it names
         [json.dumps({"then": "wait" if wait else "exit"})],
         env=child_env(ctx.env),
         timeout=timeout,

@@ -48,8 +48,8 @@ def test_cpu_only_jax_on_an_h200_fails_with_the_plugin_this_driver_runs(
         "is CPU-only (no jax-cuda12-plugin or jax-cuda13-plugin) on a machine with 1 NVIDIA GPU(s)"
         in found["CD241"]["message"]
     )
-    # the fix runs the pip of the interpreter itself (sys.executable there), not of the wrapper
-    assert found["CD241"]["commands"] == [f'{jax_cpu_python} -m pip install -U "jax[cuda13]"']
+    # the pip of the interpreter given with --python, as every fix words it
+    assert found["CD241"]["commands"] == [f'{counted} -m pip install -U "jax[cuda13]"']
     assert "jax[cuda12] also runs here (drivers ≥ 525.60.13)" in found["CD241"]["fix"]
     assert found["CD243"]["status"] == "pass"
     # the torch probe's child, the JAX child (phase 1 and 2) and the driver-level smoke child: jax imported once

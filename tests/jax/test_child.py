@@ -85,9 +85,16 @@ def test_cuda_error_prefers_the_backends_own_error() -> None:
     assert child.cuda_error([], {}) is None
 
 
-def test_the_child_source_reads_as_python_38() -> None:
+def test_the_child_composes_into_one_python_38_source() -> None:
+    """The child with the child-side readers it names (packages, loaded, elf): one namespace."""
     import ast
 
-    source = child.__file__
-    with open(source, encoding="utf-8") as handle:
-        ast.parse(handle.read(), feature_version=(3, 8))
+    from cuda_doctor.children import compose
+    from cuda_doctor.jax.probe import CHILD_SCRIPT
+
+    composed = compose(CHILD_SCRIPT)
+    tree = ast.parse(composed, feature_version=(3, 8))
+    names = [node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+    assert len(names) == len(set(names)), sorted({n for n in names if names.count(n) > 1})
+    assert "from cuda_doctor" not in composed
+    assert {"loaded_libraries", "installed", "owners"} <= set(names)  # the one reader, reused

@@ -109,3 +109,25 @@ def test_a_hang_in_the_smoke_step_is_killed_and_named(jax_cpu_python: Path) -> N
     assert out.get("smoke.jax_level.status") == "timeout"
     assert out.get("smoke.jax_level.error") == "killed after 3 s while running: jax devices"
     assert child.result is not None and child.result.timed_out
+
+
+@pytest.mark.slow
+def test_the_loaded_libraries_and_the_wheel_that_owns_each(
+    jax_cpu_python: Path, unpacked: Callable[[str], Path]
+) -> None:
+    """A real CUDA runtime from its wheel, mapped into the JAX child (preloaded: no GPU here to
+    make JAX load it): the one reader of cuda_doctor.childside names it and its distribution."""
+    site = unpacked("nvidia-cuda-runtime==13.0.96")
+    cudart = site / "nvidia" / "cu13" / "lib" / "libcudart.so.13"
+    facts = PROBE.collect(_ctx(jax_cpu_python, PYTHONPATH=str(site), LD_PRELOAD=str(cudart)))
+    loaded = facts.get("jax.loaded_libraries")
+    assert loaded == [
+        {
+            "library": "cudart",
+            "path": str(cudart),
+            "soname": "libcudart.so.13",
+            "version": "13.0",
+            "distribution": "nvidia-cuda-runtime",
+            "distribution_version": "13.0.96",
+        }
+    ]

@@ -163,4 +163,5 @@ def test_an_interpreter_that_quotes_the_probe_is_cut(fake_nvidia_smi: Any, tmp_p
         check=False,
     )
     assert "more characters)" in proc.stdout
-    assert len(proc.stdout) < 8000, len(proc.stdout)  # not the probe's 15 KB of source, again and again
+    # not the probe's 15 KB of source, again and again (the JAX checks say why too, one line each)
+    assert len(proc.stdout) < 10000, len(proc.stdout)
