@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What was run on the GPU machine to verify cuda-doctor there (no package registry on it:
 # cuda-doctor runs from this working tree; its python3 has torch, nvidia-ml-py, click, rich).
-# Usage: OUT=/some/dir bash benchmarks/gpu_verify.sh [part…]   (parts: check fail bench watch nccl child libs)
+# Usage: OUT=/some/dir bash benchmarks/gpu_verify.sh [part…]   (parts: check fail bench watch nccl child libs jax)
 set -u
 export PYTHONPATH="$PWD" NCCL_NVLS_ENABLE=0
 OUT="${OUT:-/tmp/cuda-doctor-verify}"; mkdir -p "$OUT"
@@ -68,10 +68,12 @@ starts = open(f"{out}/starts.log").read().split("\n")
 show = ["torch.import_seconds", "smoke.framework_level.import_seconds", "smoke.framework_level.status",
         "smoke.framework_level.seconds", "smoke.status", "gpu[0].process_count", "smoke[0].other_process_count",
         "probe.framework.seconds", "probe.smoke.seconds"]
-print("interpreter starts:", len([s for s in starts if s]), "(expected 2)")
+print("interpreter starts:", len([s for s in starts if s]), "(expected 3: the torch child, the JAX child, the driver-level child)")
 for name in show:
     print(f"{name} = {v.get(name)!r}")
 print("expected: smoke.framework_level.import_seconds < 0.05 (torch imported already), both process counts 0")
+for name in ["jax.import_seconds", "jax.backend_seconds", "probe.jax.seconds", "probe.jax_gpu.seconds", "smoke.jax_level.status"]:
+    print(f"{name} = {v.get(name)!r}")
 PY
   cat "$OUT/child-summary.txt" | tee -a "$OUT/log.txt"
   run bench-check-full python3 benchmarks/check_speed.py --runs 5 --torch-python python3 --full-only
@@ -131,4 +133,54 @@ PY
   fi
   run libs-fatbin-scan python3 benchmarks/fatbin_scan.py --python python3 --runs 3
   run libs-bench-no-smoke python3 benchmarks/check_speed.py --runs 5 --torch-python python3 --no-smoke-only ;;
+jax)
+  # JAX on the H200 image (jax 0.11.2 + jax-cuda13-plugin 0.11.2): `check -v` shows its facts and no
+  # false problem (CD241-CD245 pass, CD246/CD247 pass or info, CD251/CD252 pass), `smoke -v` its
+  # GPU backend and the JAX bf16 matmul figure; cuda-doctor's own JAX (XLA_PYTHON_CLIENT_PREALLOCATE
+  # =false) is never counted as another process on the GPU (gpu[0].process_count 0).  Then a JAX
+  # process that holds the GPU with the default 75% preallocation: CD246 says how to share.
+  run jax-check-v doctor check -v
+  run jax-check-json doctor check --format json --save "$OUT/jax.json"
+  run jax-smoke-v doctor smoke -v
+  run jax-smoke-json doctor smoke --format json --save "$OUT/jax-smoke.json"
+  XLA_PYTHON_CLIENT_PREALLOCATE=true XLA_FLAGS=--xla_gpu_autotune_level=2 run jax-user-settings doctor check --no-smoke --format json --save "$OUT/jax-user.json"
+  python3 -c "import time, jax.numpy as jnp; jnp.ones((1024, 1024)).block_until_ready(); time.sleep(90)" > "$OUT/jax-holder.txt" 2>&1 &
+  holder=$!; sleep 15
+  CUDA_VISIBLE_DEVICES=0 run jax-shared doctor check --no-smoke --format json --save "$OUT/jax-shared.json"
+  kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+  python3 - "$OUT" > "$OUT/jax-summary.txt" 2>&1 <<'PY'
+import json, sys
+out = sys.argv[1]
+for name in ("jax.json", "jax-smoke.json", "jax-user.json", "jax-shared.json"):
+    try:
+        report = json.load(open(f"{out}/{name}"))
+    except (OSError, ValueError) as exc:
+        print(f"== {name}: unreadable ({exc})")
+        continue
+    v = report["facts"]["values"]
+    print(f"== {name}")
+    for key in ("jax.version", "jax.jaxlib_version", "jax.cuda_plugin", "jax.cuda_plugin_version", "jax.cuda_pjrt_version",
+                "jax.plugin_build", "jax.import_seconds", "jax.backend", "jax.platforms", "jax.devices", "jax.gpu_count",
+                "jax.cuda_error", "jax.backend_messages", "jax.backend_seconds", "jax.cuda_components", "jax.driver_cuda",
+                "jax.env", "probe.jax.seconds", "probe.jax_gpu.seconds", "gpu[0].process_count", "gpu[0].processes",
+                "smoke.jax_level.status", "smoke.jax_level.error", "smoke.jax_level.seconds"):
+        if key in v:
+            print(f"  {key} = {json.dumps(v[key])}")
+    for lib in v.get("jax.loaded_libraries") or []:
+        print(f"  loaded {lib['library']:8} {str(lib['version']):12} {str(lib['distribution']):22} {lib['path']}")
+    i = 0
+    while f"smoke[{i}].jax_bf16_tflops" in v or f"smoke[{i}].jax_error" in v:
+        print(f"  smoke[{i}] jax bf16 {v.get(f'smoke[{i}].jax_bf16_tflops')} TFLOP/s, rel err {v.get(f'smoke[{i}].jax_bf16_rel_err')}, "
+              f"compile {v.get(f'smoke[{i}].jax_compile_seconds')} s, error {v.get(f'smoke[{i}].jax_error')}, "
+              f"torch bf16 {v.get(f'smoke[{i}].bf16_tflops')}")
+        i += 1
+    for r in report["results"]:
+        if r["rule"].startswith(("CD24", "CD25")) or (r["rule"] == "CD604" and r["status"] != "pass"):
+            print(f"  {r['rule']} {r['status']:7} {r.get('subject') or ''} {r['message']}")
+            for command in r.get("commands") or []:
+                print(f"      $ {command}")
+print("expected: jax.json and jax-smoke.json without a JAX fail or warn; jax-user.json jax.env with both variables;"
+      " jax-shared.json CD246 info with one other process and the two exports")
+PY
+  cat "$OUT/jax-summary.txt" | tee -a "$OUT/log.txt" ;;
 esac; done
