@@ -31,11 +31,25 @@ def derive(facts: Facts) -> None:
     if missing(facts, "fatbin.files", *outs, "derived.extensions.c10_cuda_on_cpu") or not isinstance(files, list):
         return
     roots = [str(r) for r in facts.get("fatbin.site_dirs") or []]
-    coded = [f for f in files if isinstance(f, dict) and (f.get("sass") or f.get("sass_specific") or f.get("ptx"))]
+    coded = [
+        f
+        for f in files
+        if isinstance(f, dict) and (f.get("sass") or f.get("sass_specific") or f.get("ptx")) and not _nvidia_library(f)
+    ]
     facts.set("derived.fatbin.device_code_files", len(coded))
     for index in facts.indices("gpu"):
         _per_gpu(facts, index, coded, roots)
     _linkage(facts, [f for f in files if isinstance(f, dict)], roots)
+
+
+def _nvidia_library(item: dict[str, Any]) -> bool:
+    """NVIDIA's own CUDA library wheels (nvidia-cufft, nvidia-cublas, …) are not judged here.
+
+    They support what their CUDA release supports (the driver and build rules judge that), and
+    some keep most device code outside ``.nv_fatbin``: on the H200, libcufft.so.12 of CUDA 13
+    showed only an sm_75 entry there while cuFFT runs on sm_90.  A verdict from their headers
+    would be a false failure."""
+    return str(item.get("distribution") or "").startswith("nvidia-")
 
 
 def describe(item: dict[str, Any], roots: list[str], gpu_code: str = "") -> str:
