@@ -62,7 +62,7 @@ import os, signal, sys, threading, time
 sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
 from cuda_doctor import process
 process.stop_children_on_signals()
-process.start_streaming(["sh", "-c", "echo $$ > {pidfile}; exec sleep 600"], None)
+process.start_streaming(["sh", "-c", "echo $$ > {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; exec sleep 600"], None)
 def worker():
     while not os.path.exists({str(pidfile)!r}):
         time.sleep(0.01)
