@@ -71,8 +71,8 @@ def checklist_lines(report: Report, *, verbose: bool, fail_on: Severity) -> list
         passed = sum(r.status is Status.PASS for r in results)
         tail = "" if shown else f"  ({count(passed, 'check')} passed)" if passed else f"  ({_why_skipped(results)})"
         lines.append([(f"[{MARKS[mark]}] ", STYLES[mark]), (title, "bold"), (tail, "dim")])
-        for result in shown:
-            lines.extend(_result_lines(result, verbose))
+        for result, times in _collapsed(shown, verbose):
+            lines.extend(_result_lines(result, verbose, times))
     for problem in report.problems:
         lines.append([(f"internal: {problem}", "red")])
     code = report.exit_code(fail_on)
@@ -144,12 +144,33 @@ def _jax(facts: Facts) -> str:
     return f"{head} (CUDA {major}{seen})" if major else head
 
 
-def _result_lines(result: Result, verbose: bool) -> list[Line]:
+def _collapsed(shown: list[Result], verbose: bool) -> list[tuple[Result, int]]:
+    """The section's results, with checks that could not run for the same reason said once and
+    counted: a machine without a driver would otherwise repeat one line for every GPU check.
+    -v lists each of them with its rule."""
+    if verbose:
+        return [(result, 1) for result in shown]
+    counted: dict[tuple[str, str, str | None, tuple[str, ...]], list[Result]] = {}
+    rows: list[list[Result]] = []
+    for result in shown:
+        if result.status is not Status.UNKNOWN:
+            rows.append([result])
+            continue
+        key = (subject_prefix(result), result.message, result.fix, tuple(result.commands))
+        if key not in counted:
+            counted[key] = []
+            rows.append(counted[key])
+        counted[key].append(result)
+    return [(row[0], len(row)) for row in rows]
+
+
+def _result_lines(result: Result, verbose: bool, times: int = 1) -> list[Line]:
     lines: list[Line] = [
         [
             (f"    {MARKS[result.status]} ", STYLES[result.status]),
             (subject_prefix(result), "bold"),
             (result.message, ""),
+            (f"  ({times} checks)" if times > 1 else "", "dim"),
         ]
     ]
     if result.fix and result.status not in (Status.PASS, Status.SKIPPED):
