@@ -87,7 +87,8 @@ def main() -> None:
         from cuda_doctor.nvml.read import prefetch
         from cuda_doctor.probes.base import ProbeContext
 
-        prefetch(ProbeContext())
+        # --fast leaves what none of its rules reads unasked, the read ahead too
+        prefetch(ProbeContext(fast="--fast" in command_words(argv)[1]))
     from cuda_doctor.cli import main as run
 
     if command_words(argv)[0] not in ENDS_WITHOUT_TEARDOWN:

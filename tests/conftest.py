@@ -22,6 +22,8 @@ from cuda_doctor.probes.base import ProbeContext
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 H200 = TESTS / "fixtures" / "h200"
+#: Eight GPUs made from the H200 recordings (see its README: derived, not recorded).
+H200X8 = TESTS / "fixtures" / "h200x8"
 TORCH_CPU_VERSION = "2.13.0"
 #: The newest CPU-only jax for Python 3.11 (jax 0.11 needs 3.12): 3.2 MB + jaxlib 85.4 MB.
 JAX_CPU = ("jax==0.10.2", "jaxlib==0.10.2")
@@ -95,12 +97,12 @@ class FakeNvidiaSmi:
     pidfile: Path
     root: Path
 
-    def ctx(self, mode: str = "ok", timeout: float = 10.0) -> ProbeContext:
+    def ctx(self, mode: str = "ok", timeout: float = 10.0, fixtures: Path = H200) -> ProbeContext:
         env = {
             "PATH": f"{self.path.parent}{os.pathsep}{os.defpath}",
             "LANG": "C.UTF-8",
             "FAKE_NVIDIA_SMI_MODE": mode,
-            "FAKE_NVIDIA_SMI_FIXTURES": str(H200),
+            "FAKE_NVIDIA_SMI_FIXTURES": str(fixtures),
             "FAKE_NVIDIA_SMI_PIDFILE": str(self.pidfile),
         }
         return ProbeContext(root=self.root, env=env, timeout=timeout)

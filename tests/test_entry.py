@@ -93,6 +93,9 @@ def test_check_reads_nvml_once_and_ends_with_all_its_output(tmp_path: Path) -> N
     calls = log.read_text(encoding="utf-8").split()
     assert calls.count("nvmlInit") == 1  # the read started at entry was the probe's read
     assert calls.count("nvmlDeviceGetHandleByIndex") == 2
+    # --fast reached the read ahead: what no fast rule reads stays unasked
+    assert "nvmlDeviceGetCurrPcieLinkGeneration" not in calls
+    assert "gpu[0].pcie_gen_max" in report["facts"]["unknown"]
 
 
 def test_text_checklist_through_a_pipe_is_complete(tmp_path: Path) -> None:

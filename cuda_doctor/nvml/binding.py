@@ -191,7 +191,7 @@ def field_values(nvml: Any, handle: Any, fields: Sequence[int | tuple[int, int]]
         code = int(entry.nvmlReturn)
         kind = int(entry.valueType)
         if code != SUCCESS:
-            values.append(Refusal(code, f"NVML field {field}: {_error_text(nvml, code)}"))
+            values.append(Refusal(code, f"NVML field {field}: {error_text(nvml, code)}"))
         elif 0 <= kind < len(_VALUE_MEMBERS):
             values.append(getattr(entry.value, _VALUE_MEMBERS[kind]))
         else:
@@ -199,7 +199,8 @@ def field_values(nvml: Any, handle: Any, fields: Sequence[int | tuple[int, int]]
     return values
 
 
-def _error_text(nvml: Any, code: int) -> str:
+def error_text(nvml: Any, code: int) -> str:
+    """NVML's own message for a return code."""
     try:
         return str(nvml.NVMLError(code))
     except Exception as exc:  # the message itself comes from the library; a number still says something

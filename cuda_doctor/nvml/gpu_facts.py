@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from cuda_doctor.facts import Facts, indexed
-from cuda_doctor.nvml import binding
+from cuda_doctor.nvml import binding, fields, interconnect
 from cuda_doctor.nvml.binding import Refusal
 from cuda_doctor.probes.base import ProbeContext
 
@@ -64,12 +64,20 @@ GPU_FIELDS: tuple[str, ...] = (
     "power_limit_w",
     "processes",
     "process_count",
+    "fabric_state",
+    "fabric_status",
+    "nvlink_count",
+    "nvlink_states",
+    "nvlink_errors",
 )
 
-#: NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (nvml.h): what the driver asks for after a fault.
-FIELD_RECOVERY_ACTION = 230
-#: Its values, nvmlDeviceGpuRecoveryAction_t (nvidia-ml-py 13.615.71); NVIDIA's GPU memory error
-#: management guide describes 0–4. A later value is "other", shown by its number.
+#: Facts the fast check leaves unasked: no rule it runs reads them (the smoke run and the
+#: all-reduce compare with the PCIe link's generation and width).
+NOT_FAST: tuple[str, ...] = ("pcie_gen_current", "pcie_gen_max", "pcie_width_current", "pcie_width_max")
+NOT_FAST_REASON = "not read by the fast check: none of its rules needs the PCIe link"
+
+#: The values of NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, nvmlDeviceGpuRecoveryAction_t (nvidia-ml-py
+#: 13.615.71); NVIDIA's GPU memory error management guide describes 0–4. A later value is "other", shown by its number.
 RECOVERY_ACTIONS: dict[int, str] = {
     0: "none",
     1: "gpu_reset",
@@ -241,53 +249,63 @@ def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None
     else:
         facts.set(memory_total, _mib(memory, "total"))
         facts.set(memory_used, _mib(memory, "used"))
-    read("ecc_enabled", ("nvmlDeviceGetEccMode",), convert=lambda mode: bool(mode[0]))
-    read(
-        "ecc_uncorrected_volatile",
-        ("nvmlDeviceGetTotalEccErrors",),
-        binding.MEMORY_ERROR_TYPE_UNCORRECTED,
-        binding.VOLATILE_ECC,
-        convert=int,
-    )
-    read("retired_pages_pending", ("nvmlDeviceGetRetiredPagesPendingStatus",), convert=bool)
-    rows_pending = indexed("gpu", index, "remapped_rows_pending")
-    rows_failure = indexed("gpu", index, "remapped_rows_failure")
-    rows = reader.call(rows_pending, ("nvmlDeviceGetRemappedRows",), handle)
-    if rows is _FAILED:
-        facts.mark_unknown(rows_failure, facts.unknown[rows_pending])
-    else:
-        # (corrected rows, uncorrected rows, remapping pending, remapping failed)
-        facts.set(rows_pending, None if rows is None else bool(rows[2]))
-        facts.set(rows_failure, None if rows is None else bool(rows[3]))
-    _read_recovery_action(reader, index, handle)
+    # one round trip for the memory-health fields, the recovery action and the NVLink count
+    answers = dict(zip(fields.GPU_BATCH, binding.field_values(nvml, handle, fields.GPU_BATCH), strict=True))
+    _read_memory_health(reader, index, handle, answers)
+    _read_recovery_action(reader, index, answers[fields.GPU_RECOVERY_ACTION])
     read("persistence_mode", ("nvmlDeviceGetPersistenceMode",), convert=bool)
     _read_mig_mode(reader, index, handle)
-    read("pcie_gen_current", ("nvmlDeviceGetCurrPcieLinkGeneration",), convert=int)
-    read("pcie_gen_max", ("nvmlDeviceGetMaxPcieLinkGeneration",), convert=int)
-    read("pcie_width_current", ("nvmlDeviceGetCurrPcieLinkWidth",), convert=int)
-    read("pcie_width_max", ("nvmlDeviceGetMaxPcieLinkWidth",), convert=int)
-    read(
-        "clock_event_reasons",
-        ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"),
-        convert=int,
-    )
+    _read_pcie(ctx, reader, index, handle)
+    _read_clock_reasons(reader, index, handle)
+    read("temperature_c", ("nvmlDeviceGetTemperature",), binding.TEMPERATURE_GPU, convert=int)
+    read("power_w", ("nvmlDeviceGetPowerUsage",), convert=_watts)
+    read("power_limit_w", ("nvmlDeviceGetEnforcedPowerLimit",), convert=_watts)
+    _read_processes(ctx, reader, index, handle)
+    interconnect.read_fabric(nvml, facts, index, handle)
+    interconnect.read_nvlinks(nvml, facts, index, handle, answers[fields.NVLINK_LINK_COUNT])
+
+
+def _read_pcie(ctx: ProbeContext, reader: _Reader, index: int, handle: Any) -> None:
+    if ctx.fast:
+        for field in NOT_FAST:
+            reader.facts.mark_unknown(indexed("gpu", index, field), NOT_FAST_REASON)
+        return
+    for field, function in (
+        ("pcie_gen_current", "nvmlDeviceGetCurrPcieLinkGeneration"),
+        ("pcie_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration"),
+        ("pcie_width_current", "nvmlDeviceGetCurrPcieLinkWidth"),
+        ("pcie_width_max", "nvmlDeviceGetMaxPcieLinkWidth"),
+    ):
+        reader.read(indexed("gpu", index, field), (function,), handle, convert=int)
+
+
+def _read_clock_reasons(reader: _Reader, index: int, handle: Any) -> None:
+    facts = reader.facts
     mask_name = indexed("gpu", index, "clock_event_reasons")
     names_name = indexed("gpu", index, "clock_event_reason_names")
+    reader.read(
+        mask_name,
+        ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"),
+        handle,
+        convert=int,
+    )
     if mask_name in facts.values:
         mask = facts.values[mask_name]
         facts.set(names_name, None if mask is None else reason_names(mask))
     else:
         facts.mark_unknown(names_name, facts.unknown.get(mask_name, "clock event reasons unknown"))
-    read("temperature_c", ("nvmlDeviceGetTemperature",), binding.TEMPERATURE_GPU, convert=int)
-    read("power_w", ("nvmlDeviceGetPowerUsage",), convert=_watts)
-    read("power_limit_w", ("nvmlDeviceGetEnforcedPowerLimit",), convert=_watts)
-    read(
-        "processes",
-        ("nvmlDeviceGetComputeRunningProcesses",),
-        convert=lambda procs: [_process(ctx, proc) for proc in procs],
-    )
+
+
+def _read_processes(ctx: ProbeContext, reader: _Reader, index: int, handle: Any) -> None:
+    facts = reader.facts
     procs_name = indexed("gpu", index, "processes")
     count_name = indexed("gpu", index, "process_count")
+    reader.read(
+        procs_name,
+        ("nvmlDeviceGetComputeRunningProcesses",),
+        handle,
+        convert=lambda procs: [_process(ctx, proc) for proc in procs],
+    )
     if procs_name in facts.values:
         procs = facts.values[procs_name]
         facts.set(count_name, None if procs is None else len(procs))
@@ -295,9 +313,52 @@ def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None
         facts.mark_unknown(count_name, facts.unknown.get(procs_name, "processes unknown"))
 
 
-def _read_recovery_action(reader: _Reader, index: int, handle: Any) -> None:
-    """One field value: there is no nvmlDeviceGetGpuRecoveryAction."""
-    (answer,) = binding.field_values(reader.nvml, handle, [FIELD_RECOVERY_ACTION])
+def _read_memory_health(reader: _Reader, index: int, handle: Any, answers: dict[int, Any]) -> None:
+    """From the batch's field values; a field not answered is asked through its function, so an
+    older driver reads the same facts (and the same reasons) as before."""
+
+    def read(field: str, names: Sequence[str], *args: Any, convert: Callable[[Any], Any]) -> None:
+        reader.read(indexed("gpu", index, field), names, handle, *args, convert=convert)
+
+    def answered(field_id: int) -> bool:
+        return not isinstance(answers[field_id], Refusal)
+
+    facts = reader.facts
+    if answered(fields.ECC_CURRENT):
+        facts.set(indexed("gpu", index, "ecc_enabled"), bool(answers[fields.ECC_CURRENT]))
+    else:
+        read("ecc_enabled", ("nvmlDeviceGetEccMode",), convert=lambda mode: bool(mode[0]))
+    if answered(fields.ECC_DBE_VOLATILE):
+        facts.set(indexed("gpu", index, "ecc_uncorrected_volatile"), int(answers[fields.ECC_DBE_VOLATILE]))
+    else:
+        read(
+            "ecc_uncorrected_volatile",
+            ("nvmlDeviceGetTotalEccErrors",),
+            binding.MEMORY_ERROR_TYPE_UNCORRECTED,
+            binding.VOLATILE_ECC,
+            convert=int,
+        )
+    if answered(fields.RETIRED_PENDING):
+        facts.set(indexed("gpu", index, "retired_pages_pending"), bool(answers[fields.RETIRED_PENDING]))
+    else:
+        read("retired_pages_pending", ("nvmlDeviceGetRetiredPagesPendingStatus",), convert=bool)
+    rows_pending = indexed("gpu", index, "remapped_rows_pending")
+    rows_failure = indexed("gpu", index, "remapped_rows_failure")
+    if answered(fields.REMAPPED_PENDING) and answered(fields.REMAPPED_FAILURE):
+        facts.set(rows_pending, bool(answers[fields.REMAPPED_PENDING]))
+        facts.set(rows_failure, bool(answers[fields.REMAPPED_FAILURE]))
+        return
+    rows = reader.call(rows_pending, ("nvmlDeviceGetRemappedRows",), handle)
+    if rows is _FAILED:
+        facts.mark_unknown(rows_failure, facts.unknown[rows_pending])
+    else:
+        # (corrected rows, uncorrected rows, remapping pending, remapping failed)
+        facts.set(rows_pending, None if rows is None else bool(rows[2]))
+        facts.set(rows_failure, None if rows is None else bool(rows[3]))
+
+
+def _read_recovery_action(reader: _Reader, index: int, answer: Any) -> None:
+    """A field value only: there is no nvmlDeviceGetGpuRecoveryAction."""
     if isinstance(answer, Refusal):
         why = (
             "the driver does not report a GPU recovery action (NVML field 230: not supported)"

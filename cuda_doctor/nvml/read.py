@@ -135,10 +135,11 @@ def prefetch(ctx: ProbeContext, nvml: Any = None) -> NvmlRead:
 
 
 def take_prefetched(ctx: ProbeContext) -> NvmlRead | None:
-    """The prefetched read, once, if it reads what ``ctx`` asks about (the same file system)."""
+    """The prefetched read, once, if it reads what ``ctx`` asks about: the same file system, and
+    every fact (a fast read leaves some unasked) unless ``ctx`` is fast too."""
     global _prefetched
     with _prefetch_lock:
         read, _prefetched = _prefetched, None
-    if read is not None and read.ctx.root == ctx.root:
+    if read is not None and read.ctx.root == ctx.root and (ctx.fast or not read.ctx.fast):
         return read
     return None

@@ -251,6 +251,38 @@ def _parse_gpu(facts: Facts, index: int, gpu: ET.Element) -> None:
     processes = _processes(gpu.find("processes"))
     put("processes", processes)
     put("process_count", len(processes))
+    _parse_fabric(facts, index, gpu)
+    for field in ("nvlink_count", "nvlink_states", "nvlink_errors"):
+        facts.mark_unknown(indexed("gpu", index, field), "nvidia-smi -q -x does not list the NVLinks (NVML does)")
+
+
+#: <fabric><state> texts (letters only, lower case) → the NVML probe's names.  "N/A" is what a
+#: PCIe board prints (the H200 recording); the other spellings were not seen on a machine.
+_FABRIC_STATES = {
+    "na": "not_supported",
+    "notsupported": "not_supported",
+    "notstarted": "not_started",
+    "inprogress": "in_progress",
+    "completed": "completed",
+}
+
+
+def _parse_fabric(facts: Facts, index: int, gpu: ET.Element) -> None:
+    """``gpu[i].fabric_state`` / ``fabric_status`` from the report's Fabric section; a driver
+    without one (before 525) does not report the fabric, as NVML would not."""
+    state_name, status_name = indexed("gpu", index, "fabric_state"), indexed("gpu", index, "fabric_status")
+    raw_state = gpu.findtext("fabric/state")
+    if raw_state is None:
+        facts.set(state_name, None)
+        facts.set(status_name, None)
+        return
+    state = _FABRIC_STATES.get(re.sub(r"[^a-z]", "", raw_state.lower()), "other")
+    facts.set(state_name, state)
+    raw_status = (gpu.findtext("fabric/status") or "").strip()
+    if state != "completed" or raw_status.strip("[]") in _NOT_A_VALUE or not raw_status:
+        facts.set(status_name, None)
+    else:
+        facts.set(status_name, "success" if raw_status.lower() == "success" else raw_status)
 
 
 #: <gpu_recovery_action> texts → NVML's action names.  Driver 580 prints "None" (the H200

@@ -4,10 +4,18 @@ Its answers default to the readings recorded on a real H200 (``tests/fixtures/h2
 NVLink from the H200 pair in ``tests/nccl/fixtures/h200x2/nvml-nvlink.txt``); errors are real
 ``pynvml.NVMLError`` instances and its constants the real binding's, so the code under test sees
 what the binding gives.  Each test sets what it needs: the GPUs (``device_count``, ``uuids``,
-``processes``, ``mig_devices``, ``nvlinks``), a function failing with an NVML code (``errors``)
-or an exception (``raises``), absent as in older nvidia-ml-py releases (``missing``), hanging
-(``hang``, ``hang_in``, ``hang_from``) or slow (``slow``).  ``module()`` gives the object passed
-as ``nvml=``; ``tests/fakes/pynvml_h200`` installs it as ``pynvml`` for a whole process.
+``processes``, ``mig_devices``, ``nvlinks``, ``nvlinks_down``, ``nvlink_errors``, ``fabric``,
+``per_gpu`` readings), a function failing with an NVML code (``errors``) or an exception
+(``raises``), absent as in older nvidia-ml-py releases (``missing``), field values an older
+driver does not know (``unsupported_fields``), hanging (``hang``, ``hang_in``, ``hang_from``) or
+slow (``slow``).  ``module()`` gives the object passed as ``nvml=``; ``tests/fakes/pynvml_h200``
+installs it as ``pynvml`` for a whole process.
+
+Field values are answered as a driver answers them: each from the same reading as the function
+it stands for (``FIELD_SOURCES``), failing per field with that function's error.  That the
+driver's fields and functions agree is NVML's documented meaning of each field, except one
+modelling choice: NVML_FI_DEV_NVLINK_ERROR_DL_CRC (163) is taken as the flow-control plus data
+CRC counters.  benchmarks/nvml_per_gpu.py compares both ways on a real GPU.
 """
 
 from __future__ import annotations
@@ -26,6 +34,25 @@ import pynvml
 MEMORY_V2 = pynvml.nvmlMemory_v2
 _HANDLE_BASE = 1000  # GPU i's handle is 1000 + i; a MIG instance's is ("mig", GPU, slot)
 _MAX_MIG_DEVICES = 7  # what NVML answers for a GPU in MIG mode (an H100/H200 has seven slices)
+#: NVML field id → the function whose reading it gives (nvml.h's description of each field).
+FIELD_SOURCES: dict[int, str] = {
+    pynvml.NVML_FI_DEV_ECC_CURRENT: "nvmlDeviceGetEccMode",
+    pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL: "nvmlDeviceGetTotalEccErrors",
+    pynvml.NVML_FI_DEV_RETIRED_PENDING: "nvmlDeviceGetRetiredPagesPendingStatus",
+    pynvml.NVML_FI_DEV_REMAPPED_PENDING: "nvmlDeviceGetRemappedRows",
+    pynvml.NVML_FI_DEV_REMAPPED_FAILURE: "nvmlDeviceGetRemappedRows",
+    pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT: "nvmlDeviceGetNvLinkState",
+    pynvml.NVML_FI_DEV_NVLINK_GET_STATE: "nvmlDeviceGetNvLinkState",
+    pynvml.NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY: "nvmlDeviceGetNvLinkErrorCounter",
+    pynvml.NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY: "nvmlDeviceGetNvLinkErrorCounter",
+    pynvml.NVML_FI_DEV_NVLINK_ERROR_DL_CRC: "nvmlDeviceGetNvLinkErrorCounter",
+}
+_COUNTER_KEYS = {
+    pynvml.NVML_NVLINK_ERROR_DL_REPLAY: "replay",
+    pynvml.NVML_NVLINK_ERROR_DL_RECOVERY: "recovery",
+    pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT: "crc_flit",
+    pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA: "crc_data",
+}
 
 
 def h200_readings(path: Path) -> dict[str, Any]:
@@ -104,6 +131,11 @@ class FakeNvml:
     nvlinks: int = 18  # links per GPU (the H200 pair's); 0: a PCIe-only board
     nvlinks_down: frozenset[tuple[int, int]] = frozenset()  # (GPU, link)
     field_values: dict[int, tuple[int, float]] = field(default_factory=dict)  # NVML_FI_* → (type, value)
+    unsupported_fields: frozenset[int] = frozenset()  # an older driver answers NOT_SUPPORTED for these
+    nvlink_errors: dict[tuple[int, int], dict[str, int]] = field(default_factory=dict)  # (GPU, link) → counts
+    nvlink_counters_supported: bool = True  # False: a Blackwell GPU (NVML dropped these counters there)
+    fabric: dict[int, tuple[int, int]] = field(default_factory=dict)  # GPU → (state, status); default N/A
+    per_gpu: dict[int, dict[str, Any]] = field(default_factory=dict)  # GPU → readings that differ from GPU 0's
     log: str | None = None  # a file each call's name is appended to (a fake in another process)
     calls: list[str] = field(default_factory=list)
     shutdowns: int = 0
@@ -114,6 +146,9 @@ class FakeNvml:
 
     def _gpu(self, handle: Any) -> int:
         return int(handle[1]) if isinstance(handle, tuple) else int(handle) - _HANDLE_BASE
+
+    def _reading(self, handle: Any, key: str) -> Any:
+        return self.per_gpu.get(self._gpu(handle), {}).get(key, self.readings[key])
 
     def uuid(self, index: int) -> str:
         if index in self.uuids:
@@ -151,7 +186,7 @@ class FakeNvml:
         return _HANDLE_BASE + index
 
     def nvmlDeviceGetName(self, handle: Any) -> str | bytes:
-        return self._str(self.readings["name"])
+        return self._str(self._reading(handle, "name"))
 
     def nvmlDeviceGetUUID(self, handle: Any) -> str | bytes:
         if isinstance(handle, tuple):
@@ -162,7 +197,9 @@ class FakeNvml:
         return 14  # NVML_BRAND_NVIDIA: nvidia-smi prints product_brand "NVIDIA" on the H200
 
     def nvmlDeviceGetPciInfo(self, handle: Any) -> SimpleNamespace:
-        return SimpleNamespace(busId=self._str(self.readings["pci_bus_id"]))
+        gpu = self._gpu(handle)  # GPU i sits at device 06 + i on bus 0, as in a VM's passthrough
+        recorded = str(self._reading(handle, "pci_bus_id"))
+        return SimpleNamespace(busId=self._str(recorded if gpu == 0 else f"{recorded[:-4]}{6 + gpu:02X}.0"))
 
     def nvmlDeviceGetCudaComputeCapability(self, handle: Any) -> tuple[int, int]:
         return tuple(self.readings["cc"])
@@ -178,21 +215,21 @@ class FakeNvml:
         return SimpleNamespace(total=v1.total, reserved=v1.used, free=v1.free, used=0)
 
     def nvmlDeviceGetEccMode(self, handle: Any) -> list[int]:
-        return list(self.readings["ecc"])
+        return list(self._reading(handle, "ecc"))
 
     def nvmlDeviceGetTotalEccErrors(self, handle: Any, kind: int, counter: int) -> int:
         assert (kind, counter) == (
             pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
             pynvml.NVML_VOLATILE_ECC,
         )
-        return int(self.readings["uncorrected"])
+        return int(self._reading(handle, "uncorrected"))
 
     def nvmlDeviceGetRetiredPagesPendingStatus(self, handle: Any) -> int:
         # the H200 retires no pages (nvidia-smi prints N/A): it remaps rows instead
         raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
 
     def nvmlDeviceGetRemappedRows(self, handle: Any) -> tuple[int, int, int, int]:
-        return tuple(self.readings["remapped_rows"])
+        return tuple(self._reading(handle, "remapped_rows"))
 
     def nvmlDeviceGetPersistenceMode(self, handle: Any) -> int:
         return int(self.readings["persistence"])
@@ -222,7 +259,7 @@ class FakeNvml:
         return int(self.readings["pcie"][3])
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any) -> int:
-        return int(self.readings["clock_reasons"])
+        return int(self._reading(handle, "clock_reasons"))
 
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: Any) -> int:
         return int(self.readings["clock_reasons"])
@@ -275,6 +312,24 @@ class FakeNvml:
     def nvmlDeviceGetNvLinkVersion(self, handle: Any, link: int) -> int:
         return int(self.readings["nvlink_version"])
 
+    def nvmlDeviceGetNvLinkErrorCounter(self, handle: Any, link: int, counter: int) -> int:
+        self.nvmlDeviceGetNvLinkState(handle, link)  # the same answer for a link that does not exist
+        if not self.nvlink_counters_supported:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return int(self.nvlink_errors.get((self._gpu(handle), link), {}).get(_COUNTER_KEYS[counter], 0))
+
+    def nvmlDeviceGetGpuFabricInfoV(self, handle: Any, info: Any) -> int:
+        state, status = self.fabric.get(self._gpu(handle), (pynvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED, 0))
+        struct = info._obj  # what ctypes.byref() wraps
+        assert struct.version == pynvml.nvmlGpuFabricInfo_v2
+        struct.state, struct.status = state, status
+        return pynvml.NVML_SUCCESS
+
+    def nvmlDeviceGetGpuFabricInfo(self, handle: Any, info: Any) -> int:
+        state, status = self.fabric.get(self._gpu(handle), (pynvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED, 0))
+        info._obj.state, info._obj.status = state, status
+        return pynvml.NVML_SUCCESS
+
     def nvmlDeviceGetFieldValues(self, handle: Any, fields: list[int | tuple[int, int]]) -> Any:
         """The real binding's array of c_nvmlFieldValue_t, filled as the driver fills it."""
         values = (pynvml.c_nvmlFieldValue_t * len(fields))()
@@ -283,18 +338,64 @@ class FakeNvml:
         for entry, asked in zip(values, fields, strict=True):
             field_id, entry.scopeId = asked if isinstance(asked, tuple) else (asked, 0)
             entry.fieldId = field_id
-            if field_id not in answers:
-                entry.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+            answer = answers.get(field_id) or self._field(handle, field_id, entry.scopeId)
+            if isinstance(answer, int):  # an NVML return code for this one field
+                entry.nvmlReturn = answer
                 continue
-            kind, value = answers[field_id]
+            kind, value = answer
             entry.valueType = kind
             setattr(entry.value, members[kind], value)
         return values
+
+    def _field(self, handle: Any, field_id: int, scope: int) -> tuple[int, int] | int:
+        """One field as the driver answers it: from its function's reading, or that function's error."""
+        function = FIELD_SOURCES.get(field_id)
+        if function is None or field_id in self.unsupported_fields:
+            return int(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if function in self.errors:
+            return self.errors[function]
+        if function in self.raises:
+            return int(pynvml.NVML_ERROR_UNKNOWN)
+        try:
+            return self._field_value(handle, field_id, scope)
+        except pynvml.NVMLError as exc:
+            return int(exc.value)
+
+    def _field_value(self, handle: Any, field_id: int, link: int) -> tuple[int, int]:
+        uint, ull = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+        if field_id == pynvml.NVML_FI_DEV_ECC_CURRENT:
+            return uint, self.nvmlDeviceGetEccMode(handle)[0]
+        if field_id == pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL:
+            return ull, self.nvmlDeviceGetTotalEccErrors(
+                handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC
+            )
+        if field_id == pynvml.NVML_FI_DEV_RETIRED_PENDING:
+            return uint, self.nvmlDeviceGetRetiredPagesPendingStatus(handle)
+        if field_id in (pynvml.NVML_FI_DEV_REMAPPED_PENDING, pynvml.NVML_FI_DEV_REMAPPED_FAILURE):
+            rows = self.nvmlDeviceGetRemappedRows(handle)
+            return uint, rows[2] if field_id == pynvml.NVML_FI_DEV_REMAPPED_PENDING else rows[3]
+        if field_id == pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT:
+            return uint, self.nvlinks
+        if field_id == pynvml.NVML_FI_DEV_NVLINK_GET_STATE:
+            enabled = self.nvmlDeviceGetNvLinkState(handle, link) == pynvml.NVML_FEATURE_ENABLED
+            return uint, pynvml.NVML_NVLINK_STATE_ACTIVE if enabled else pynvml.NVML_NVLINK_STATE_INACTIVE
+        counters = {
+            pynvml.NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY: (pynvml.NVML_NVLINK_ERROR_DL_REPLAY,),
+            pynvml.NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY: (pynvml.NVML_NVLINK_ERROR_DL_RECOVERY,),
+            pynvml.NVML_FI_DEV_NVLINK_ERROR_DL_CRC: (
+                pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT,
+                pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA,
+            ),
+        }[field_id]
+        return ull, sum(self.nvmlDeviceGetNvLinkErrorCounter(handle, link, c) for c in counters)
 
     # -- building the module object ------------------------------------------------------
     def module(self) -> SimpleNamespace:
         namespace = SimpleNamespace(**{k: v for k, v in vars(pynvml).items() if k.startswith("NVML_")})
         namespace.NVMLError = pynvml.NVMLError
+        for struct in ("c_nvmlGpuFabricInfo_t", "c_nvmlGpuFabricInfoV_t"):
+            if struct not in self.missing:
+                setattr(namespace, struct, getattr(pynvml, struct))
         if "nvmlMemory_v2" not in self.missing:
             namespace.nvmlMemory_v2 = MEMORY_V2
         for attr in dir(self):

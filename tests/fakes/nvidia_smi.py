@@ -7,7 +7,8 @@ FAKE_NVIDIA_SMI_MODE      ok | old | hang | not_loaded | mismatch | no_devices |
                           exit_with_xml | garbage_no_csv | flood
                           (flood: becomes ``yes``, printing lines without end, as a driver
                           stuck in a loop could)
-FAKE_NVIDIA_SMI_FIXTURES  folder holding nvidia-smi-q*.xml and query-gpu.csv
+FAKE_NVIDIA_SMI_FIXTURES  folder holding nvidia-smi-q*.xml and query-gpu.csv (and topo-m.txt for
+                          ``nvidia-smi topo -m``)
 FAKE_NVIDIA_SMI_PIDFILE   (hang) where to write "<own pid> <child pid>" before sleeping
 """
 
@@ -92,6 +93,9 @@ def main(argv: list[str]) -> int:
     if mode == "no_devices":
         sys.stdout.write("No devices were found\n")
         return 6
+    if argv[:2] == ["topo", "-m"] and (fixtures / "topo-m.txt").is_file():
+        sys.stdout.write((fixtures / "topo-m.txt").read_text())
+        return 0
     if "-q" in argv and "-x" in argv:
         return query_xml(fixtures, mode)
     if any(a.startswith("--query-gpu=") for a in argv):

@@ -74,6 +74,11 @@ def test_h200_readings(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
         "power_limit_w": 700.0,
         "processes": [],
         "process_count": 0,
+        "fabric_state": "not_supported",  # nvidia-smi -q prints Fabric State N/A on that machine
+        "fabric_status": None,
+        "nvlink_count": 18,  # the H200 pair's links (tests/nccl/fixtures/h200x2/nvml-nvlink.txt)
+        "nvlink_states": ["active"] * 18,
+        "nvlink_errors": {},
     }
     assert set(expected) == set(GPU_FIELDS)
     assert facts.with_prefix("gpu[0]") == expected
@@ -226,11 +231,11 @@ def test_helpers() -> None:
     [(0, "none"), (1, "gpu_reset"), (2, "node_reboot"), (3, "drain_p2p"), (4, "drain_and_reset"), (7, "other")],
 )
 def test_the_recovery_action_is_one_field_value(make_nvml: MakeNvml, ctx: ProbeContext, code: int, action: str) -> None:
-    fake = make_nvml(field_values={230: (pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, code)})
+    fake = make_nvml(field_values={230: (pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, code)}, nvlinks=0)
     facts = collect_nvml(ctx, fake.module())
     assert facts.get("gpu[0].recovery_action") == action
     assert str(code) in str(facts.get("gpu[0].recovery_action_label"))
-    assert fake.calls.count("nvmlDeviceGetFieldValues") == 1  # one round trip per GPU
+    assert fake.calls.count("nvmlDeviceGetFieldValues") == 1  # one round trip for a GPU without NVLink
 
 
 def test_a_driver_without_the_recovery_action_leaves_it_unknown_never_none(

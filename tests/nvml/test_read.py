@@ -112,6 +112,14 @@ def test_a_read_prefetched_for_another_file_system_is_not_used(make_nvml: MakeNv
     assert read.closed.wait(10) and fake.shutdowns == 1  # it still ends on its own
 
 
+def test_a_fast_read_ahead_serves_only_a_fast_check(make_nvml: MakeNvml, tmp_path: Path) -> None:
+    fake = make_nvml()
+    prefetch(ProbeContext(root=tmp_path, fast=True), fake.module())
+    assert take_prefetched(ProbeContext(root=tmp_path)) is None  # it left the PCIe link unasked
+    prefetch(ProbeContext(root=tmp_path), fake.module())
+    assert take_prefetched(ProbeContext(root=tmp_path, fast=True)) is not None  # a full read serves both
+
+
 def test_wait_closed_waits_for_the_background_shutdown(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
     release = threading.Event()
     fake = make_nvml(hang=release, hang_in="nvmlShutdown")

@@ -325,3 +325,47 @@ def test_the_gpu_probe_keeps_the_verdict_of_an_nvidia_smi_that_answered(
     env = {**fake_nvidia_smi.ctx("garbage_no_csv").env, "CUDA_DOCTOR_DISABLE_NVML": "1"}
     facts = GpuProbe().collect(fake_nvidia_smi.ctx("garbage_no_csv").but(env=env))
     assert facts.get("driver.status") == "error"
+
+
+def test_the_fabric_of_a_pcie_board_is_not_supported(h200_dir: Path) -> None:
+    facts = parse_query_xml((h200_dir / "nvidia-smi-q.xml").read_text())
+    assert facts.get("gpu[0].fabric_state") == "not_supported"  # <fabric><state>N/A</state>
+    assert facts.has("gpu[0].fabric_status") and facts.get("gpu[0].fabric_status") is None
+    assert "does not list the NVLinks" in facts.unknown["gpu[0].nvlink_states"]
+
+
+@pytest.mark.parametrize(
+    ("state", "status", "fact_state", "fact_status"),
+    [
+        ("Completed", "Success", "completed", "success"),
+        ("In Progress", "N/A", "in_progress", None),
+        ("Not Started", "N/A", "not_started", None),
+        ("Completed", "NVML_ERROR_TIMEOUT", "completed", "NVML_ERROR_TIMEOUT"),
+        ("Registering", "N/A", "other", None),
+    ],
+)
+def test_fabric_texts(h200_dir: Path, state: str, status: str, fact_state: str, fact_status: str | None) -> None:
+    text = (h200_dir / "nvidia-smi-q.xml").read_text()
+    text = text.replace(
+        "<fabric>\n\t\t\t<state>N/A</state>\n\t\t\t<status>N/A</status>",
+        (f"<fabric>\n\t\t\t<state>{state}</state>\n\t\t\t<status>{status}</status>"),
+    )
+    facts = parse_query_xml(text)
+    assert (facts.get("gpu[0].fabric_state"), facts.get("gpu[0].fabric_status")) == (fact_state, fact_status)
+
+
+def test_a_driver_without_a_fabric_section_does_not_report_it(h200_dir: Path) -> None:
+    text = (h200_dir / "nvidia-smi-q.xml").read_text()
+    start, end = text.index("\t\t<fabric>"), text.index("</fabric>\n") + len("</fabric>\n")
+    facts = parse_query_xml(text[:start] + text[end:])
+    assert facts.has("gpu[0].fabric_state") and facts.get("gpu[0].fabric_state") is None
+
+
+def test_eight_gpus_through_the_fake_executable(fake_nvidia_smi: Any) -> None:
+    from tests.conftest import H200X8
+
+    facts = collect_nvidia_smi(fake_nvidia_smi.ctx(fixtures=H200X8))
+    assert facts.get("gpu.count") == 8
+    assert len({facts.get(f"gpu[{i}].uuid") for i in range(8)}) == 8
+    assert [facts.get(f"gpu[{i}].pci_bus_id") for i in (0, 7)] == ["00000000:00:06.0", "00000000:00:0D.0"]
+    assert all(facts.get(f"gpu[{i}].compute_capability") == "9.0" for i in range(8))  # joined by UUID

@@ -1,0 +1,130 @@
+"""The per-GPU facts read through batched field values are the facts the per-function calls read:
+the same values and the same unknown reasons, whichever fields a driver answers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pynvml
+import pytest
+
+from cuda_doctor.facts import Facts
+from cuda_doctor.nvml import fields
+from cuda_doctor.nvml.read import collect_nvml
+from cuda_doctor.probes.base import ProbeContext
+
+MakeNvml = Callable[..., Any]
+#: Every field the probe asks but the recovery action, which has no function to fall back on.
+ANSWERED_BY_FUNCTIONS = frozenset(set(fields.GPU_BATCH) | set(fields.LINK_FIELDS)) - {fields.GPU_RECOVERY_ACTION}
+#: The per-function calls the first batch stands for.
+REPLACED = (
+    "nvmlDeviceGetEccMode",
+    "nvmlDeviceGetTotalEccErrors",
+    "nvmlDeviceGetRemappedRows",
+    "nvmlDeviceGetNvLinkState",
+    "nvmlDeviceGetNvLinkErrorCounter",
+)
+
+EIGHT_GPUS: dict[str, Any] = {
+    "device_count": 8,
+    "per_gpu": {3: {"uncorrected": 2, "remapped_rows": (0, 1, 1, 0)}, 6: {"ecc": [0, 1]}},
+    "nvlinks_down": frozenset({(5, 4), (5, 9)}),
+    "nvlink_errors": {(2, 7): {"replay": 3, "crc_flit": 40, "crc_data": 2}, (5, 4): {"recovery": 1}},
+    "fabric": {i: (pynvml.NVML_GPU_FABRIC_STATE_COMPLETED, pynvml.NVML_SUCCESS) for i in range(8)},
+}
+CASES = {
+    "one H200": {},
+    "8 GPUs, each its own readings": EIGHT_GPUS,
+    "functions failing or not supported": {
+        "errors": {
+            "nvmlDeviceGetTotalEccErrors": pynvml.NVML_ERROR_GPU_IS_LOST,
+            "nvmlDeviceGetEccMode": pynvml.NVML_ERROR_NOT_SUPPORTED,
+            "nvmlDeviceGetRemappedRows": pynvml.NVML_ERROR_NO_PERMISSION,
+        }
+    },
+    "a PCIe board": {"nvlinks": 0},
+    "no NVLink counters (NVLink 5)": {"nvlink_counters_supported": False},
+    "NVLink counters failing": {"errors": {"nvmlDeviceGetNvLinkErrorCounter": pynvml.NVML_ERROR_UNKNOWN}},
+    "NVLink states failing": {"errors": {"nvmlDeviceGetNvLinkState": pynvml.NVML_ERROR_GPU_IS_LOST}},
+}
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> ProbeContext:
+    return ProbeContext(root=tmp_path, env={"PATH": ""}, timeout=10.0)
+
+
+def _per_gpu(calls: list[str], gpus: int) -> dict[str, float]:
+    """Driver calls per GPU, by function (the system-wide ones left out)."""
+    system = {"nvmlInit", "nvmlShutdown", "nvmlDeviceGetCount"}
+    counted: dict[str, float] = {}
+    for name in calls:
+        if not name.startswith("nvmlSystem") and name not in system:
+            counted[name] = counted.get(name, 0) + 1 / gpus
+    return counted
+
+
+def _both_ways(make_nvml: MakeNvml, ctx: ProbeContext, options: dict[str, Any]) -> tuple[Facts, Facts, Any, Any]:
+    batched = make_nvml(**options)
+    one_by_one = make_nvml(unsupported_fields=ANSWERED_BY_FUNCTIONS, **options)  # a driver before these fields
+    return collect_nvml(ctx, batched.module()), collect_nvml(ctx, one_by_one.module()), batched, one_by_one
+
+
+@pytest.mark.parametrize("options", list(CASES.values()), ids=list(CASES))
+def test_field_values_and_functions_read_the_same_facts(
+    make_nvml: MakeNvml, ctx: ProbeContext, options: dict[str, Any]
+) -> None:
+    batched, one_by_one, _, _ = _both_ways(make_nvml, ctx, options)
+    assert batched.values == one_by_one.values
+    assert batched.unknown == one_by_one.unknown
+
+
+def test_the_eight_gpus_readings_are_their_own(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
+    facts, _, _, _ = _both_ways(make_nvml, ctx, EIGHT_GPUS)
+    assert facts.get("gpu[3].ecc_uncorrected_volatile") == 2
+    assert facts.get("gpu[3].remapped_rows_pending") is True and facts.get("gpu[0].remapped_rows_pending") is False
+    assert facts.get("gpu[6].ecc_enabled") is False
+    states = facts.get("gpu[5].nvlink_states")
+    assert isinstance(states, list) and states.count("inactive") == 2 and states[4] == states[9] == "inactive"
+    assert facts.get("gpu[2].nvlink_errors") == {"7": {"replay": 3, "recovery": 0, "crc": 42}}
+    assert facts.get("gpu[5].nvlink_errors") == {"4": {"replay": 0, "recovery": 1, "crc": 0}}
+    assert facts.get("gpu[7].fabric_state") == "completed" and facts.get("gpu[7].fabric_status") == "success"
+    assert len({facts.get(f"gpu[{i}].pci_bus_id") for i in range(8)}) == 8
+
+
+def test_the_batch_replaces_the_per_function_calls(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
+    _, _, batched, one_by_one = _both_ways(make_nvml, ctx, EIGHT_GPUS)
+    now, before = _per_gpu(batched.calls, 8), _per_gpu(one_by_one.calls, 8)
+    assert now["nvmlDeviceGetFieldValues"] == 2  # memory health and the link count; then the links
+    assert not set(REPLACED) & set(now)
+    assert before["nvmlDeviceGetNvLinkState"] >= 18 and before["nvmlDeviceGetNvLinkErrorCounter"] >= 18 * 4
+    assert sum(now.values()) < sum(before.values())
+
+
+def test_a_field_an_older_driver_does_not_know_is_asked_through_its_function(
+    make_nvml: MakeNvml, ctx: ProbeContext
+) -> None:
+    fake = make_nvml(unsupported_fields=frozenset({fields.REMAPPED_FAILURE}), nvlinks=0)
+    facts = collect_nvml(ctx, fake.module())
+    assert fake.calls.count("nvmlDeviceGetRemappedRows") == 1  # the pair, through the one function
+    assert (facts.get("gpu[0].remapped_rows_pending"), facts.get("gpu[0].remapped_rows_failure")) == (False, False)
+    assert "nvmlDeviceGetTotalEccErrors" not in fake.calls  # the other fields were answered
+
+
+def test_a_failing_batch_falls_back_to_every_function(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
+    fake = make_nvml(errors={"nvmlDeviceGetFieldValues": pynvml.NVML_ERROR_GPU_IS_LOST})
+    facts = collect_nvml(ctx, fake.module())
+    assert facts.get("gpu[0].ecc_uncorrected_volatile") == 0
+    assert facts.get("gpu[0].nvlink_count") == 18  # counted link by link
+    assert facts.get("gpu[0].nvlink_states") == ["active"] * 18
+    assert "GPU is lost" in facts.unknown["gpu[0].recovery_action"]  # no function to ask instead
+
+
+def test_the_fast_check_leaves_the_pcie_link_unasked(make_nvml: MakeNvml, tmp_path: Path) -> None:
+    fake = make_nvml()
+    facts = collect_nvml(ProbeContext(root=tmp_path, env={"PATH": ""}, fast=True), fake.module())
+    assert not any("Pcie" in name for name in fake.calls)
+    assert "not read by the fast check" in facts.unknown["gpu[0].pcie_gen_max"]
+    assert facts.get("gpu[0].ecc_enabled") is True  # what its rules read is read
