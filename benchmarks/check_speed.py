@@ -5,6 +5,9 @@ Targets (measured side by side, interleaved round by round, median of N runs):
   check --no-smoke ≤ 1.15 × python -c "import torch; torch.cuda.init()"  (same interpreter as --python)
   check            ≤ 1.7 ×  python -c "import torch; torch.cuda.init()"  (the full check: facts and smoke run)
 
+On a machine with several GPUs the fast part also prints what each GPU adds to the NVML read
+(the marginal cost in ms and the driver round trips per GPU, benchmarks/nvml_per_gpu.py).
+
 Usage: python benchmarks/check_speed.py [--runs 10] [--torch-python PATH] [--fast-only | --full-only | --no-smoke-only]
 (--full-only measures exactly the full `check --python PATH` against that reference, --no-smoke-only
 `check --no-smoke --python PATH`.)
@@ -57,6 +60,21 @@ def compare(
     return ratios
 
 
+def per_gpu_cost(runs: int) -> None:
+    """With two or more GPUs: the fast read's marginal cost and round trips per GPU."""
+    import nvml_per_gpu  # beside this file
+
+    try:
+        probe = nvml_per_gpu.child(["1024", "fast"])
+    except SystemExit as exc:  # no NVML for this interpreter: nothing per GPU to say
+        print(f"per GPU: not measured ({exc})")
+        return
+    gpus = probe.get("gpus") if isinstance(probe, dict) else None
+    if isinstance(gpus, int) and gpus > 1:
+        print(f"per GPU, {gpus} GPUs (the fast check's NVML read; benchmarks/nvml_per_gpu.py):")
+        nvml_per_gpu.measure("fast", gpus, max(3, runs // 2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10)
@@ -82,6 +100,7 @@ def main() -> None:
     }
     if not args.full_only and not args.no_smoke_only:
         compare(reference, fast, env, args.runs, dict.fromkeys(fast, 1.3))
+        per_gpu_cost(args.runs)
     if args.fast_only:
         return
     torch_py = args.torch_python

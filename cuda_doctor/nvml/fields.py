@@ -7,7 +7,10 @@ and new fields only ever get larger ids.  This module imports nothing, so the ea
 
 Each field stands for an older per-function call that gives the same value (nvml.h's own
 descriptions): the probe asks the function whenever its field is not answered, so a driver that
-predates a field (it answers NOT_SUPPORTED for that one entry) reads the same facts.
+predates a field (it answers NOT_SUPPORTED for that one entry) reads the same facts.  Except
+where the driver answered a newer field of the same GPU: it knows the older one, so its
+NOT_SUPPORTED is the GPU's own (the H200 keeps no retired-pages flag, Blackwell no NVLink
+replay counter), and asking the function would be one more round trip for the same answer.
 """
 
 from __future__ import annotations
@@ -54,3 +57,14 @@ NVLINK_STATES: dict[int, str] = {0: "inactive", 1: "active", 2: "sleep", 3: "tra
 def link_batch(links: int) -> list[tuple[int, int]]:
     """The second batch for a GPU with ``links`` NVLinks: (field, link) pairs, link by link."""
     return [(field, link) for link in range(links) for field in LINK_FIELDS]
+
+
+def newest_known(answered: list[int]) -> int:
+    """The newest field the driver answered, of those in ``answered``; -1 when none was."""
+    return max(answered, default=-1)
+
+
+def gpu_lacks(field: int, not_supported: bool, newest: int) -> bool:
+    """A field answered NOT_SUPPORTED by a driver that answered a newer one: the GPU does not
+    have that reading, and its function would say so too."""
+    return not_supported and field < newest

@@ -251,7 +251,8 @@ def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None
         facts.set(memory_used, _mib(memory, "used"))
     # one round trip for the memory-health fields, the recovery action and the NVLink count
     answers = dict(zip(fields.GPU_BATCH, binding.field_values(nvml, handle, fields.GPU_BATCH), strict=True))
-    _read_memory_health(reader, index, handle, answers)
+    newest = fields.newest_known([f for f, answer in answers.items() if not isinstance(answer, Refusal)])
+    _read_memory_health(reader, index, handle, answers, newest)
     _read_recovery_action(reader, index, answers[fields.GPU_RECOVERY_ACTION])
     read("persistence_mode", ("nvmlDeviceGetPersistenceMode",), convert=bool)
     _read_mig_mode(reader, index, handle)
@@ -262,7 +263,7 @@ def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None
     read("power_limit_w", ("nvmlDeviceGetEnforcedPowerLimit",), convert=_watts)
     _read_processes(ctx, reader, index, handle)
     interconnect.read_fabric(nvml, facts, index, handle)
-    interconnect.read_nvlinks(nvml, facts, index, handle, answers[fields.NVLINK_LINK_COUNT])
+    interconnect.read_nvlinks(nvml, facts, index, handle, answers[fields.NVLINK_LINK_COUNT], newest)
 
 
 def _read_pcie(ctx: ProbeContext, reader: _Reader, index: int, handle: Any) -> None:
@@ -313,24 +314,28 @@ def _read_processes(ctx: ProbeContext, reader: _Reader, index: int, handle: Any)
         facts.mark_unknown(count_name, facts.unknown.get(procs_name, "processes unknown"))
 
 
-def _read_memory_health(reader: _Reader, index: int, handle: Any, answers: dict[int, Any]) -> None:
+def _read_memory_health(reader: _Reader, index: int, handle: Any, answers: dict[int, Any], newest: int) -> None:
     """From the batch's field values; a field not answered is asked through its function, so an
-    older driver reads the same facts (and the same reasons) as before."""
+    older driver reads the same facts (and the same reasons) as before.  A field the GPU lacks
+    (``fields.gpu_lacks``) is null, as its function's NOT_SUPPORTED would make it."""
 
     def read(field: str, names: Sequence[str], *args: Any, convert: Callable[[Any], Any]) -> None:
         reader.read(indexed("gpu", index, field), names, handle, *args, convert=convert)
 
-    def answered(field_id: int) -> bool:
-        return not isinstance(answers[field_id], Refusal)
+    def answered(field_id: int, fact: str) -> bool:
+        """Recorded from the field: its value, or null where the GPU lacks it."""
+        answer = answers[field_id]
+        if isinstance(answer, Refusal):
+            if not fields.gpu_lacks(field_id, answer.not_supported, newest):
+                return False
+            answer = None
+        facts.set(indexed("gpu", index, fact), None if answer is None else _FIELD_FACTS[fact](answer))
+        return True
 
     facts = reader.facts
-    if answered(fields.ECC_CURRENT):
-        facts.set(indexed("gpu", index, "ecc_enabled"), bool(answers[fields.ECC_CURRENT]))
-    else:
+    if not answered(fields.ECC_CURRENT, "ecc_enabled"):
         read("ecc_enabled", ("nvmlDeviceGetEccMode",), convert=lambda mode: bool(mode[0]))
-    if answered(fields.ECC_DBE_VOLATILE):
-        facts.set(indexed("gpu", index, "ecc_uncorrected_volatile"), int(answers[fields.ECC_DBE_VOLATILE]))
-    else:
+    if not answered(fields.ECC_DBE_VOLATILE, "ecc_uncorrected_volatile"):
         read(
             "ecc_uncorrected_volatile",
             ("nvmlDeviceGetTotalEccErrors",),
@@ -338,15 +343,14 @@ def _read_memory_health(reader: _Reader, index: int, handle: Any, answers: dict[
             binding.VOLATILE_ECC,
             convert=int,
         )
-    if answered(fields.RETIRED_PENDING):
-        facts.set(indexed("gpu", index, "retired_pages_pending"), bool(answers[fields.RETIRED_PENDING]))
-    else:
+    if not answered(fields.RETIRED_PENDING, "retired_pages_pending"):
         read("retired_pages_pending", ("nvmlDeviceGetRetiredPagesPendingStatus",), convert=bool)
     rows_pending = indexed("gpu", index, "remapped_rows_pending")
     rows_failure = indexed("gpu", index, "remapped_rows_failure")
-    if answered(fields.REMAPPED_PENDING) and answered(fields.REMAPPED_FAILURE):
-        facts.set(rows_pending, bool(answers[fields.REMAPPED_PENDING]))
-        facts.set(rows_failure, bool(answers[fields.REMAPPED_FAILURE]))
+    pair = {fields.REMAPPED_PENDING: "remapped_rows_pending", fields.REMAPPED_FAILURE: "remapped_rows_failure"}
+    if all(not isinstance(answers[f], Refusal) or fields.gpu_lacks(f, answers[f].not_supported, newest) for f in pair):
+        for field_id, fact in pair.items():
+            answered(field_id, fact)
         return
     rows = reader.call(rows_pending, ("nvmlDeviceGetRemappedRows",), handle)
     if rows is _FAILED:
@@ -355,6 +359,16 @@ def _read_memory_health(reader: _Reader, index: int, handle: Any, answers: dict[
         # (corrected rows, uncorrected rows, remapping pending, remapping failed)
         facts.set(rows_pending, None if rows is None else bool(rows[2]))
         facts.set(rows_failure, None if rows is None else bool(rows[3]))
+
+
+#: How each memory-health fact is made from its field's number.
+_FIELD_FACTS: dict[str, Callable[[Any], Any]] = {
+    "ecc_enabled": bool,
+    "ecc_uncorrected_volatile": int,
+    "retired_pages_pending": bool,
+    "remapped_rows_pending": bool,
+    "remapped_rows_failure": bool,
+}
 
 
 def _read_recovery_action(reader: _Reader, index: int, answer: Any) -> None:

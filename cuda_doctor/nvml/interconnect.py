@@ -13,7 +13,8 @@ NVLinks (state and error counters).
   reports none of these counters (NVLink 5 counts errors otherwise).
 
 The counters and states are asked in one field-values round trip per GPU; a field the driver
-does not answer is asked through the older per-link function, with the same meaning.
+does not answer is asked through the older per-link function, with the same meaning, unless the
+driver answered a newer field (``fields.gpu_lacks``: then the GPU lacks it).
 """
 
 from __future__ import annotations
@@ -92,12 +93,17 @@ def status_text(nvml: Any, code: int) -> str:
 
 
 # -- NVLink ------------------------------------------------------------------------------------
-def read_nvlinks(nvml: Any, facts: Facts, index: int, handle: Any, count_answer: Any) -> None:
-    """The NVLink facts of one GPU; ``count_answer`` is its NVLINK_LINK_COUNT field value."""
+def read_nvlinks(nvml: Any, facts: Facts, index: int, handle: Any, count_answer: Any, newest: int = -1) -> None:
+    """The NVLink facts of one GPU; ``count_answer`` is its NVLINK_LINK_COUNT field value,
+    ``newest`` the newest field the driver answered for it (``fields.newest_known``)."""
     names = {key: indexed("gpu", index, f"nvlink_{key}") for key in ("count", "states", "errors")}
     states: dict[int, str] = {}
     if isinstance(count_answer, int) and not isinstance(count_answer, bool):
         count: int | Refusal = count_answer
+    elif isinstance(count_answer, Refusal) and fields.gpu_lacks(
+        fields.NVLINK_LINK_COUNT, count_answer.not_supported, newest
+    ):
+        count = 0  # a GPU without NVLink
     else:
         count = _count_by_state(nvml, handle, states)
     if isinstance(count, Refusal):
@@ -111,8 +117,8 @@ def read_nvlinks(nvml: Any, facts: Facts, index: int, handle: Any, count_answer:
         return
     answers = binding.field_values(nvml, handle, fields.link_batch(count))
     by_field = dict(zip(fields.link_batch(count), answers, strict=True))
-    _link_states(nvml, facts, names["states"], handle, count, by_field, states)
-    _link_errors(nvml, facts, names["errors"], handle, count, by_field)
+    _link_states(nvml, facts, names["states"], (handle, count, newest), by_field, states)
+    _link_errors(nvml, facts, names["errors"], (handle, count, newest), by_field)
 
 
 def _count_by_state(nvml: Any, handle: Any, states: dict[int, str]) -> int | Refusal:
@@ -135,14 +141,23 @@ def _state_by_function(nvml: Any, handle: Any, link: int) -> str | Refusal:
     return "active" if int(answer) == int(getattr(nvml, "NVML_FEATURE_ENABLED", 1)) else "inactive"
 
 
+#: One GPU's links as the readers below take them: its handle, its link count, the newest
+#: field its driver answered.
+_Links = tuple[Any, int, int]
+
+
 def _link_states(
-    nvml: Any, facts: Facts, name: str, handle: Any, count: int, by_field: dict[Any, Any], known: dict[int, str]
+    nvml: Any, facts: Facts, name: str, links: _Links, by_field: dict[Any, Any], known: dict[int, str]
 ) -> None:
+    handle, count, newest = links
     states: list[str] = []
     for link in range(count):
         answer = by_field[(fields.NVLINK_STATE, link)]
         if not isinstance(answer, Refusal) and int(answer) in fields.NVLINK_STATES:
             states.append(fields.NVLINK_STATES[int(answer)])
+            continue
+        if isinstance(answer, Refusal) and fields.gpu_lacks(fields.NVLINK_STATE, answer.not_supported, newest):
+            states.append("not_supported")
             continue
         state = known.get(link) or _state_by_function(nvml, handle, link)
         if isinstance(state, Refusal):
@@ -154,9 +169,10 @@ def _link_states(
     facts.set(name, states)
 
 
-def _link_errors(nvml: Any, facts: Facts, name: str, handle: Any, count: int, by_field: dict[Any, Any]) -> None:
+def _link_errors(nvml: Any, facts: Facts, name: str, links: _Links, by_field: dict[Any, Any]) -> None:
     """Counters per link; a counter this GPU does not keep (NOT_SUPPORTED through both ways on
-    one link) is not asked again for the others: Blackwell dropped these three."""
+    one link, or a field it lacks) is not asked again for the others: Blackwell dropped these three."""
+    handle, count, newest = links
     unsupported: set[str] = set()
     found: dict[str, dict[str, int]] = {}
     for link in range(count):
@@ -165,7 +181,7 @@ def _link_errors(nvml: Any, facts: Facts, name: str, handle: Any, count: int, by
             if key in unsupported:
                 continue
             value = by_field[(field, link)]
-            if isinstance(value, Refusal):
+            if isinstance(value, Refusal) and not fields.gpu_lacks(field, value.not_supported, newest):
                 value = _counter_by_function(nvml, handle, link, counters)
             if isinstance(value, Refusal):
                 if not value.not_supported:

@@ -338,7 +338,8 @@ class FakeNvml:
         for entry, asked in zip(values, fields, strict=True):
             field_id, entry.scopeId = asked if isinstance(asked, tuple) else (asked, 0)
             entry.fieldId = field_id
-            answer = answers.get(field_id) or self._field(handle, field_id, entry.scopeId)
+            known = field_id not in self.unsupported_fields  # an older driver knows none of ``answers`` either
+            answer = (answers.get(field_id) if known else None) or self._field(handle, field_id, entry.scopeId)
             if isinstance(answer, int):  # an NVML return code for this one field
                 entry.nvmlReturn = answer
                 continue

@@ -16,8 +16,10 @@ from cuda_doctor.nvml.read import collect_nvml
 from cuda_doctor.probes.base import ProbeContext
 
 MakeNvml = Callable[..., Any]
-#: Every field the probe asks but the recovery action, which has no function to fall back on.
-ANSWERED_BY_FUNCTIONS = frozenset(set(fields.GPU_BATCH) | set(fields.LINK_FIELDS)) - {fields.GPU_RECOVERY_ACTION}
+#: Every field the probe asks: a driver that predates them all answers each through its function
+#: (the recovery action has none, so it is left out of the comparisons).
+ANSWERED_BY_FUNCTIONS = frozenset(set(fields.GPU_BATCH) | set(fields.LINK_FIELDS))
+RECOVERY_FACTS = ("recovery_action", "recovery_action_label")
 #: The per-function calls the first batch stands for.
 REPLACED = (
     "nvmlDeviceGetEccMode",
@@ -77,8 +79,12 @@ def test_field_values_and_functions_read_the_same_facts(
     make_nvml: MakeNvml, ctx: ProbeContext, options: dict[str, Any]
 ) -> None:
     batched, one_by_one, _, _ = _both_ways(make_nvml, ctx, options)
-    assert batched.values == one_by_one.values
-    assert batched.unknown == one_by_one.unknown
+    assert _without_recovery(batched.values) == _without_recovery(one_by_one.values)
+    assert _without_recovery(batched.unknown) == _without_recovery(one_by_one.unknown)
+
+
+def _without_recovery(named: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in named.items() if not name.endswith(RECOVERY_FACTS)}
 
 
 def test_the_eight_gpus_readings_are_their_own(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
@@ -106,11 +112,24 @@ def test_the_batch_replaces_the_per_function_calls(make_nvml: MakeNvml, ctx: Pro
 def test_a_field_an_older_driver_does_not_know_is_asked_through_its_function(
     make_nvml: MakeNvml, ctx: ProbeContext
 ) -> None:
-    fake = make_nvml(unsupported_fields=frozenset({fields.REMAPPED_FAILURE}), nvlinks=0)
+    # a driver that knows the ECC fields (1, 4) but not row remapping's (144, 145) nor the recovery action's (230)
+    newer = frozenset({fields.REMAPPED_PENDING, fields.REMAPPED_FAILURE, fields.GPU_RECOVERY_ACTION})
+    fake = make_nvml(unsupported_fields=newer, nvlinks=0)
     facts = collect_nvml(ctx, fake.module())
     assert fake.calls.count("nvmlDeviceGetRemappedRows") == 1  # the pair, through the one function
     assert (facts.get("gpu[0].remapped_rows_pending"), facts.get("gpu[0].remapped_rows_failure")) == (False, False)
     assert "nvmlDeviceGetTotalEccErrors" not in fake.calls  # the other fields were answered
+
+
+def test_a_field_the_gpu_lacks_is_null_without_asking_its_function(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
+    # the H200 keeps no retired-pages flag: field 31 answers NOT_SUPPORTED while field 230 is answered
+    fake = make_nvml(nvlink_counters_supported=False)
+    facts = collect_nvml(ctx, fake.module())
+    assert facts.has("gpu[0].retired_pages_pending") and facts.get("gpu[0].retired_pages_pending") is None
+    assert "nvmlDeviceGetRetiredPagesPendingStatus" not in fake.calls
+    assert facts.get("gpu[0].nvlink_errors") is None  # counters this GPU does not keep (NVLink 5)
+    assert "nvmlDeviceGetNvLinkErrorCounter" not in fake.calls
+    assert facts.get("gpu[0].nvlink_states") == ["active"] * 18
 
 
 def test_a_failing_batch_falls_back_to_every_function(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
@@ -128,3 +147,39 @@ def test_the_fast_check_leaves_the_pcie_link_unasked(make_nvml: MakeNvml, tmp_pa
     assert not any("Pcie" in name for name in fake.calls)
     assert "not read by the fast check" in facts.unknown["gpu[0].pcie_gen_max"]
     assert facts.get("gpu[0].ecc_enabled") is True  # what its rules read is read
+
+
+#: What the fast check asks of each GPU, one driver round trip each: 15 calls, and the two
+#: field-values batches (memory health with the NVLink count; the links).  The full check adds
+#: the PCIe link (four calls).
+FAST_CALLS_PER_GPU = {
+    "nvmlDeviceGetHandleByIndex": 1,
+    "nvmlDeviceGetName": 1,
+    "nvmlDeviceGetUUID": 1,
+    "nvmlDeviceGetBrand": 1,
+    "nvmlDeviceGetPciInfo": 1,
+    "nvmlDeviceGetCudaComputeCapability": 1,
+    "nvmlDeviceGetMemoryInfo": 1,
+    "nvmlDeviceGetFieldValues": 2,
+    "nvmlDeviceGetPersistenceMode": 1,
+    "nvmlDeviceGetMigMode": 1,
+    "nvmlDeviceGetCurrentClocksEventReasons": 1,
+    "nvmlDeviceGetTemperature": 1,
+    "nvmlDeviceGetPowerUsage": 1,
+    "nvmlDeviceGetEnforcedPowerLimit": 1,
+    "nvmlDeviceGetComputeRunningProcesses": 1,
+    "nvmlDeviceGetGpuFabricInfoV": 1,
+}
+
+
+@pytest.mark.parametrize(("links", "most"), [(18, 17), (0, 16)])
+def test_the_fast_check_makes_at_most_so_many_driver_calls_per_gpu(
+    make_nvml: MakeNvml, tmp_path: Path, links: int, most: int
+) -> None:
+    fake = make_nvml(device_count=8, nvlinks=links, fabric=EIGHT_GPUS["fabric"])
+    facts = collect_nvml(ProbeContext(root=tmp_path, env={"PATH": ""}, fast=True, timeout=10.0), fake.module())
+    per_gpu = _per_gpu(fake.calls, 8)
+    expected = dict(FAST_CALLS_PER_GPU, nvmlDeviceGetFieldValues=2 if links else 1)
+    assert per_gpu == expected
+    assert sum(per_gpu.values()) <= most
+    assert facts.get("gpu[7].nvlink_count") == links and facts.get("gpu[7].fabric_state") == "completed"

@@ -14,6 +14,13 @@ from cuda_doctor.nvml.read import collect_nvml
 from cuda_doctor.probes.base import ProbeContext
 
 MakeNvml = Callable[..., Any]
+#: Every field the probe asks.
+PROBE_FIELDS = frozenset(set(fields.GPU_BATCH) | set(fields.LINK_FIELDS))
+
+
+def fields_from(first: int) -> frozenset[int]:
+    """The fields a driver that predates field ``first`` does not know: it and every newer one."""
+    return frozenset(f for f in PROBE_FIELDS if f >= first)
 
 
 @pytest.fixture
@@ -98,15 +105,19 @@ def test_field_link_states_the_function_cannot_tell(make_nvml: MakeNvml, ctx: Pr
 
 
 def test_nvlink_5_counters_are_null_and_asked_once(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
-    fake = make_nvml(nvlink_counters_supported=False)
-    facts = collect_nvml(ctx, fake.module())
+    newer = make_nvml(nvlink_counters_supported=False)  # the driver answers field 230: the GPU lacks them
+    facts = collect_nvml(ctx, newer.module())
     assert facts.has("gpu[0].nvlink_errors") and facts.get("gpu[0].nvlink_errors") is None
-    assert fake.calls.count("nvmlDeviceGetNvLinkErrorCounter") == 3  # one per counter kind, on link 0 only
+    assert newer.calls.count("nvmlDeviceGetNvLinkErrorCounter") == 0
+    older = make_nvml(nvlink_counters_supported=False, unsupported_fields=fields_from(fields.NVLINK_REPLAY))
+    facts = collect_nvml(ctx, older.module())
+    assert facts.has("gpu[0].nvlink_errors") and facts.get("gpu[0].nvlink_errors") is None
+    assert older.calls.count("nvmlDeviceGetNvLinkErrorCounter") == 3  # one per counter kind, on link 0 only
     assert facts.get("gpu[0].nvlink_states") == ["active"] * 18
 
 
 def test_an_older_driver_counts_links_by_asking_each(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
-    fake = make_nvml(unsupported_fields=frozenset({fields.NVLINK_LINK_COUNT, fields.NVLINK_STATE}))
+    fake = make_nvml(unsupported_fields=fields_from(fields.NVLINK_LINK_COUNT))
     facts = collect_nvml(ctx, fake.module())
     assert facts.get("gpu[0].nvlink_count") == 18
     assert fake.calls.count("nvmlDeviceGetNvLinkState") == 19  # links 0-17, and 18 that is not there
@@ -115,7 +126,7 @@ def test_an_older_driver_counts_links_by_asking_each(make_nvml: MakeNvml, ctx: P
 
 def test_links_that_cannot_be_read_are_unknown_with_the_reason(make_nvml: MakeNvml, ctx: ProbeContext) -> None:
     fake = make_nvml(
-        unsupported_fields=frozenset({fields.NVLINK_LINK_COUNT}),
+        unsupported_fields=fields_from(fields.NVLINK_LINK_COUNT),
         errors={"nvmlDeviceGetNvLinkState": pynvml.NVML_ERROR_GPU_IS_LOST},
     )
     facts = collect_nvml(ctx, fake.module())
@@ -123,3 +134,13 @@ def test_links_that_cannot_be_read_are_unknown_with_the_reason(make_nvml: MakeNv
         assert facts.unknown[f"gpu[0].{name}"] == (
             "the GPU's NVLinks could not be counted: NVML nvmlDeviceGetNvLinkState: GPU is lost"
         )
+
+
+def test_a_gpu_whose_driver_knows_the_link_count_but_says_not_supported_has_no_nvlink(
+    make_nvml: MakeNvml, ctx: ProbeContext
+) -> None:
+    # the recorded H200 alone in its machine: NVLink state NOT_SUPPORTED (nvml.txt); field 230 answered
+    fake = make_nvml(unsupported_fields=frozenset({fields.NVLINK_LINK_COUNT}), nvlinks=0)
+    facts = collect_nvml(ctx, fake.module())
+    assert (facts.get("gpu[0].nvlink_count"), facts.get("gpu[0].nvlink_states")) == (0, [])
+    assert "nvmlDeviceGetNvLinkState" not in fake.calls
