@@ -539,6 +539,7 @@ DERIVERS: list[str | tuple[str, tuple[str, ...]]] = [
     "cuda_doctor.knowledge:derive_visible_devices",
     ("cuda_doctor.memory_health:derive", ("gpu[",)),
     "cuda_doctor.fabric_health:derive",
+    "cuda_doctor.nvlink_health:derive",
     "cuda_doctor.knowledge:derive_environment",
     ("cuda_doctor.container.derive:derive", ("container.cuda_version", "container.nvidia_require", "image[")),
     ("cuda_doctor.smoke.expected:derive", ("smoke",)),
