@@ -7,9 +7,12 @@
 - ``derived.nccl.transport_disabled``: ``NCCL_P2P_DISABLE=1``-style settings in effect.
 - ``derived.nccl.p2p_missing``: GPU pairs joined by NVLink or a PCIe switch without peer access.
 - ``derived.nccl.expected_busbw_gbps`` / ``expected_basis`` / ``busbw_ratio``: the measured
-  peak bus bandwidth against what the topology should give (``rules/data/interconnect_expected``).
+  peak bus bandwidth against what the topology should give (``rules/data/interconnect_expected``):
+  NCCL's own figure for GPUs on NVSwitch, else the slowest pair's links.
+- ``derived.nccl.busbw_by_size``: the bus bandwidth at each message size, in words.
 - ``derived.nccl.outlier_ranks``: ranks whose local workload took > 1.5× the median of ranks on
   identical GPUs.
+- ``derived.outliers.*``: those ranks and the GPUs whose smoke figures lag (``nccl.outliers``).
 """
 
 from __future__ import annotations
@@ -46,7 +49,11 @@ def derive(facts: Facts, table: dict[str, Any] | None = None) -> None:
     else:
         _expected(facts, data)
     _ratio(facts)
+    _busbw_by_size(facts)
     _outliers(facts)
+    from cuda_doctor.nccl import outliers
+
+    outliers.derive(facts)
 
 
 def _skip_reason(facts: Facts) -> None:
@@ -128,7 +135,57 @@ def _nvlink_row(facts: Facts, table: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def on_nvswitch(facts: Facts) -> bool:
+    """The GPUs reach each other through NVSwitches: a GPU reports a fabric, or three or more
+    GPUs are each joined to every other by more links than one GPU has in all (known from NVML)."""
+    from cuda_doctor.fabric_health import on_fabric
+
+    if any(on_fabric(facts, i) for i in facts.indices("gpu")):
+        return True
+    links = facts.get("nccl.link_types")
+    if not isinstance(links, dict) or not links:
+        return False
+    matched = [_NVLINK.match(str(v)) for v in links.values()]
+    gpus = {int(g) for pair in links for g in str(pair).split("-") if g.isdigit()}
+    if len(gpus) < 3 or not all(matched):
+        return False
+    per_pair = min(int(m.group(1)) for m in matched if m)
+    most = _most_links(facts)
+    return most is not None and per_pair * (len(gpus) - 1) > most
+
+
+def _most_links(facts: Facts) -> int | None:
+    """The most NVLinks one GPU has up, from the topology read or the GPU probe; None if neither says."""
+    counts = [facts.get(indexed("nvlink", i, "active_links")) for i in facts.indices("nvlink")]
+    for i in facts.indices("gpu"):
+        states = facts.get(indexed("gpu", i, "nvlink_states"))
+        if isinstance(states, list):
+            counts.append(sum(state in ("active", "sleep") for state in states))
+    known = [n for n in counts if isinstance(n, int) and not isinstance(n, bool) and n > 0]
+    return max(known) if known else None
+
+
+def _nvswitch_expected(facts: Facts, table: dict[str, Any]) -> bool:
+    """The published figure for GPUs on NVSwitch, when the table has one for them; False otherwise."""
+    cap = _capability(facts)
+    row = next((r for r in table.get("nvswitch", []) if cap in r.get("compute_capability", [])), None)
+    if row is None or not on_nvswitch(facts):
+        return False
+    nvls = str(facts.get("nccl.nvls_enable") or "0").strip() not in ("", "0")
+    expected = float(row["busbw_nvls_gbps" if nvls else "busbw_gbps"])
+    sharp = "with" if nvls else "without"
+    origin = "measured by cuda-doctor" if row.get("measured_here") else "NCCL's maintainers' figure, not measured here"
+    facts.set("derived.nccl.expected_busbw_gbps", expected)
+    facts.set(
+        "derived.nccl.expected_basis",
+        f"{row['label']}, {sharp} NVLink SHARP: about {expected:g} GB/s at {row['at']}; {origin}",
+    )
+    return True
+
+
 def _expected(facts: Facts, table: dict[str, Any]) -> None:
+    if _nvswitch_expected(facts, table):
+        return
     out = "derived.nccl.expected_busbw_gbps"
     links = facts.get("nccl.link_types")
     counts: list[int] = []
@@ -178,6 +235,21 @@ def _ratio(facts: Facts) -> None:
         facts.mark_unknown("derived.nccl.busbw_ratio", facts.unknown_reason(missing))
         return
     facts.set("derived.nccl.busbw_ratio", round(float(peak) / float(expected), 3))
+
+
+def _busbw_by_size(facts: Facts) -> None:
+    """``derived.nccl.busbw_by_size``: "1 MiB 15 GB/s, 16 MiB 105 GB/s, 256 MiB 150 GB/s"."""
+    out = "derived.nccl.busbw_by_size"
+    busbw = facts.get("nccl.busbw_gbps")
+    if not isinstance(busbw, dict) or not busbw:
+        facts.mark_unknown(out, facts.reason("nccl.busbw_gbps") or "no bus bandwidth measured")
+        return
+    shown = []
+    for size, gbps in sorted(busbw.items(), key=lambda item: int(item[0])):
+        mib = int(size) / (1024 * 1024)
+        figure = f"{float(gbps):.1f} GB/s" if isinstance(gbps, (int, float)) else "not measured"
+        shown.append(f"{mib:g} MiB {figure}")
+    facts.set(out, ", ".join(shown))
 
 
 def _outliers(facts: Facts) -> None:

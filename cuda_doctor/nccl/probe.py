@@ -103,7 +103,9 @@ class NcclProbe:
             iters=iters,
             warmup=warmup,
         )
-        return result_facts(result)
+        facts = result_facts(result)
+        facts.set("nccl.nvls_enable", runner.nvls_setting(ctx.env))
+        return facts
 
 
 def _why_uncounted(read: Outcome[topology.NvmlTopology], timeout: float) -> str:

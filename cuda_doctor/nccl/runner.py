@@ -66,12 +66,22 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: NVLink SHARP (NVLS) multicast is off for the ranks unless the user's environment says
+#: otherwise.  Its multicast objects live on the NVSwitches, which every GPU of the host shares: a
+#: program using them has put shared hosts' GPUs out of service, and a short check must never be
+#: what does that.  The expected bus bandwidth is then NCCL's ring and tree figure.
+NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def nvls_setting(base: Mapping[str, str]) -> str:
+    """The NCCL_NVLS_ENABLE the ranks run with."""
+    return base.get("NCCL_NVLS_ENABLE", NVLS_OFF["NCCL_NVLS_ENABLE"])
+
+
 def child_env(base: Mapping[str, str], rank: int, world_size: int, port: int) -> dict[str, str]:
     env = dict(base)
-    # NVLink SHARP (NVLS) multicast is never used by the smoke, whatever the caller's env says.
-    env["NCCL_NVLS_ENABLE"] = "0"
-    env.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
-    env.setdefault("NVSHMEM_DISABLE_NVLS", "1")
+    for name, value in NVLS_OFF.items():
+        env.setdefault(name, value)
     env.update(
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),

@@ -36,11 +36,17 @@ def test_rank_that_never_joins_is_killed_and_named(torch_python: str) -> None:
     assert result.ranks == ()
 
 
-def test_children_get_nvls_off_whatever_the_caller_says() -> None:
-    env = runner.child_env({"NCCL_NVLS_ENABLE": "1", "NVSHMEM_DISABLE_NVLS": "1"}, 1, 2, 1234)
-    assert env["NCCL_NVLS_ENABLE"] == "0"
-    assert env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
+def test_children_get_nvls_off_unless_the_user_chose() -> None:
+    env = runner.child_env({"PATH": "/usr/bin"}, 1, 2, 1234)
+    assert (env["NCCL_NVLS_ENABLE"], env["TORCH_SYMM_MEM_DISABLE_MULTICAST"], env["NVSHMEM_DISABLE_NVLS"]) == (
+        "0",
+        "1",
+        "1",
+    )
     assert (env["RANK"], env["WORLD_SIZE"], env["MASTER_ADDR"]) == ("1", "2", "127.0.0.1")
+    chosen = runner.child_env({"NCCL_NVLS_ENABLE": "1"}, 0, 2, 1234)
+    assert chosen["NCCL_NVLS_ENABLE"] == "1"  # the training's own setting is what is measured
+    assert runner.nvls_setting({"NCCL_NVLS_ENABLE": "1"}) == "1" and runner.nvls_setting({}) == "0"
 
 
 def test_missing_interpreter_is_a_failure_not_a_crash() -> None:
