@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What was run on the GPU machine to verify cuda-doctor there (no package registry on it:
 # cuda-doctor runs from this working tree; its python3 has torch, nvidia-ml-py, click, rich).
-# Usage: OUT=/some/dir bash benchmarks/gpu_verify.sh [part…]   (parts: check fail bench watch nccl child libs jax)
+# Usage: OUT=/some/dir bash benchmarks/gpu_verify.sh [part…]   (parts: check fail bench watch nccl child libs jax multigpu)
 set -u
 export PYTHONPATH="$PWD" NCCL_NVLS_ENABLE=0
 OUT="${OUT:-/tmp/cuda-doctor-verify}"; mkdir -p "$OUT"
@@ -183,4 +183,54 @@ print("expected: jax.json and jax-smoke.json without a JAX fail or warn; jax-use
       " jax-shared.json CD246 info with one other process and the two exports")
 PY
   cat "$OUT/jax-summary.txt" | tee -a "$OUT/log.txt" ;;
+multigpu)
+  # However many GPUs the machine has (one H200 alone, eight on an HGX node): the fabric and NVLink
+  # facts as NVML gives them, the checks on them (CD103, CD806, CD807), check -v, smoke --nccl -v,
+  # the fast check's ratio and its cost per GPU.  Expected on one H200 alone: fabric N/A and
+  # NVLink NOT_SUPPORTED, so CD103, CD806 and CD807 skipped, and CD802/CD804/CD805 skipped (one
+  # rank).  Expected on an HGX node with Fabric Manager running: every GPU's fabric "completed",
+  # 18 of 18 links up, CD103/CD806/CD807/CD801/CD802/CD804/CD805 pass, busbw at 256 MiB above
+  # 185 GB/s (half of the published 370 GB/s, NVLS off), check --fast within 1.3x its reference.
+  run multigpu-check-v doctor check -v
+  run multigpu-check-json doctor check --format json --save "$OUT/multigpu.json"
+  run multigpu-fast-json doctor check --fast --format json --save "$OUT/multigpu-fast.json"
+  run multigpu-smoke-nccl-v doctor smoke --nccl -v
+  run multigpu-smoke-nccl-json doctor smoke --nccl --format json --save "$OUT/multigpu-nccl.json"
+  run multigpu-smi-fabric bash -c "nvidia-smi -q | sed -n '/^GPU /p;/Fabric$/,/Partition Assigned/p'"
+  run multigpu-smi-nvlink bash -c "nvidia-smi nvlink -s; nvidia-smi nvlink -e; nvidia-smi topo -m"
+  run multigpu-fast-speed python3 benchmarks/check_speed.py --runs 10 --fast-only
+  run multigpu-nvml-per-gpu python3 benchmarks/nvml_per_gpu.py --rounds 5
+  python3 - "$OUT" > "$OUT/multigpu-summary.txt" 2>&1 <<'PY'
+import json, sys
+out = sys.argv[1]
+for name in ("multigpu-fast.json", "multigpu.json", "multigpu-nccl.json"):
+    try:
+        report = json.load(open(f"{out}/{name}"))
+    except (OSError, ValueError) as exc:
+        print(f"== {name}: unreadable ({exc})")
+        continue
+    v, unknown = report["facts"]["values"], report["facts"].get("unknown", {})
+    print(f"== {name}: gpu.count {v.get('gpu.count')}, probe.gpu.seconds {v.get('probe.gpu.seconds')}")
+    i = 0
+    while f"gpu[{i}].index" in v:
+        states = v.get(f"gpu[{i}].nvlink_states")
+        shown = {s: states.count(s) for s in sorted(set(states))} if isinstance(states, list) else unknown.get(f"gpu[{i}].nvlink_states")
+        print(f"  gpu[{i}] {v.get(f'gpu[{i}].name')}: fabric {v.get(f'gpu[{i}].fabric_state')!r} status {v.get(f'gpu[{i}].fabric_status')!r}"
+              f" | nvlink_count {v.get(f'gpu[{i}].nvlink_count', unknown.get(f'gpu[{i}].nvlink_count'))!r} states {shown}"
+              f" | errors {v.get(f'gpu[{i}].nvlink_errors', unknown.get(f'gpu[{i}].nvlink_errors'))!r}")
+        i += 1
+    for key in ("nccl.status", "nccl.world_size", "nccl.nvls_enable", "nccl.version", "nccl.busbw_gbps", "nccl.busbw_peak_gbps",
+                "nccl.link_types", "nccl.p2p", "nccl.per_rank_seconds", "derived.nccl.expected_busbw_gbps", "derived.outliers.found"):
+        if key in v:
+            print(f"  {key} = {json.dumps(v[key])}")
+    for r in report["results"]:
+        if r["rule"] in ("CD103", "CD801", "CD802", "CD804", "CD805", "CD806", "CD807"):
+            print(f"  {r['rule']} {r['status']:7} {r['message']}")
+            for command in r.get("commands") or []:
+                print(f"      $ {command}")
+print("expected: see the multigpu part of benchmarks/gpu_verify.sh (one H200 alone: CD103/CD806/CD807 skipped)")
+PY
+  cat "$OUT/multigpu-summary.txt" | tee -a "$OUT/log.txt"
+  grep -E "ratio|marginal|round trips" "$OUT/multigpu-fast-speed.txt" "$OUT/multigpu-nvml-per-gpu.txt" | tee -a "$OUT/log.txt"
+  grep -E "differ" "$OUT/multigpu-nvml-per-gpu.txt" | tee -a "$OUT/log.txt" ;;
 esac; done

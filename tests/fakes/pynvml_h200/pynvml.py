@@ -3,7 +3,9 @@
 Put this folder first on PYTHONPATH: ``import pynvml`` then answers with the H200 readings (two
 GPUs unless FAKE_PYNVML_GPUS says otherwise).  Errors and constants are the real binding's.  Each
 call's name is appended to the file named by FAKE_PYNVML_LOG, so a test can count them after the
-process has ended.
+process has ended.  FAKE_PYNVML_FABRIC gives every GPU that NVSwitch fabric state (``completed``,
+``not_started``, ``in_progress``; N/A otherwise) and FAKE_PYNVML_NVLINKS_DOWN the links that are
+down, as ``GPU:link`` pairs (``5:4,5:9``).
 """
 
 from __future__ import annotations
@@ -32,10 +34,16 @@ sys.modules[_fakes_spec.name] = _fakes
 _fakes_spec.loader.exec_module(_fakes)
 sys.modules["pynvml"] = _this
 
+_gpus = int(os.environ.get("FAKE_PYNVML_GPUS", "2"))
+_state = getattr(_real, f"NVML_GPU_FABRIC_STATE_{os.environ.get('FAKE_PYNVML_FABRIC', 'not_supported').upper()}")
+_pairs = [pair.split(":") for pair in os.environ.get("FAKE_PYNVML_NVLINKS_DOWN", "").split(",") if pair]
+_down = [(int(gpu), int(link)) for gpu, link in _pairs]
 _fake = _fakes.FakeNvml(
     readings=_fakes.h200_readings(FAKES.parent / "fixtures" / "h200" / "nvml.txt"),
-    device_count=int(os.environ.get("FAKE_PYNVML_GPUS", "2")),
+    device_count=_gpus,
     log=os.environ.get("FAKE_PYNVML_LOG") or None,
+    fabric={i: (_state, _real.NVML_SUCCESS) for i in range(_gpus)},
+    nvlinks_down=frozenset((gpu, link) for gpu, link in _down),
 )
 for _name, _value in vars(_real).items():
     if not _name.startswith("__"):
