@@ -36,8 +36,8 @@ from typing import Any
 
 from cuda_doctor.childside.loaded import loaded_libraries, read_maps
 from cuda_doctor.childside.packages import Installed, installed, metadata_field, normalize, owners
+from cuda_doctor.childside.report import attempt, describe, end, miss, new_report, open_records, put, run_order, serve
 
-STARTED = '{"started": true}'
 #: The distributions reported, by normalized name; CUDA plugins and PJRTs match PLUGIN_NAME.
 JAX_DISTRIBUTIONS = ("jax", "jaxlib")
 PLUGIN_NAME = re.compile(r"^jax-cuda(\d+)-(plugin|pjrt)$")
@@ -91,38 +91,10 @@ BACKEND_FACTS = [
 ]
 
 
-def new_report() -> dict[str, dict[str, Any]]:
-    return {"values": {}, "unknown": {}}
-
-
-def put(report: dict[str, dict[str, Any]], name: str, value: Any) -> None:
-    report["values"][name] = value
-    report["unknown"].pop(name, None)
-
-
-def miss(report: dict[str, dict[str, Any]], name: str, reason: str) -> None:
-    if name not in report["values"]:
-        report["unknown"][name] = reason
-
-
-def describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else ""
-    return type(exc).__name__ + (": " + first if first else "")
-
-
 def whole(exc: BaseException) -> str:
     """The exception's type and its whole text (JAX's own messages span lines), within a cap."""
     text = str(exc).strip()
     return (type(exc).__name__ + (": " + text if text else ""))[:MESSAGE_CHARS]
-
-
-def attempt(report: dict[str, dict[str, Any]], names: list[str], step: Callable[[], None]) -> None:
-    try:
-        step()
-    except BaseException as exc:  # a framework may raise anything, even SystemExit
-        for name in names:
-            miss(report, name, describe(exc))
 
 
 # -- pure helpers (unit-tested in-process) ---------------------------------------------------
@@ -463,53 +435,23 @@ def put_components(report: dict[str, dict[str, Any]], package: str | None) -> No
     put(report, "jax.driver_cuda", version_text("driver", code) if code else None)  # 0: no driver
 
 
-def serve(jax: Any, package: str | None, records_fd: int, emit: Callable[[dict[str, Any]], None]) -> None:
-    """Answer the parent's orders until it sends a script or closes stdin."""
-    while True:
-        line = sys.stdin.readline()
-        try:
-            order = json.loads(line)
-        except ValueError:
-            return
-        if not isinstance(order, dict):
-            return
-        if "backend" in order:
-            emit({"backend": backend(jax, package, emit)})
-            continue
-        source = order.get("run")
-        if not isinstance(source, str):
-            return
-        sys.stdout.flush()
-        os.dup2(records_fd, 1)
-        sys.argv = ["-c", *[str(arg) for arg in order.get("argv", [])]]
-        exec(compile(source, "<cuda-doctor>", "exec"), {"__name__": "__main__"})
-        return
-
-
 def main() -> None:
-    os.write(1, (STARTED + "\n").encode("ascii"))
+    records_fd, emit = open_records()
     config = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
-    # fd 1 carries records alone: whatever JAX and XLA print (even from C++) goes to stderr
-    records_fd = os.dup(1)
-    os.dup2(2, 1)
-    out = os.fdopen(records_fd, "w", closefd=False)
-
-    def emit(record: dict[str, Any]) -> None:
-        out.write(json.dumps(record, default=str) + "\n")
-        out.flush()
-
     report, jax, package = collect(emit)
     emit(report)
     status = 0
     if jax is not None and config.get("then") == "wait":
-        try:
-            serve(jax, package, records_fd, emit)
-        except BaseException:  # the script's own failure: its traceback on stderr says why
-            traceback.print_exc()
-            status = 1
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    os._exit(status)  # no interpreter teardown: a GPU backend's shutdown can hang after the answer
+
+        def answer(order: dict[str, Any]) -> bool:
+            if "backend" in order:
+                emit({"backend": backend(jax, package, emit)})
+                return True
+            run_order(order, records_fd)
+            return False  # the smoke step was the last order
+
+        status = serve(answer)
+    end(status)
 
 
 if __name__ == "__main__":

@@ -13,25 +13,13 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from cuda_doctor.childside.clocks import CLOCK_EVENT_REASONS
 from cuda_doctor.facts import Facts, indexed
 from cuda_doctor.nvml import binding, fields, interconnect
 from cuda_doctor.nvml.binding import Refusal
 from cuda_doctor.probes.base import ProbeContext
 
 MIB = 1024 * 1024
-
-#: nvmlClocksEventReason* bits (nvml.h) and the names the facts use for them.
-CLOCK_EVENT_REASONS: dict[int, str] = {
-    0x1: "gpu_idle",
-    0x2: "applications_clocks",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal",
-    0x40: "hw_thermal",
-    0x80: "hw_power_brake",
-    0x100: "display_clocks",
-}
 
 #: The per-GPU facts this source records (without the ``gpu[i].`` prefix).
 GPU_FIELDS: tuple[str, ...] = (

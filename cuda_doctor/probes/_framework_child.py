@@ -7,7 +7,7 @@ stdout: ``{"started": true}`` first, ``{"step": "import torch"}`` before each fr
 then the report, ``{"values": {fact: value}, "unknown": {fact: reason}}``.  It never lets an
 exception out: each step that fails becomes an unknown fact with the error text.
 
-With CONFIG ``{"then": "wait"}`` it then waits for one more order on stdin (``run_next``): the
+With CONFIG ``{"then": "wait"}`` it then waits for one more order on stdin (``childside.report.serve``): the
 smoke run's framework-level script, run in this same process, so that a check imports torch
 once; the parent sends it only when the read-only probes are done, so that the GPU probe never
 counts cuda-doctor's own kernels as another process on the GPU.
@@ -32,37 +32,13 @@ import os
 import platform
 import sys
 import time
-import traceback
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 from cuda_doctor.childside.loaded import decode_nccl, loaded_libraries, read_maps
 from cuda_doctor.childside.packages import Installed, build_files, installed, metadata_field, owners, requirement_name
-
-#: The first line the child prints, before importing any framework: it proves the interpreter
-#: runs, so the parent can give up early on one that does not start.
-STARTED = '{"started": true}'
-
-
-def new_report() -> dict[str, dict[str, Any]]:
-    return {"values": {}, "unknown": {}}
-
-
-def put(report: dict[str, dict[str, Any]], name: str, value: Any) -> None:
-    report["values"][name] = value
-    report["unknown"].pop(name, None)
-
-
-def miss(report: dict[str, dict[str, Any]], name: str, reason: str) -> None:
-    if name not in report["values"]:
-        report["unknown"][name] = reason
-
-
-def describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else ""
-    return type(exc).__name__ + (": " + first if first else "")
+from cuda_doctor.childside.report import attempt, describe, end, miss, new_report, open_records, put, run_order, serve
 
 
 def last_line(exc: BaseException) -> str:
@@ -71,13 +47,15 @@ def last_line(exc: BaseException) -> str:
     return type(exc).__name__ + (": " + text[-1] if text else "")
 
 
-def attempt(report: dict[str, dict[str, Any]], names: list[str], step: Callable[[], None]) -> None:
-    """Run ``step``; if it fails, every name it was meant to set becomes unknown."""
-    try:
-        step()
-    except BaseException as exc:  # a framework may raise anything, even SystemExit
+def present(report: dict[str, dict[str, Any]], framework: str, names: list[str]) -> bool:
+    """``<framework>.installed``, found without importing it; when it is not installed, every one
+    of ``names`` is unknown for that reason."""
+    found = importlib.util.find_spec(framework) is not None
+    put(report, framework + ".installed", found)
+    if not found:
         for name in names:
-            miss(report, name, describe(exc))
+            miss(report, name, f"{framework} is not installed in {sys.executable}")
+    return found
 
 
 # -- pure helpers (unit-tested in-process) ---------------------------------------------------
@@ -155,12 +133,8 @@ TENSORFLOW_FACTS = [
 
 
 def probe_torch(report: dict[str, dict[str, Any]], emit: Callable[[dict[str, Any]], None]) -> None:
-    if importlib.util.find_spec("torch") is None:
-        put(report, "torch.installed", False)
-        for name in TORCH_FACTS:
-            miss(report, name, "torch is not installed in " + sys.executable)
+    if not present(report, "torch", TORCH_FACTS):
         return
-    put(report, "torch.installed", True)
     emit({"step": "import torch"})
     start = time.monotonic()
     try:
@@ -253,12 +227,8 @@ def torch_nccl(report: dict[str, dict[str, Any]], torch: Any) -> None:
 
 # -- TensorFlow -----------------------------------------------------------------------------
 def probe_tensorflow(report: dict[str, dict[str, Any]], emit: Callable[[dict[str, Any]], None]) -> None:
-    if importlib.util.find_spec("tensorflow") is None:
-        put(report, "tensorflow.installed", False)
-        for name in TENSORFLOW_FACTS:
-            miss(report, name, "tensorflow is not installed in " + sys.executable)
+    if not present(report, "tensorflow", TENSORFLOW_FACTS):
         return
-    put(report, "tensorflow.installed", True)
     emit({"step": "import tensorflow"})
     try:
         import tensorflow as tf
@@ -422,63 +392,31 @@ def collect(emit: Callable[[dict[str, Any]], None], config: dict[str, Any] | Non
     return report
 
 
-def run_next(records_fd: int) -> None:
-    """Wait for the parent's next order, one JSON line on stdin: a script to run in this
-    interpreter, where torch is imported already (``{"run": SOURCE, "argv": [ARG, …]}``), or
-    the end (anything else, or stdin closed).  The script runs as ``python -c SOURCE ARG…``
-    would run it, its stdout the records pipe again."""
-    line = sys.stdin.readline()
-    try:
-        order = json.loads(line)
-    except ValueError:
-        return
-    source = order.get("run") if isinstance(order, dict) else None
-    if not isinstance(source, str):
-        return
-    sys.stdout.flush()  # what the frameworks printed so far belongs on stderr
-    os.dup2(records_fd, 1)
-    sys.argv = ["-c", *[str(arg) for arg in order.get("argv", [])]]
-    exec(compile(source, "<cuda-doctor>", "exec"), {"__name__": "__main__"})
-
-
-def paths_record() -> str:
+def paths_record() -> dict[str, Any]:
     """The interpreter's sys.path and standard-library folders, for the parent's fatbin scan,
     which runs while this child imports torch."""
     import sysconfig
 
     paths = sysconfig.get_paths()
     stdlib = [paths.get("stdlib"), paths.get("platstdlib")]
-    return json.dumps({"paths": {"sys_path": list(sys.path), "stdlib": stdlib}})
+    return {"paths": {"sys_path": list(sys.path), "stdlib": stdlib}}
 
 
 def main() -> None:
-    os.write(1, (STARTED + "\n").encode("ascii"))
-    os.write(1, (paths_record() + "\n").encode("utf-8"))
+    records_fd, emit = open_records()
+    emit(paths_record())
     config = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
-    # Keep fd 1 for records alone: whatever the frameworks print (even from C) goes to stderr.
-    records_fd = os.dup(1)
-    os.dup2(2, 1)
-    out = os.fdopen(records_fd, "w", closefd=False)
-
-    def emit(record: dict[str, Any]) -> None:
-        out.write(json.dumps(record, default=str) + "\n")
-        out.flush()
-
     emit(collect(emit, config))
     sys.stderr.flush()
+    status = 0
     if config.get("then") == "wait":  # for the smoke steps, once the read-only probes are done
-        try:
-            run_next(records_fd)
-        except BaseException:  # the script's own failure: its traceback on stderr says why
-            traceback.print_exc()
-            status = 1
-        else:
-            status = 0
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-        os._exit(status)
-    # Skip interpreter teardown: CUDA and TensorFlow shutdown can hang or crash after the answer.
-    os._exit(0)
+
+        def one_script(order: dict[str, Any]) -> bool:
+            run_order(order, records_fd)
+            return False  # this child ends after it
+
+        status = serve(one_script)
+    end(status)
 
 
 if __name__ == "__main__":

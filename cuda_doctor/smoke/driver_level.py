@@ -1,23 +1,22 @@
 """Driver-level smoke test: a PTX vector add through libcuda, with nothing but the stdlib.
 
-This file is run as a script by the *target* interpreter (``python -c <this source> CONFIG``),
-so it imports nothing from cuda_doctor and stays compatible with old Pythons.  It tells a
-broken driver apart from a broken framework: no torch is needed, the driver's own JIT
-compiles the PTX.  Output, one JSON object per line on stdout (``cuda_doctor.children``):
-``{"started": true}``, ``{"step": …}`` before each step, then ``{"result": {…}}``.  CONFIG is
-a JSON object: ``{"candidates": [paths of libcuda.so.1 to try first], "search_default": true}``.
+This file is run as a script by the *target* interpreter (``python -c <source> CONFIG``), composed
+with the child-side module it names (``children.compose``), so what runs there imports nothing
+from cuda_doctor and stays compatible with old Pythons.  It tells a broken driver apart from a
+broken framework: no torch is needed, the driver's own JIT compiles the PTX.  Output, one JSON
+object per line on stdout (``cuda_doctor.children``): ``{"started": true}``, ``{"step": …}``
+before each step, then ``{"result": {…}}``.  CONFIG is a JSON object: ``{"candidates": [paths of
+libcuda.so.1 to try first], "search_default": true}``.
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
 import os
-import sys
-import time
 from typing import Any
 
-HANG_VARIABLE = "CUDA_DOCTOR_SMOKE_TEST_HANG"  # test-only: sleep forever at the named step
+from cuda_doctor.childside.script import script_main, step
+
 LIBRARY = "libcuda.so.1"
 ELEMENTS = 1 << 16
 CUDA_SUCCESS = 0
@@ -69,19 +68,6 @@ PTX_TARGETS = (("6.0", "sm_50"), ("7.0", "sm_70"), ("8.0", "sm_75"))
 def ptx_source(version: str, target: str) -> bytes:
     header = f".version {version}\n.target {target}\n.address_size 64\n"
     return (header + _PTX_BODY).encode("ascii") + b"\0"
-
-
-def emit(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
-
-
-def step(name: str) -> None:
-    emit({"step": name})
-    hang = os.environ.get(HANG_VARIABLE, "")
-    if hang and (name == hang or name.startswith(hang + " ")):
-        while True:
-            time.sleep(3600)
 
 
 class CudaError(Exception):
@@ -299,15 +285,10 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def main() -> None:
-    emit({"started": True})
-    config = json.loads(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1] else {}
-    try:
-        result = run(config)
-    except Exception as exc:  # anything unforeseen still ends as a result, with its text
-        result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}", "error_name": None}
-    emit({"result": result})
+def failed(exc: Exception) -> dict[str, Any]:
+    """An unforeseen failure's result, in the exception's own words."""
+    return {"status": "failed", "error": f"{type(exc).__name__}: {exc}", "error_name": None}
 
 
 if __name__ == "__main__":
-    main()
+    script_main(run, failed)

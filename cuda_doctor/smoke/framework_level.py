@@ -1,7 +1,8 @@
 """Framework-level smoke test: torch on every visible GPU, checked and timed.
 
-Run as a script by the *target* interpreter (``python -c <this source> CONFIG``): it imports
-nothing from cuda_doctor and stays compatible with old Pythons.  Per GPU: allocation,
+Run as a script by the *target* interpreter (``python -c <source> CONFIG``), composed with the
+child-side modules it names (``children.compose``): what runs there imports nothing from
+cuda_doctor and stays compatible with old Pythons.  Per GPU: allocation,
 host↔device copies (pinned and pageable), 4096³ matmuls in fp32/fp16/bf16 checked against a
 float64 reference, kernel-launch time, one autocast + GradScaler training step and a cuDNN
 convolution.  Every step's error is kept as text with the step's name; one broken step does
@@ -11,58 +12,26 @@ are read *while* the GPU is busy (the link trains down at idle).
 Output, one JSON object per line on stdout (``cuda_doctor.children``): ``{"started": true}``,
 ``{"step": …}`` before each step, ``{"device": {…}}`` after each GPU, then ``{"result": {…}}``.
 CONFIG is a JSON object: ``{"size": 4096}``.  In ``cuda-doctor check`` this script runs inside
-the framework probe's torch child, torch imported already (``_framework_child.run_next``).
+the framework probe's torch child, torch imported already (``childside.report.run_order``).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 import time
 import warnings
 from collections.abc import Callable
 from typing import Any
 
-HANG_VARIABLE = "CUDA_DOCTOR_SMOKE_TEST_HANG"  # test-only: sleep forever at the named step
+from cuda_doctor.childside.clocks import CLOCK_EVENT_REASONS
+from cuda_doctor.childside.script import emit, error_text, script_main, step
+
 COPY_BYTES = 256 * 1024 * 1024
 REFERENCE_ROWS = 256  # the float64 reference covers this many rows of the product
 #: Relative error (Frobenius norm) allowed against the float64 product of the same inputs.
 #: fp32 leaves room for TF32 (10-bit mantissa) when the user enabled it.
 TOLERANCE = {"fp32": 5e-3, "fp16": 1e-2, "bf16": 5e-2}
 CONV_TOLERANCE = 1e-2  # cuDNN may use TF32 for fp32 convolutions by default
-
-CLOCK_EVENT_REASONS = {
-    0x1: "gpu_idle",
-    0x2: "applications_clocks",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal",
-    0x40: "hw_thermal",
-    0x80: "hw_power_brake",
-    0x100: "display_clocks",
-}
-
-
-def emit(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
-
-
-def step(name: str) -> None:
-    emit({"step": name})
-    hang = os.environ.get(HANG_VARIABLE, "")
-    if hang and (name == hang or name.startswith(hang + " ")):
-        while True:
-            time.sleep(3600)
-
-
-def describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    # torch appends long "compile with TORCH_USE_CUDA_DSA" advice; the first lines say it all.
-    lines = [line for line in text.splitlines() if line.strip()][:3]
-    return f"{type(exc).__name__}: {' '.join(lines)}"[:1000]
 
 
 class Nvml:
@@ -80,7 +49,7 @@ class Nvml:
             pynvml.nvmlInit()
             self.module = pynvml
         except Exception as exc:
-            self.error = f"NVML is not available to the target interpreter: {describe(exc)}"
+            self.error = f"NVML is not available to the target interpreter: {error_text(exc)}"
 
     def handle(self, uuid: str | None) -> Any:
         if self.module is None or not uuid:
@@ -88,7 +57,7 @@ class Nvml:
         try:
             return self.module.nvmlDeviceGetHandleByUUID(uuid)
         except Exception as exc:
-            self.error = f"NVML has no GPU {uuid}: {describe(exc)}"
+            self.error = f"NVML has no GPU {uuid}: {error_text(exc)}"
             return None
 
     def read(self, handle: Any, out: dict[str, Any], names: dict[str, str]) -> None:
@@ -98,7 +67,7 @@ class Nvml:
                 args = (handle, 0) if function == "nvmlDeviceGetTemperature" else (handle,)
                 out[key] = getattr(self.module, function)(*args)
             except Exception as exc:
-                out.setdefault("nvml_errors", {})[key] = describe(exc)
+                out.setdefault("nvml_errors", {})[key] = error_text(exc)
 
     def link(self, handle: Any, out: dict[str, Any]) -> None:
         self.read(
@@ -152,7 +121,7 @@ class Nvml:
         try:
             procs = self.module.nvmlDeviceGetComputeRunningProcesses(handle)
         except Exception as exc:
-            out.setdefault("nvml_errors", {})["processes"] = describe(exc)
+            out.setdefault("nvml_errors", {})["processes"] = error_text(exc)
             return
         others = [p for p in procs if int(p.pid) not in self.ours]
         out["other_process_count"] = len(others)
@@ -199,7 +168,7 @@ class Gpu:
             action()
             return True
         except Exception as exc:  # the error text *is* the finding
-            self.out["errors"].append({"step": label, "error": describe(exc)})
+            self.out["errors"].append({"step": label, "error": error_text(exc)})
             return False
         finally:
             self.out["step_seconds"][name] = round(time.perf_counter() - started, 3)
@@ -371,7 +340,7 @@ class Gpu:
         try:
             torch.cuda.empty_cache()
         except Exception as exc:
-            self.out["errors"].append({"step": f"release GPU {self.index}", "error": describe(exc)})
+            self.out["errors"].append({"step": f"release GPU {self.index}", "error": error_text(exc)})
         return self.out
 
 
@@ -382,7 +351,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     try:
         import torch
     except ImportError as exc:
-        result.update(status="no_torch", error=describe(exc))
+        result.update(status="no_torch", error=error_text(exc))
         return result
     result["import_seconds"] = round(time.perf_counter() - started, 3)
     result["torch_version"] = str(torch.__version__)
@@ -431,15 +400,5 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def main() -> None:
-    emit({"started": True})
-    config = json.loads(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1] else {}
-    try:
-        result = run(config)
-    except Exception as exc:  # anything unforeseen still ends as a result, with its text
-        result = {"status": "failed", "error": describe(exc), "devices": []}
-    emit({"result": result})
-
-
 if __name__ == "__main__":
-    main()
+    script_main(run)

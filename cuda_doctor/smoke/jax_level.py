@@ -1,10 +1,11 @@
 """JAX smoke step: a jitted bf16 matmul on every GPU JAX has, checked and timed.
 
 Run by the *target* interpreter inside the JAX child (``cuda_doctor/jax/_child.py`` runs it
-after the backend is up, as ``python -c <this source> CONFIG`` would): it imports nothing from
-cuda_doctor.  Per GPU: a 4096³ bf16 matmul compiled by ``jax.jit``, timed over about 40 ms of
-work, and its first rows checked against the float32 product of the same bf16 inputs on the
-host.  The child runs with ``XLA_PYTHON_CLIENT_PREALLOCATE=false``: it takes only what it uses.
+after the backend is up, as ``python -c <source> CONFIG`` would), composed with the child-side
+module it names: what runs there imports nothing from cuda_doctor.  Per GPU: a 4096³ bf16 matmul
+compiled by ``jax.jit``, timed over about 40 ms of work, and its first rows checked against the
+float32 product of the same bf16 inputs on the host.  The child runs with
+``XLA_PYTHON_CLIENT_PREALLOCATE=false``: it takes only what it uses.
 
 Output, one JSON object per line on stdout (``cuda_doctor.children``): ``{"started": true}``,
 ``{"step": …}`` before each step, ``{"device": {…}}`` after each GPU, then ``{"result": {…}}``.
@@ -14,38 +15,16 @@ CPU devices (the tests' way to run it on a machine without a GPU).
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 import time
 from typing import Any
 
-HANG_VARIABLE = "CUDA_DOCTOR_SMOKE_TEST_HANG"  # test-only: sleep forever at the named step
+from cuda_doctor.childside.script import CURRENT_STEP, emit, error_text, script_main, step
+
 REFERENCE_ROWS = 256
 #: Relative error (Frobenius norm) allowed against the float32 product of the same bf16 inputs:
 #: the product is rounded to bf16 (8 mantissa bits), as the framework-level bf16 matmul is.
 TOLERANCE = 5e-2
 WORK_SECONDS = 0.04
-_CURRENT = [""]  # the step running now, named in a failure
-
-
-def emit(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
-
-
-def step(name: str) -> None:
-    _CURRENT[0] = name
-    emit({"step": name})
-    hang = os.environ.get(HANG_VARIABLE, "")
-    if hang and (name == hang or name.startswith(hang + " ")):
-        while True:
-            time.sleep(3600)
-
-
-def describe(exc: BaseException) -> str:
-    lines = [line for line in str(exc).strip().splitlines() if line.strip()][:3]
-    return f"{type(exc).__name__}: {' '.join(lines)}"[:1000]
 
 
 def relative_error(got: Any, reference: Any, np: Any) -> float | None:
@@ -111,8 +90,8 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         try:
             record = matmul(jax, device, size, label)
         except Exception as exc:  # the error text *is* the finding
-            record = {"index": int(device.id), "kind": str(device.device_kind), "error": describe(exc)}
-            record["step"] = _CURRENT[0]
+            record = {"index": int(device.id), "kind": str(device.device_kind), "error": error_text(exc)}
+            record["step"] = CURRENT_STEP[0]
         emit({"device": record})  # kept by the parent even if a later GPU hangs
         result["devices"].append(record)
     failed = [d for d in result["devices"] if d["error"] or not d.get("bf16_ok")]
@@ -130,15 +109,5 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def main() -> None:
-    emit({"started": True})
-    config = json.loads(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1] else {}
-    try:
-        result = run(config)
-    except Exception as exc:  # anything unforeseen still ends as a result, with its text
-        result = {"status": "failed", "error": describe(exc), "devices": []}
-    emit({"result": result})
-
-
 if __name__ == "__main__":
-    main()
+    script_main(run)

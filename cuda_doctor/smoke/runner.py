@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_doctor import children, process
+from cuda_doctor.childside.script import HANG_VARIABLE as HANG_VARIABLE  # test-only: the child sleeps at that step
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.probes.framework import TORCH_CHILD
 from cuda_doctor.process import CommandResult
@@ -30,7 +31,6 @@ from cuda_doctor.process import CommandResult
 #: Called with ("driver" | "framework", step label) whenever a child starts a step.
 ProgressCallback = Callable[[str, str], None]
 
-HANG_VARIABLE = "CUDA_DOCTOR_SMOKE_TEST_HANG"  # test-only: the child sleeps at that step
 _HERE = Path(__file__).resolve().parent
 _MIN_FRAMEWORK_SECONDS = 1.0
 _LIBCUDA_DIRS = (
@@ -107,7 +107,8 @@ def parse_output(text: str) -> ParsedOutput:
 
 
 def script_source(level: str) -> str:
-    return (_HERE / f"{level}_level.py").read_text(encoding="utf-8")
+    """The whole source of a level's script: the file composed with its child-side modules."""
+    return children.compose(_HERE / f"{level}_level.py")
 
 
 def child_run(

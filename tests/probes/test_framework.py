@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from cuda_doctor import children
+from cuda_doctor.childside.report import STARTED
 from cuda_doctor.facts import Facts
 from cuda_doctor.probes import _framework_child as child
 from cuda_doctor.probes.base import ProbeContext
@@ -156,7 +157,7 @@ def test_start_timeout_follows_the_timeout_option() -> None:
 
 def test_started_child_gets_the_whole_floor_for_its_import(make_executable: MakeExe, base_env: dict[str, str]) -> None:
     report = json.dumps({"values": {"torch.installed": False}, "unknown": {}})
-    body = f"echo '{child.STARTED}'; sleep 1; echo '{report}'"
+    body = f"echo '{STARTED}'; sleep 1; echo '{report}'"
     python = make_executable("python", body)
     probe = FrameworkProbe(min_start_timeout=0.2, min_timeout=30)
     facts = probe.collect(ProbeContext(python=str(python), env=base_env, timeout=0.2))
@@ -164,7 +165,7 @@ def test_started_child_gets_the_whole_floor_for_its_import(make_executable: Make
 
 
 def test_started_child_that_hangs(make_executable: MakeExe, base_env: dict[str, str]) -> None:
-    python = make_executable("python", f"echo '{child.STARTED}'; exec sleep 30")
+    python = make_executable("python", f"echo '{STARTED}'; exec sleep 30")
     probe = FrameworkProbe(min_timeout=1, min_start_timeout=0.5)
     facts = probe.collect(ProbeContext(python=str(python), env=base_env, timeout=0.5))
     _all_unknown(facts)
@@ -175,7 +176,7 @@ def test_real_child_prints_started_first(plain_python: Path, base_env: dict[str,
     source = Path(child.__file__).read_text(encoding="utf-8")
     result = subprocess.run([str(plain_python), "-c", source], env=base_env, capture_output=True, text=True, timeout=60)
     lines = result.stdout.splitlines()
-    assert lines[0] == child.STARTED
+    assert lines[0] == STARTED
     assert find_payload(result.stdout) is not None and "values" in json.loads(lines[-1])
 
 
@@ -265,6 +266,7 @@ def test_child_is_self_contained_and_old_python_syntax() -> None:
     assert [line.split()[1] for line in raw.splitlines() if line.startswith("from cuda_doctor")] == [
         "cuda_doctor.childside.loaded",
         "cuda_doctor.childside.packages",
+        "cuda_doctor.childside.report",
     ]
 
 

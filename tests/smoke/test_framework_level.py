@@ -1,12 +1,24 @@
-"""The framework-level smoke script: self-contained, so its copies of shared tables are checked here."""
+"""The framework-level smoke script shares the GPU probe's tables through the child-side modules."""
 
 from __future__ import annotations
 
+import ast
+
+from cuda_doctor.childside import clocks
 from cuda_doctor.nvml import gpu_facts
 from cuda_doctor.smoke import framework_level
+from cuda_doctor.smoke.runner import script_source
 
 
-def test_clock_event_reason_table_is_the_gpu_probes() -> None:
-    # The script runs in the target interpreter and cannot import cuda_doctor: it keeps a copy,
-    # which must name every bit as the GPU probe does (smoke[i] and gpu[i] reasons are compared).
-    assert framework_level.CLOCK_EVENT_REASONS == gpu_facts.CLOCK_EVENT_REASONS
+def test_the_clock_event_reason_table_has_one_source() -> None:
+    # smoke[i] and gpu[i] reasons are compared: both name every bit from the one table
+    assert framework_level.CLOCK_EVENT_REASONS is clocks.CLOCK_EVENT_REASONS is gpu_facts.CLOCK_EVENT_REASONS
+    # the script runs in the target interpreter, composed with that table (defined there once)
+    tree = ast.parse(script_source("framework"))
+    defined = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "CLOCK_EVENT_REASONS"
+    ]
+    assert len(defined) == 1
+    assert ast.literal_eval(defined[0].value) == gpu_facts.CLOCK_EVENT_REASONS
