@@ -196,6 +196,11 @@ class Child:
                     return None
                 self._changed.wait(left)
 
+    def seen(self, wanted: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
+        """The first record so far that ``wanted`` accepts, without waiting for more."""
+        with self._changed:
+            return next((record for record in self._records if wanted(record)), None)
+
     def send(self, record: Mapping[str, Any]) -> bool:
         """Write one JSON line to the child's stdin (started with ``stdin=True``); False when it
         is gone."""

@@ -153,6 +153,23 @@ def test_send_writes_one_line_the_child_reads() -> None:
     assert not child.send({"too": "late"})
 
 
+def test_seen_answers_from_the_records_so_far_without_waiting() -> None:
+    code = source("""
+        print(json.dumps({"started": True}), flush=True)
+        print(json.dumps({"first": 1}), flush=True)
+        sys.stdin.readline()
+        print(json.dumps({"second": 2}), flush=True)
+    """)
+    child = children.Child(sys.executable, code, env=ENV, timeout=60, stdin=True)
+    assert child.wait_for(lambda record: "first" in record) == {"first": 1}
+    assert child.seen(lambda record: "second" in record) is None  # not printed yet: no wait for it
+    assert child.seen(lambda record: "first" in record or "started" in record) == {"started": True}
+    child.send({})
+    assert child.wait_for(lambda record: "second" in record) == {"second": 2}
+    assert child.seen(lambda record: "second" in record) == {"second": 2}
+    child.finish()
+
+
 def test_more_time_for_a_child_taken_over() -> None:
     code = source("""
         print(json.dumps({"started": True}), flush=True)

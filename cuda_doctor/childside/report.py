@@ -13,7 +13,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 #: The first line a child prints, before importing any framework: it proves the interpreter
@@ -82,11 +82,14 @@ def run_order(order: dict[str, Any], records_fd: int) -> bool:
     return True
 
 
-def serve(answer: Callable[[dict[str, Any]], bool]) -> int:
-    """Answer the parent's orders, one JSON object a line on stdin, while ``answer`` returns True;
-    stdin closed or a line that is no object ends it.  Returns the child's exit status: 1 when
-    answering raised (its traceback on stderr says why), else 0."""
+def serve(answer: Callable[[dict[str, Any]], bool], first: Iterable[dict[str, Any]] = ()) -> int:
+    """Answer ``first`` orders, then the parent's, one JSON object a line on stdin, while
+    ``answer`` returns True; stdin closed or a line that is no object ends it.  Returns the
+    child's exit status: 1 when answering raised (its traceback on stderr says why), else 0."""
     try:
+        for order in first:
+            if not answer(order):
+                return 0
         while True:
             try:
                 order = json.loads(sys.stdin.readline())

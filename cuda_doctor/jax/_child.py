@@ -9,14 +9,16 @@ reason}}``.  Nothing here raises: a step that fails becomes unknown facts with t
 The report reads the distributions (``importlib.metadata``: no import of jax for that), the CUDA
 and cuDNN versions the CUDA plugin was built with (its ``_versions`` module answers from
 constants, without initialising CUDA) and then imports jax, which checks jaxlib's version and
-the plugin's.  It initialises no backend: that creates a context and allocates memory on every
-GPU, which the parent orders only once the read-only probes are done.
+the plugin's.
 
-With CONFIG ``{"then": "wait"}`` (and jax imported) it then serves orders, one JSON line each on
-stdin: ``{"backend": {}}`` initialises the backend and answers ``{"backend": {"values": …,
-"unknown": …}}``; ``{"run": SOURCE, "argv": […]}`` runs that script here (the JAX smoke step) as
-``python -c SOURCE ARG…`` would, its stdout the records pipe, and then the child ends; anything
-else, or stdin closed, ends it.
+With CONFIG ``{"then": "wait"}`` (and jax imported) it then initialises the backend at once and
+reports it as ``{"backend": {"values": …, "unknown": …}}``: the backend creates a context on every
+GPU, which the parent does not count as another process on the GPU (it knows its children's
+pids).  Then it serves orders, one JSON line each on stdin (``childside.report.serve``):
+``{"backend": {}}`` reports the backend again; ``{"run": SOURCE, "argv": […]}`` runs that script
+here (the JAX smoke step) as ``python -c SOURCE ARG…`` would, its stdout the records pipe, and
+then the child ends; anything else, or stdin closed, ends it.  Without ``"then": "wait"`` it ends
+after its report, without a backend.
 """
 
 from __future__ import annotations
@@ -444,13 +446,14 @@ def main() -> None:
     if jax is not None and config.get("then") == "wait":
 
         def answer(order: dict[str, Any]) -> bool:
-            if "backend" in order:
+            if "backend" in order:  # read again when asked again: the same backend
                 emit({"backend": backend(jax, package, emit)})
                 return True
             run_order(order, records_fd)
             return False  # the smoke step was the last order
 
-        status = serve(answer)
+        # the backend at once, as if asked, while the parent's other read-only probes run
+        status = serve(answer, [{"backend": {}}])
     end(status)
 
 

@@ -1,11 +1,15 @@
 """Phase 1: what the target interpreter's JAX has installed and imports (``jax.*``).
 
-The child (``_child.py``) starts in every full check: its first step finds out, without importing
-jax, whether jax is installed at all, and ends at once when it is not.  Otherwise it imports jax
-and reports; it initialises no backend here (that takes GPU memory and a context on every GPU,
-and the GPU probe reads the GPU idle in this phase).  When phase 2 follows in the same pipeline
-run, the child is left in ``ctx.handoff`` (as ``JAX_CHILD``) for ``gpu_probe``, which orders the
-backend and the smoke step in the same process, so that a check imports jax once.
+The child (``_child.py``) starts in every full check, beside the torch child: its first step
+finds out, without importing jax, whether jax is installed at all, and ends at once when it is
+not.  Otherwise it imports jax and reports.  In a pipeline run (phase 2 follows) it then
+initialises the backend at once, while torch imports, and when a smoke run follows and JAX has a
+GPU, this probe has it compile the JAX smoke step too (``smoke_step.prepare``); the probe ends
+only once both are done, so that nothing of JAX's runs beside the torch smoke run.  The child is
+left in ``ctx.handoff`` (as ``JAX_CHILD``) for ``gpu_probe``, which reports the backend and has
+the smoke step measured in the same process: a check imports jax once.  The backend's contexts
+on the GPUs are the child's: the GPU probe leaves cuda-doctor's own children out of the GPU's
+processes.  Outside a pipeline run no backend is initialised here.
 
 The user's own memory settings (``XLA_PYTHON_CLIENT_PREALLOCATE`` and the others in
 ``MEMORY_VARIABLES``) are recorded from the environment as ``jax.env`` before the child is
@@ -79,6 +83,32 @@ def is_report(record: dict[str, Any]) -> bool:
     return "values" in record and "unknown" in record
 
 
+def is_backend(record: dict[str, Any]) -> bool:
+    return isinstance(record.get("backend"), dict)
+
+
+def wait_backend(child: children.Child, timeout: float) -> dict[str, Any] | None:
+    """The backend record the child prints after its report, within ``timeout`` s from now."""
+    child.give_more_time(timeout)
+    return child.wait_for(is_backend)
+
+
+def why_no_answer(result: CommandResult, limit: float, doing: str) -> str:
+    records = children.parse_records(result.stdout)
+    steps = [r["step"] for r in records if isinstance(r.get("step"), str)]
+    where = f" while running: {steps[-1]}" if steps else ""
+    if result.timed_out:
+        return f"the JAX child was killed after {limit:g} s{where}"
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    last = f": {children.excerpt(lines[-1])}" if lines else ""
+    return f"the JAX child exited with status {result.returncode} {doing}{last}"
+
+
+def backend_unknown(facts: Facts, reason: str) -> None:
+    for name in BACKEND_FACTS:
+        facts.mark_unknown(name, reason)
+
+
 @dataclass
 class JaxProbe:
     name: str = "jax"
@@ -88,28 +118,61 @@ class JaxProbe:
         return not ctx.fast  # --fast promises no framework import
 
     def deadline(self, ctx: ProbeContext) -> float:
-        return child_timeout(ctx, self.min_timeout) + 30
+        # the import, then the backend; the smoke step's compilation; then kills and reads
+        return 2 * child_timeout(ctx, self.min_timeout) + (ctx.smoke_timeout if ctx.smoke else 0) + 30
 
     def collect(self, ctx: ProbeContext) -> Facts:
         timeout = child_timeout(ctx, self.min_timeout)
-        keep = ctx.handoff.accepting  # the phase-2 probe initialises the backend in this child
-        try:
-            child = start_child(ctx, wait=keep, timeout=timeout)
-        except OSError as exc:
-            return all_unknown(f"cannot read {CHILD_SCRIPT}: {exc.strerror or exc}", ctx.env)
-        report = child.wait_for(is_report) if keep else None
-        facts = interpret(child.finish(), ctx.python, timeout) if report is None else shape(report, ctx.python)
-        facts.set("jax.env", user_settings(ctx.env))
-        waiting = child.result is None and facts.get("jax.installed") is True and facts.get("jax.import_error") is None
+        keep = ctx.handoff.accepting  # the phase-2 probe reports the backend of this child
+        child, facts = first_report(ctx, wait=keep, timeout=timeout)
+        if child is None:
+            return facts
         if keep:
             # also when it ended: the phase-2 probe then knows that there is no backend to ask for
             ctx.handoff.leave(JAX_CHILD, child)
-        if keep and waiting:
+        if keep and serving(child, facts):
+            get_ready(ctx, child, facts, timeout)
             return facts
         child.stop(grace=1.0)  # it has nothing more to do: it ends by itself
-        for name in BACKEND_FACTS:  # no backend will be asked for: say why
-            facts.mark_unknown(name, _no_backend(facts, keep))
+        backend_unknown(facts, _no_backend(facts, keep))  # no backend will be initialised: say why
         return facts
+
+
+def first_report(
+    ctx: ProbeContext, *, wait: bool, timeout: float, what: str = "jax"
+) -> tuple[children.Child | None, Facts]:
+    """The JAX child, told whether to wait for orders, and the facts of its report (None for a
+    child that could not be started: the facts say why)."""
+    try:
+        child = start_child(ctx, wait=wait, timeout=timeout, what=what)
+    except OSError as exc:
+        return None, all_unknown(f"cannot read {CHILD_SCRIPT}: {exc.strerror or exc}", ctx.env)
+    report = child.wait_for(is_report) if wait else None
+    facts = interpret(child.finish(), ctx.python, timeout) if report is None else shape(report, ctx.python)
+    facts.set("jax.env", user_settings(ctx.env))
+    return child, facts
+
+
+def serving(child: children.Child, facts: Facts) -> bool:
+    """The child imported jax and serves orders (its backend comes next)."""
+    return child.result is None and facts.get("jax.installed") is True and facts.get("jax.import_error") is None
+
+
+def get_ready(ctx: ProbeContext, child: children.Child, facts: Facts, timeout: float) -> None:
+    """Before phase 1 ends: the backend the child initialises after its report and, when a smoke
+    run follows and JAX has a GPU, the smoke step compiled.  The backend's facts are left to the
+    phase-2 probe, which finds its record in the child; a child that does not answer in time is
+    stopped now (it must never work beside the torch smoke run) and the facts say why."""
+    record = wait_backend(child, timeout)
+    if record is None:
+        backend_unknown(facts, why_no_answer(child.finish(), timeout, "initialising the JAX backend"))
+        return
+    values = record["backend"].get("values")
+    gpus = values.get("jax.gpu_count") if isinstance(values, dict) else None
+    if ctx.smoke and isinstance(gpus, int) and gpus > 0:
+        from cuda_doctor.jax.smoke_step import prepare  # the smoke scripts' runner, for a full check only
+
+        prepare(ctx, child)
 
 
 def _no_backend(facts: Facts, kept: bool) -> str:
@@ -120,7 +183,7 @@ def _no_backend(facts: Facts, kept: bool) -> str:
     if not facts.has("jax.installed"):
         return facts.unknown_reason("jax.installed")
     if not kept:
-        return "the JAX backend is initialised only in a full check (after the GPU was read idle)"
+        return "the JAX backend is initialised only in a full check (or cuda-doctor smoke)"
     return "the JAX child ended before its backend was initialised"
 
 

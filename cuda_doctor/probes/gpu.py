@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cuda_doctor.facts import Facts
+from cuda_doctor.facts import Facts, indexed
 from cuda_doctor.nvml.read import collect_nvml
 from cuda_doctor.probes.base import ProbeContext, nvml_disabled
+from cuda_doctor.process import running_pids
 
 # NVML statuses that nvidia-smi (built on the same NVML) could only repeat.
 _DEFINITIVE = {"ok", "no_gpu", "version_mismatch"}
@@ -33,6 +34,12 @@ class GpuProbe:
         return True
 
     def collect(self, ctx: ProbeContext) -> Facts:
+        ours = set(running_pids())  # cuda-doctor's children when the reading starts, and at its end
+        facts = self._collect(ctx)
+        leave_out(facts, ours | set(running_pids()))
+        return facts
+
+    def _collect(self, ctx: ProbeContext) -> Facts:
         if nvml_disabled(ctx.env):
             # nvidia-smi only: for a Python whose NVML binding is broken, and for tests that
             # must not read the host's GPU
@@ -64,6 +71,20 @@ class GpuProbe:
         merged.set("driver.error", f"{nvml_facts.get('driver.error')}; {smi_reason}")
         merged.set("nvml.error", nvml_error)
         return merged
+
+
+def leave_out(facts: Facts, pids: set[int]) -> None:
+    """Take cuda-doctor's own children out of ``gpu[i].processes``: they are no other process
+    on the GPU (the JAX child initialises its backend, a context on every GPU, while this
+    probe reads)."""
+    for i in facts.indices("gpu"):
+        procs = facts.get(indexed("gpu", i, "processes"))
+        if not isinstance(procs, list):
+            continue
+        others = [proc for proc in procs if not (isinstance(proc, dict) and proc.get("pid") in pids)]
+        if len(others) < len(procs):
+            facts.set(indexed("gpu", i, "processes"), others)
+            facts.set(indexed("gpu", i, "process_count"), len(others))
 
 
 def _less_specific(smi_status: str, nvml_status: Any) -> bool:

@@ -2,10 +2,17 @@
 
 Run by the *target* interpreter inside the JAX child (``cuda_doctor/jax/_child.py`` runs it
 after the backend is up, as ``python -c <source> CONFIG`` would), composed with the child-side
-module it names: what runs there imports nothing from cuda_doctor.  Per GPU: a 4096³ bf16 matmul
-compiled by ``jax.jit``, timed over about 40 ms of work, and its first rows checked against the
-float32 product of the same bf16 inputs on the host.  The child runs with
-``XLA_PYTHON_CLIENT_PREALLOCATE=false``: it takes only what it uses.
+module it names: what runs there imports nothing from cuda_doctor.  Per GPU: two 4096² bf16
+inputs drawn on the GPU (``jax.random``), their product compiled by ``jax.jit`` and timed over
+about 40 ms of work after a warm-up call, then its first rows checked on the host against the
+float32 product of the same bf16 inputs: only those rows, and the inputs they need, are copied
+back.  The child runs with ``XLA_PYTHON_CLIENT_PREALLOCATE=false``: it takes only what it uses.
+
+Two stages: compile (draw the inputs, compile the jitted functions on each GPU) and measure.
+With ``"prepare": true`` in CONFIG the script compiles, prints ``{"prepared": {"seconds": …}}``
+and waits for ``{"measure": true}`` on stdin before it measures (``cuda-doctor check`` compiles
+beside torch's import and measures after the torch smoke run); stdin closed, or any other line,
+ends it without a result.
 
 Output, one JSON object per line on stdout (``cuda_doctor.children``): ``{"started": true}``,
 ``{"step": …}`` before each step, ``{"device": {…}}`` after each GPU, then ``{"result": {…}}``.
@@ -15,7 +22,10 @@ CPU devices (the tests' way to run it on a machine without a GPU).
 
 from __future__ import annotations
 
+import json
+import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from cuda_doctor.childside.script import CURRENT_STEP, emit, error_text, script_main, step
@@ -34,42 +44,85 @@ def relative_error(got: Any, reference: Any, np: Any) -> float | None:
     return float(np.linalg.norm(got - reference) / np.linalg.norm(reference))
 
 
-def matmul(jax: Any, device: Any, size: int, label: str) -> dict[str, Any]:
-    import numpy as np
+class Matmul:
+    """One device's bf16 matmul: compiled first, measured and checked later."""
 
-    jnp = jax.numpy
-    out: dict[str, Any] = {"index": int(device.id), "kind": str(device.device_kind), "error": None}
-    step(f"{label}: compile")
-    rng = np.random.default_rng(0)
-    host_a = rng.standard_normal((size, size), dtype=np.float32).astype(jnp.bfloat16)
-    host_b = rng.standard_normal((size, size), dtype=np.float32).astype(jnp.bfloat16)
-    a, b = jax.device_put(host_a, device), jax.device_put(host_b, device)
-    product = jax.jit(jnp.matmul)
-    started = time.perf_counter()
-    c = product(a, b).block_until_ready()  # compiles, then runs once
-    out["compile_seconds"] = round(time.perf_counter() - started, 3)
-    step(label)
-    started = time.perf_counter()
-    c = product(a, b).block_until_ready()
-    once = max(time.perf_counter() - started, 1e-6)
-    reps = int(min(50, max(3, WORK_SECONDS / once)))
-    started = time.perf_counter()
-    for _ in range(reps):
-        c = product(a, b)
-    c.block_until_ready()
-    seconds = (time.perf_counter() - started) / reps
-    out["bf16_tflops"] = round(2.0 * size**3 / seconds / 1e12, 2)
-    step(f"{label}: check on the host")
-    rows = min(REFERENCE_ROWS, size)
-    reference = host_a[:rows].astype(np.float32) @ host_b.astype(np.float32)
-    error = relative_error(np.asarray(c[:rows], dtype=np.float32), reference, np)
-    out["bf16_rel_err"] = error
-    out["bf16_tolerance"] = TOLERANCE
-    out["bf16_ok"] = error is not None and error <= TOLERANCE
-    return out
+    def __init__(self, jax: Any, device: Any, size: int, label: str) -> None:
+        self.jax, self.device, self.size, self.label = jax, device, size, label
+        self.out: dict[str, Any] = {"index": int(device.id), "kind": str(device.device_kind), "error": None}
+        # once compiled: the jitted matmul (the timed one), what the host check copies back, the inputs
+        self.product: Any = None
+        self.checked: Any = None
+        self.inputs: Any = None
+
+    def attempt(self, stage: Callable[[Matmul], None]) -> None:
+        """Run one stage (``Matmul.compile``, ``Matmul.measure``) unless an earlier one failed."""
+        if self.out["error"] is not None:
+            return  # an earlier stage failed: its error is the finding
+        try:
+            stage(self)
+        except Exception as exc:  # the error text *is* the finding
+            self.out = {"index": self.out["index"], "kind": self.out["kind"], "error": error_text(exc)}
+            self.out["step"] = CURRENT_STEP[0]
+
+    def compile(self) -> None:
+        jax, size = self.jax, self.size
+        jnp = jax.numpy
+        rows = min(REFERENCE_ROWS, size)
+        step(f"{self.label}: compile")
+
+        def draw(key: Any) -> Any:
+            first, second = jax.random.split(key)
+            shape = (size, size)
+            a = jax.random.normal(first, shape, dtype=jnp.float32).astype(jnp.bfloat16)
+            return a, jax.random.normal(second, shape, dtype=jnp.float32).astype(jnp.bfloat16)
+
+        def checked(a: Any, b: Any, c: Any) -> Any:
+            """What the host check needs, in float32: the first rows of a and c, and all of b."""
+            return a[:rows].astype(jnp.float32), b.astype(jnp.float32), c[:rows].astype(jnp.float32)
+
+        self.product, self.checked = jax.jit(jnp.matmul), jax.jit(checked)
+        a, b = jax.jit(draw)(jax.device_put(jax.random.PRNGKey(0), self.device))
+        started = time.perf_counter()
+        c = self.product(a, b).block_until_ready()  # compiles, then runs once
+        self.out["compile_seconds"] = round(time.perf_counter() - started, 3)
+        for part in self.checked(a, b, c):
+            part.block_until_ready()
+        self.inputs = (a, b)
+
+    def measure(self) -> None:
+        import numpy as np
+
+        a, b = self.inputs
+        step(self.label)
+        started = time.perf_counter()
+        c = self.product(a, b).block_until_ready()  # a warm-up, timed only to size the run
+        once = max(time.perf_counter() - started, 1e-6)
+        reps = int(min(50, max(3, WORK_SECONDS / once)))
+        started = time.perf_counter()
+        for _ in range(reps):
+            c = self.product(a, b)
+        c.block_until_ready()
+        seconds = (time.perf_counter() - started) / reps
+        self.out["bf16_tflops"] = round(2.0 * self.size**3 / seconds / 1e12, 2)
+        step(f"{self.label}: check on the host")
+        a_rows, whole_b, c_rows = (np.asarray(part) for part in self.checked(a, b, c))
+        error = relative_error(c_rows, a_rows @ whole_b, np)
+        self.out["bf16_rel_err"] = error
+        self.out["bf16_tolerance"] = TOLERANCE
+        self.out["bf16_ok"] = error is not None and error <= TOLERANCE
 
 
-def run(config: dict[str, Any]) -> dict[str, Any]:
+def told_to_measure() -> bool:
+    """The parent's word, one line on stdin: ``{"measure": true}``; anything else is the end."""
+    try:
+        order = json.loads(sys.stdin.readline())
+    except ValueError:  # stdin closed: no smoke run follows
+        return False
+    return isinstance(order, dict) and order.get("measure") is True
+
+
+def run(config: dict[str, Any]) -> dict[str, Any] | None:
     result: dict[str, Any] = {"status": "failed", "error": None, "devices": []}
     step("jax devices")
     import jax
@@ -85,15 +138,26 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         )
         return result
     size = int(config.get("size", 4096))
-    for device in devices:
-        label = f"jax matmul bf16 on {wanted.upper()} {device.id}"
-        try:
-            record = matmul(jax, device, size, label)
-        except Exception as exc:  # the error text *is* the finding
-            record = {"index": int(device.id), "kind": str(device.device_kind), "error": error_text(exc)}
-            record["step"] = CURRENT_STEP[0]
-        emit({"device": record})  # kept by the parent even if a later GPU hangs
-        result["devices"].append(record)
+    matmuls = [Matmul(jax, device, size, f"jax matmul bf16 on {wanted.upper()} {device.id}") for device in devices]
+    stages = [Matmul.compile, Matmul.measure]
+    if config.get("prepare"):  # every device compiled now, measured when the parent says so
+        started = time.perf_counter()
+        for matmul in matmuls:
+            matmul.attempt(Matmul.compile)
+        emit({"prepared": {"seconds": round(time.perf_counter() - started, 3)}})
+        if not told_to_measure():
+            return None
+        stages = [Matmul.measure]
+    for matmul in matmuls:
+        for stage in stages:
+            matmul.attempt(stage)
+        emit({"device": matmul.out})  # kept by the parent even if a later GPU hangs
+        result["devices"].append(matmul.out)
+    return judged(result, wanted)
+
+
+def judged(result: dict[str, Any], wanted: str) -> dict[str, Any]:
+    """The result's status and error from its devices' records."""
     failed = [d for d in result["devices"] if d["error"] or not d.get("bf16_ok")]
     if not failed:
         result["status"] = "ok"

@@ -3,16 +3,22 @@ installed without its PJRT, and real wheels of two releases that do not match.""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cuda_doctor.facts import Facts
 from cuda_doctor.jax._child import BACKEND_FACTS
-from cuda_doctor.jax.probe import ALL_JAX_FACTS, JAX_CHILD, PROBE, child_env, user_settings
+from cuda_doctor.jax.probe import ALL_JAX_FACTS, JAX_CHILD, PROBE, child_env, get_ready, is_backend, user_settings
+from cuda_doctor.jax.smoke_step import is_prepared
+from cuda_doctor.pipeline import collect
 from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.probes.framework import FrameworkProbe
+from cuda_doctor.smoke.runner import script_source
 
 JaxWheel = Callable[[str], Path]
 
@@ -122,3 +128,58 @@ def test_an_interpreter_that_cannot_run(tmp_path: Path) -> None:
     facts = PROBE.collect(ctx_for(tmp_path / "no-such-python"))
     assert facts.reason("jax.installed") is not None and "could not run" in str(facts.reason("jax.installed"))
     accounted(facts)
+
+
+@pytest.mark.slow
+def test_in_a_pipeline_run_the_backend_comes_up_in_phase_1_beside_the_torch_child(
+    jax_cpu_python: Path, tmp_path: Path
+) -> None:
+    """The framework probe's child and the JAX child both start in phase 1; the JAX child has its
+    backend up before phase 1 ends, without being asked for it."""
+    log = tmp_path / "starts.log"
+    counted = tmp_path / "counted-python"
+    counted.write_text(f'#!/bin/sh\necho $$ >> {log}\nexec {jax_cpu_python} "$@"\n')
+    counted.chmod(0o755)
+    ctx = ctx_for(counted)
+    framework = FrameworkProbe(fatbin_cache=tmp_path / "fatbin.json")
+    with ctx.handoff.open():
+        facts = collect(ctx, [framework, PROBE])
+        assert len(log.read_text().split()) == 2  # the torch child and the JAX child, in phase 1
+        child = ctx.handoff.take(JAX_CHILD)
+        assert child is not None and child.result is None
+        record = child.seen(is_backend)
+        assert record is not None and record["backend"]["values"]["jax.backend"] == "cpu"
+        child.stop(grace=1.0)
+    assert facts.get("torch.installed") is False and facts.get("jax.version") == "0.10.2"
+    assert child.seen(is_prepared) is None  # JAX has no GPU here: nothing to compile for the smoke run
+
+
+class OneGpuChild:
+    """A JAX child whose backend has one GPU (there is none here): what ``get_ready`` tells it."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.on_step: Any = None
+        self.records = [{"backend": {"values": {"jax.gpu_count": 1}, "unknown": {}}}, {"prepared": {"seconds": 0.1}}]
+
+    def give_more_time(self, seconds: float) -> None:
+        self.limit = seconds
+
+    def wait_for(self, wanted: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
+        return next((record for record in self.records if wanted(record)), None)
+
+    def send(self, record: dict[str, Any]) -> bool:
+        self.sent.append(record)
+        return True
+
+
+def test_the_smoke_step_is_compiled_in_phase_1_only_when_a_smoke_run_follows() -> None:
+    child = OneGpuChild()
+    facts = Facts()
+    get_ready(ProbeContext(smoke=False), child, facts, 60)
+    assert child.sent == []  # check --no-smoke: the read-only facts only
+    get_ready(ProbeContext(smoke=True, smoke_timeout=30), child, facts, 60)
+    (order,) = child.sent
+    assert order["run"] == script_source("jax")
+    assert json.loads(order["argv"][0]) == {"size": 4096, "prepare": True}
+    assert facts.values == {} and facts.unknown == {}  # the backend's facts are phase 2's

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pynvml
 import pytest
 
+from cuda_doctor import children
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.probes.gpu import PROBE, GpuProbe
+
+H200 = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
 
 MakeNvml = Callable[..., Any]
 
@@ -124,3 +130,42 @@ def test_a_hung_nvml_without_nvidia_smi_keeps_the_hang(make_nvml: MakeNvml, tmp_
     facts = GpuProbe(nvml=nvml).collect(ProbeContext(root=tmp_path, env={"PATH": str(empty)}, timeout=0.5))
     assert facts.get("driver.status") == "not_answering"
     assert facts.get("driver.error") == "NVML did not answer in 0.5 s; nvidia-smi not found on PATH"
+
+
+# -- cuda-doctor's own children on the GPU ---------------------------------------------------
+@pytest.fixture
+def own_child() -> Iterator[int]:
+    """A real child of cuda-doctor (``children.Child``, recorded as running), and its pid: the
+    JAX child holds a context on every GPU while the GPU probe reads."""
+    source = "import json, os, time; print(json.dumps({'pid': os.getpid()}), flush=True); time.sleep(60)"
+    child = children.Child(sys.executable, source, env={"PATH": os.defpath}, timeout=60)
+    record = child.wait_for(lambda record: "pid" in record)
+    assert record is not None
+    yield int(record["pid"])
+    child.stop()
+
+
+def test_cuda_doctors_own_children_are_not_processes_on_the_gpu(make_nvml: MakeNvml, own_child: int) -> None:
+    fake = make_nvml()
+    fake.readings["processes"] = [
+        SimpleNamespace(pid=own_child, usedGpuMemory=512 << 20),
+        SimpleNamespace(pid=4242, usedGpuMemory=1 << 30),
+    ]
+    facts = GpuProbe(nvml=fake.module()).collect(ProbeContext(env={"PATH": os.defpath}))
+    assert [proc["pid"] for proc in facts.get("gpu[0].processes")] == [4242]
+    assert facts.get("gpu[0].process_count") == 1
+
+
+def test_nvidia_smi_too_leaves_out_cuda_doctors_own_children(
+    fake_nvidia_smi: Any, own_child: int, tmp_path: Path
+) -> None:
+    fixtures = tmp_path / "h200"
+    shutil.copytree(H200, fixtures)
+    xml = fixtures / "nvidia-smi-q-old-driver.xml"  # python3 (pid 4242, compute) and Xorg (graphics)
+    xml.write_text(xml.read_text().replace("<pid>4242</pid>", f"<pid>{own_child}</pid>"))
+    ctx = fake_nvidia_smi.ctx("old")
+    env = {**ctx.env, "FAKE_NVIDIA_SMI_FIXTURES": str(fixtures), "CUDA_DOCTOR_DISABLE_NVML": "1"}
+    facts = GpuProbe().collect(ctx.but(env=env))
+    assert facts.get("driver.source") == "nvidia-smi"
+    assert facts.get("gpu[0].processes") == []
+    assert facts.get("gpu[0].process_count") == 0

@@ -1,0 +1,115 @@
+"""The JAX smoke step (``cuda_doctor/smoke/jax_level.py``), ordered in the JAX child.
+
+In a full check it is compiled in phase 1 (``prepare``: inputs drawn, XLA's compilation and
+autotuning, beside torch's import) and measured in phase 2 (``smoke``: the timed matmuls and the
+check on the host, after the torch smoke run and never beside it); on its own (``cuda-doctor
+smoke``) both stages run in phase 2.  The whole step has ``ctx.smoke_timeout`` seconds.
+
+Facts: ``smoke.jax_level.`` ``{status,error,error_step,seconds,limit_s,last_step,jax_version,``
+``backend,device_count}`` (status "ok" | "failed" | "timeout" | "skipped") and, per GPU JAX has
+(``smoke[i]`` is its device id, the CUDA ordinal), ``smoke[i].jax_{kind,error,bf16_tflops,``
+``bf16_ok,bf16_rel_err,bf16_tolerance,compile_seconds}``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from cuda_doctor import children
+from cuda_doctor.facts import Facts, indexed
+from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.smoke.runner import ChildRun, child_run, script_source
+
+#: Per-GPU figures the smoke step reports, as ``smoke[i].jax_<key>``.
+DEVICE_KEYS = ("kind", "error", "bf16_tflops", "bf16_ok", "bf16_rel_err", "bf16_tolerance", "compile_seconds")
+SMOKE_SIZE = 4096
+PREFIX = "smoke.jax_level"
+WHAT = "smoke, jax level"  # the step progress's name for it
+
+
+def is_prepared(record: dict[str, Any]) -> bool:
+    return isinstance(record.get("prepared"), dict)
+
+
+def is_result(record: dict[str, Any]) -> bool:
+    return isinstance(record.get("result"), dict)
+
+
+def _follow(ctx: ProbeContext, child: children.Child) -> None:
+    report = ctx.step_progress
+    child.on_step = None if report is None else lambda step: report(WHAT, step)
+
+
+def prepare(ctx: ProbeContext, child: children.Child, config: dict[str, Any] | None = None) -> None:
+    """Compile the step in the child now (``config``: the script's, ``{"size": SMOKE_SIZE}``);
+    it then waits for the word to measure.  Waits for it within ``ctx.smoke_timeout``: a child
+    that has not answered by then is killed now, so that it never works beside the torch smoke
+    run (``smoke`` reads what it said)."""
+    _follow(ctx, child)
+    child.give_more_time(float(ctx.smoke_timeout))
+    argv = [json.dumps({"size": SMOKE_SIZE, **(config or {}), "prepare": True})]
+    sent = child.send({"run": script_source("jax"), "argv": argv})
+    if not sent or child.wait_for(lambda record: is_prepared(record) or is_result(record)) is None:
+        child.finish()  # killed at its deadline, or reaped after its end
+
+
+def smoke(ctx: ProbeContext, child: children.Child, facts: Facts) -> Facts:
+    """The JAX smoke step in the child: measured when ``prepare`` compiled it, else run whole;
+    or, when it ended in ``prepare`` already, what it said there."""
+    out = Facts()
+    limit = float(ctx.smoke_timeout)
+    out.set(f"{PREFIX}.limit_s", limit)
+    gpus = facts.get("jax.gpu_count")
+    if not isinstance(gpus, int) or gpus < 1:
+        out.set(f"{PREFIX}.status", "skipped")
+        backend = facts.get("jax.backend") or "unknown"
+        out.set(f"{PREFIX}.error", f"JAX has no GPU (its backend is {backend}): nothing to run the JAX step on")
+        return out
+    _follow(ctx, child)
+    prepared = child.seen(is_prepared)
+    spent = float(prepared["prepared"].get("seconds") or 0.0) if prepared else 0.0
+    sent = time.monotonic()
+    order = _order(child, prepared is not None)
+    if order is not None:
+        child.give_more_time(max(limit - spent, 1.0))
+        if not child.send(order):
+            out.set(f"{PREFIX}.status", "failed")
+            out.set(f"{PREFIX}.error", "the JAX child ended before the smoke step")
+            return out
+    run = child_run("jax", child.finish(), limit, ctx.python, script="the JAX smoke step")
+    smoke_facts(out, run, spent + time.monotonic() - sent)
+    return out
+
+
+def _order(child: children.Child, prepared: bool) -> dict[str, Any] | None:
+    """What the child is told: measure what it compiled, or run the whole step; None when the
+    step already ended in ``prepare`` (a failure, or killed there)."""
+    if child.result is not None or child.seen(is_result) is not None:
+        return None
+    if prepared:
+        return {"measure": True}
+    return {"run": script_source("jax"), "argv": [json.dumps({"size": SMOKE_SIZE})]}
+
+
+def smoke_facts(out: Facts, run: ChildRun, seconds: float) -> None:
+    result = run.result or {}
+    status = "timeout" if run.timed_out else str(result.get("status") or "failed")
+    out.set(f"{PREFIX}.status", status)
+    out.set(f"{PREFIX}.error", run.error or result.get("error"))
+    out.set(f"{PREFIX}.error_step", run.last_step if run.timed_out else result.get("error_step"))
+    out.set(f"{PREFIX}.seconds", round(seconds, 2))
+    out.set(f"{PREFIX}.last_step", run.last_step)
+    for key in ("jax_version", "backend", "device_count"):
+        if key in result:
+            out.set(f"{PREFIX}.{key}", result[key])
+    # per-GPU records arrive as each GPU finishes, so a later hang keeps earlier figures
+    for device in result.get("devices") or run.parsed.devices:
+        i = int(device["index"])
+        for key in DEVICE_KEYS:
+            name = indexed("smoke", i, f"jax_{key}")
+            if key in device:
+                out.set(name, device[key])
+            elif key != "compile_seconds":
+                out.mark_unknown(name, f"not measured: {device.get('error') or 'the JAX step did not report it'}")
