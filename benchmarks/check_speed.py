@@ -75,6 +75,14 @@ def per_gpu_cost(runs: int) -> None:
         nvml_per_gpu.measure("fast", gpus, max(3, runs // 2))
 
 
+def _jax_version(python: str) -> str | None:
+    probe = (
+        "import importlib.metadata as m\ntry:\n    print(m.version('jax'))\nexcept m.PackageNotFoundError:\n    pass"
+    )
+    done = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=False)
+    return done.stdout.strip() or None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10)
@@ -111,6 +119,8 @@ def main() -> None:
         print(f"check, check --no-smoke   skipped: no torch in {torch_py}")
         return
     init = "import torch\ntry:\n    torch.cuda.init()\nexcept Exception:\n    pass"
+    jax = _jax_version(torch_py) or "not installed"
+    print(f"jax in {torch_py}: {jax} (when installed, every check runs a JAX child beside the torch child)")
     with_torch = {} if args.no_smoke_only else {"check": [*doctor, "--python", torch_py]}
     targets = {"check": 1.7}
     if not args.full_only:

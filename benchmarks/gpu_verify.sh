@@ -137,10 +137,40 @@ jax)
   # JAX on the H200 image (jax 0.11.2 + jax-cuda13-plugin 0.11.2): `check -v` shows its facts and no
   # false problem (CD241-CD245 pass, CD246/CD247 pass or info, CD251/CD252 pass), `smoke -v` its
   # GPU backend and the JAX bf16 matmul figure; cuda-doctor's own JAX (XLA_PYTHON_CLIENT_PREALLOCATE
-  # =false) is never counted as another process on the GPU (gpu[0].process_count 0).  Then a JAX
+  # =false), whose backend comes up in phase 1 beside torch's import, is never counted as another
+  # process on the GPU (gpu[0].process_count 0, smoke[0].other_process_count 0).  Then a JAX
   # process that holds the GPU with the default 75% preallocation: CD246 says how to share.
+  # jax-timeline.txt: how long the JAX child's phases took and how much of it hid behind torch's.
   run jax-check-v doctor check -v
   run jax-check-json doctor check --format json --save "$OUT/jax.json"
+  run jax-check-no-smoke-json doctor check --no-smoke --format json --save "$OUT/jax-no-smoke.json"
+  python3 - "$OUT" > "$OUT/jax-timeline.txt" 2>&1 <<'PY'
+import json, sys
+out = sys.argv[1]
+for name in ("jax.json", "jax-no-smoke.json"):
+    try:
+        v = json.load(open(f"{out}/{name}"))["facts"]["values"]
+    except (OSError, ValueError) as exc:
+        print(f"== {name}: unreadable ({exc})")
+        continue
+    g = lambda key: v.get(key) if isinstance(v.get(key), (int, float)) else float("nan")
+    phase1 = max((g(f"probe.{p}.seconds") for p in ("gpu", "environment", "toolkit", "framework", "jax", "docker", "kernel")
+                  if isinstance(v.get(f"probe.{p}.seconds"), (int, float))), default=float("nan"))
+    fw, jx = g("probe.framework.seconds"), g("probe.jax.seconds")
+    print(f"== {name}")
+    print(f"  phase 1 {phase1:.2f} s: torch child {fw:.2f} s | JAX child {jx:.2f} s (import jax {g('jax.import_seconds'):.2f},"
+          f" backend {g('jax.backend_seconds'):.2f}, compile {g('smoke[0].jax_compile_seconds'):.2f} on GPU 0)"
+          f" -> JAX's phase 1 {'hidden behind torch' if jx <= fw else f'{jx - fw:.2f} s longer than torch'}")
+    print(f"  phase 2: torch smoke {g('probe.smoke.seconds'):.2f} s, then JAX {g('probe.jax_gpu.seconds'):.2f} s"
+          f" (the JAX step {g('smoke.jax_level.seconds'):.2f} s with its compile; status {v.get('smoke.jax_level.status')})")
+    print(f"  gpu[0].process_count {v.get('gpu[0].process_count')!r}, smoke[0].other_process_count"
+          f" {v.get('smoke[0].other_process_count')!r} (expected 0 and 0, or absent without a smoke run)")
+    if name == "jax-no-smoke.json":
+        jax_smoke = sorted(k for k in v if k.startswith("smoke"))
+        print(f"  --no-smoke: JAX smoke facts {jax_smoke or 'none'} (expected none: no JAX smoke work)")
+PY
+  cat "$OUT/jax-timeline.txt" | tee -a "$OUT/log.txt"
+  run jax-bench-check-speed python3 benchmarks/check_speed.py --runs 7 --torch-python python3
   run jax-smoke-v doctor smoke -v
   run jax-smoke-json doctor smoke --format json --save "$OUT/jax-smoke.json"
   XLA_PYTHON_CLIENT_PREALLOCATE=true XLA_FLAGS=--xla_gpu_autotune_level=2 run jax-user-settings doctor check --no-smoke --format json --save "$OUT/jax-user.json"
