@@ -1,9 +1,10 @@
 """The JAX smoke step (``cuda_doctor/smoke/jax_level.py``), ordered in the JAX child.
 
 In a full check it is compiled in phase 1 (``prepare``: inputs drawn, XLA's compilation and
-autotuning, beside torch's import) and measured in phase 2 (``smoke``: the timed matmuls and the
-check on the host, after the torch smoke run and never beside it); on its own (``cuda-doctor
-smoke``) both stages run in phase 2.  The whole step has ``ctx.smoke_timeout`` seconds.
+autotuning, the host's reference product, beside torch's import) and measured in phase 2
+(``smoke``: the timed matmuls and the check of their rows, after the torch smoke run and never
+beside it); on its own (``cuda-doctor smoke``) both stages run in phase 2.  The whole step has
+``ctx.smoke_timeout`` seconds.
 
 Facts: ``smoke.jax_level.`` ``{status,error,error_step,seconds,limit_s,last_step,jax_version,``
 ``backend,device_count}`` (status "ok" | "failed" | "timeout" | "skipped") and, per GPU JAX has

@@ -8,11 +8,12 @@ about 40 ms of work after a warm-up call, then its first rows checked on the hos
 float32 product of the same bf16 inputs: only those rows, and the inputs they need, are copied
 back.  The child runs with ``XLA_PYTHON_CLIENT_PREALLOCATE=false``: it takes only what it uses.
 
-Two stages: compile (draw the inputs, compile the jitted functions on each GPU) and measure.
-With ``"prepare": true`` in CONFIG the script compiles, prints ``{"prepared": {"seconds": …}}``
-and waits for ``{"measure": true}`` on stdin before it measures (``cuda-doctor check`` compiles
-beside torch's import and measures after the torch smoke run); stdin closed, or any other line,
-ends it without a result.
+Two stages: compile (draw the inputs, compile the jitted functions on each GPU, and compute the
+host's float32 reference from a copy of the inputs) and measure (the timed matmuls, then the
+product's first rows copied back and compared).  With ``"prepare": true`` in CONFIG the script
+compiles, prints ``{"prepared": {"seconds": …}}`` and waits for ``{"measure": true}`` on stdin
+before it measures (``cuda-doctor check`` compiles beside torch's import and measures after the
+torch smoke run); stdin closed, or any other line, ends it without a result.
 
 Output, one JSON object per line on stdout (``cuda_doctor.children``): ``{"started": true}``,
 ``{"step": …}`` before each step, ``{"device": {…}}`` after each GPU, then ``{"result": {…}}``.
@@ -50,10 +51,12 @@ class Matmul:
     def __init__(self, jax: Any, device: Any, size: int, label: str) -> None:
         self.jax, self.device, self.size, self.label = jax, device, size, label
         self.out: dict[str, Any] = {"index": int(device.id), "kind": str(device.device_kind), "error": None}
-        # once compiled: the jitted matmul (the timed one), what the host check copies back, the inputs
+        # once compiled: the jitted matmul (the timed one), its rows the check copies back, the
+        # inputs, and the host's float32 product of those rows
         self.product: Any = None
-        self.checked: Any = None
+        self.rows: Any = None
         self.inputs: Any = None
+        self.reference: Any = None
 
     def attempt(self, stage: Callable[[Matmul], None]) -> None:
         """Run one stage (``Matmul.compile``, ``Matmul.measure``) unless an earlier one failed."""
@@ -77,18 +80,23 @@ class Matmul:
             a = jax.random.normal(first, shape, dtype=jnp.float32).astype(jnp.bfloat16)
             return a, jax.random.normal(second, shape, dtype=jnp.float32).astype(jnp.bfloat16)
 
-        def checked(a: Any, b: Any, c: Any) -> Any:
-            """What the host check needs, in float32: the first rows of a and c, and all of b."""
-            return a[:rows].astype(jnp.float32), b.astype(jnp.float32), c[:rows].astype(jnp.float32)
+        def operands(a: Any, b: Any) -> Any:
+            """What the reference needs, in float32: the first rows of a, and all of b."""
+            return a[:rows].astype(jnp.float32), b.astype(jnp.float32)
 
-        self.product, self.checked = jax.jit(jnp.matmul), jax.jit(checked)
+        self.product = jax.jit(jnp.matmul)
+        self.rows = jax.jit(lambda c: c[:rows].astype(jnp.float32))
         a, b = jax.jit(draw)(jax.device_put(jax.random.PRNGKey(0), self.device))
         started = time.perf_counter()
         c = self.product(a, b).block_until_ready()  # compiles, then runs once
         self.out["compile_seconds"] = round(time.perf_counter() - started, 3)
-        for part in self.checked(a, b, c):
-            part.block_until_ready()
+        self.rows(c).block_until_ready()
         self.inputs = (a, b)
+        step(f"{self.label}: reference on the host")
+        import numpy as np
+
+        first_rows, whole_b = (np.asarray(part) for part in jax.jit(operands)(a, b))
+        self.reference = first_rows @ whole_b  # the inputs do not change: one product serves the check
 
     def measure(self) -> None:
         import numpy as np
@@ -106,8 +114,7 @@ class Matmul:
         seconds = (time.perf_counter() - started) / reps
         self.out["bf16_tflops"] = round(2.0 * self.size**3 / seconds / 1e12, 2)
         step(f"{self.label}: check on the host")
-        a_rows, whole_b, c_rows = (np.asarray(part) for part in self.checked(a, b, c))
-        error = relative_error(c_rows, a_rows @ whole_b, np)
+        error = relative_error(np.asarray(self.rows(c)), self.reference, np)
         self.out["bf16_rel_err"] = error
         self.out["bf16_tolerance"] = TOLERANCE
         self.out["bf16_ok"] = error is not None and error <= TOLERANCE
