@@ -5,10 +5,8 @@ from __future__ import annotations
 import ast
 import functools
 from dataclasses import dataclass
-from typing import Any
 
-from cuda_doctor.paths import rules_dir
-from cuda_doctor.tomlcompat import tomllib
+from cuda_doctor.tables import load_table
 
 # torch.cuda.amp / torch.cpu.amp → torch.amp (FutureWarning since torch 2.4).
 DEPRECATED_TORCH_AMP = {
@@ -93,11 +91,9 @@ class RemovedApi:
 @functools.lru_cache(maxsize=1)
 def jax_removed() -> tuple[dict[str, RemovedApi], tuple[RemovedApi, ...]]:
     """(exact name → row, module rows whose every name is gone) from rules/data/jax_apis.toml."""
-    with (rules_dir() / "data" / "jax_apis.toml").open("rb") as handle:
-        data: dict[str, Any] = tomllib.load(handle)
     exact: dict[str, RemovedApi] = {}
     modules: list[RemovedApi] = []
-    for row in data.get("api", []):
+    for row in load_table("jax_apis").get("api", []):
         api = RemovedApi(str(row["old"]), str(row["removed"]), str(row["fix"]))
         if api.old.endswith(".*"):
             modules.append(api)

@@ -18,15 +18,13 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from cuda_doctor.lint.dockerfile import base_image_reference
 from cuda_doctor.lint.requirements import caps_below, framework_requirements
-from cuda_doctor.paths import rules_dir
-from cuda_doctor.tomlcompat import tomllib
+from cuda_doctor.tables import load_table
 
 FRAMEWORKS = ("torch", "tensorflow", "jax", "deepspeed")
 MAX_DEPENDENCY_BYTES = 1024 * 1024
@@ -120,8 +118,7 @@ def _requirement(text: str) -> Requirement | None:
 @functools.lru_cache(maxsize=1)
 def _ngc_versions() -> dict[tuple[str, str], str]:
     """(framework, NGC release) → framework version, from the verified rows of the tag data."""
-    with (rules_dir() / "data" / "nvidia_cuda_tags.toml").open("rb") as handle:
-        data: dict[str, Any] = tomllib.load(handle)
+    data = load_table("nvidia_cuda_tags")
     out: dict[tuple[str, str], str] = {}
     for framework, table in (("torch", "ngc_pytorch"), ("tensorflow", "ngc_tensorflow")):
         for row in data.get(table, []):

@@ -18,7 +18,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from cuda_doctor.lint.findings import Hit
-from cuda_doctor.paths import rules_dir
+from cuda_doctor.tables import load_table
 from cuda_doctor.tomlcompat import tomllib
 
 INDEX_VARIANT = re.compile(
@@ -50,9 +50,7 @@ class TorchPin:
 @functools.lru_cache(maxsize=1)
 def torch_table() -> dict[str, dict[str, Any]]:
     """torch release ("2.6") → its row of torch_wheels.toml."""
-    with (rules_dir() / "data" / "torch_wheels.toml").open("rb") as handle:
-        data = tomllib.load(handle)
-    return {str(row["torch"]): row for row in data.get("release", [])}
+    return {str(row["torch"]): row for row in load_table("torch_wheels").get("release", [])}
 
 
 def variant_cuda(variant: str) -> tuple[int, int] | None:
