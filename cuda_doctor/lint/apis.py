@@ -114,26 +114,12 @@ def jax_lookup(qual: str) -> RemovedApi | None:
     return None
 
 
-JAX_TOKENS = (
-    b"tree_map",
-    b"tree_flatten",
-    b"tree_leaves",
-    b"tree_structure",
-    b"tree_transpose",
-    b"tree_unflatten",
-    b"treedef_is_leaf",
-    b"tree_multimap",
-    b"maps",
-    b"KeyArray",
-    b"linear_util",
-    b"tie_in",
-    b"NINF",
-    b"PZERO",
-    b"NZERO",
-    b"row_stack",
-    b"in1d",
-    b"trapz",
-    b"round_",
-    b"shuffle",
-    b"xla_computation",
-)  # every removed name's last part (a module: its name), for the byte pre-filter
+@functools.lru_cache(maxsize=1)
+def jax_tokens() -> tuple[bytes, ...]:
+    """Every removed name's last part (a module: its name), for the byte pre-filter; a name under
+    a removed module is found by the module's."""
+    exact, modules = jax_removed()
+    prefixes = tuple(api.old[:-1] for api in modules)
+    names = [api.old for api in exact.values() if not api.old.startswith(prefixes)]
+    names += [api.old[:-2] for api in modules]
+    return tuple(dict.fromkeys(name.rsplit(".", 1)[-1].encode() for name in names))

@@ -8,9 +8,10 @@ Plain substring tests come first: they reject most files at memory speed.
 
 from __future__ import annotations
 
+import functools
 import re
 
-from cuda_doctor.lint.apis import JAX_TOKENS
+from cuda_doctor.lint.apis import jax_tokens
 from cuda_doctor.lint.python_ast import AMP_EVIDENCE, SCALER_EVIDENCE, FileInfo, mentions
 
 # Everything the scanner takes for GPU use: .cuda(), torch.cuda / torch.backends.cudnn /
@@ -28,14 +29,18 @@ GPU_TOKENS = (
     b"deepspeed",
     b"MirroredStrategy",
 )  # fmt: skip (the most frequent first: the test stops at the first one found)
-# a removed JAX name used or imported: after a dot, a space, a comma or a parenthesis
-JAX_NAME = re.compile(rb"[.\s,(](" + b"|".join(JAX_TOKENS) + rb")\b")
 AUTOCAST_CALL = re.compile(rb"autocast\s*\(")
 DEF_LINE = re.compile(rb"^[ \t]*(async[ \t]+def|def)\b")
 MAIN_GUARD = re.compile(rb"__name__\s*==\s*['\"]__main__['\"]|['\"]__main__['\"]\s*==\s*__name__")
 # what CDL010 needs: a 2-D/3-D convolution layer or a torchvision model
 VISION_CONV = (b"Conv2d", b"Conv3d", b"Transpose2d", b"Transpose3d", b"torchvision")
 TRAINING = re.compile(rb"(?i)train|shuffle|sampler")
+
+
+@functools.lru_cache(maxsize=1)
+def jax_name() -> re.Pattern[bytes]:
+    """A removed JAX name used or imported: after a dot, a space, a comma or a parenthesis."""
+    return re.compile(rb"[.\s,(](" + b"|".join(map(re.escape, jax_tokens())) + rb")\b")
 
 
 def needs_ast(data: bytes, path: str = "") -> bool:
@@ -57,7 +62,7 @@ def needs_ast(data: bytes, path: str = "") -> bool:
         and (has(b"environ") or has(b"putenv"))
     ):
         return True  # CDL011: an assignment to os.environ (or putenv)
-    if has(b"jax") and JAX_NAME.search(data) is not None:
+    if has(b"jax") and jax_name().search(data) is not None:
         return True  # CDL012
     backward, loader, fit = has(b"backward"), has(b"DataLoader"), has(b".fit")
     scaler = scaler and autocast and has(b"bfloat16")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from cuda_doctor.lint.apis import jax_removed
 from cuda_doctor.lint.prefilter import needs_ast
 from cuda_doctor.lint.project import ProjectContext
 from cuda_doctor.lint.python_ast import lint_source
@@ -42,6 +43,15 @@ def test_spellings_that_reach_an_api_are_parsed(source: str) -> None:
     data = source.encode()
     assert lint_source(source, "train.py", ProjectContext(), data), "the snippet should have a finding"
     assert needs_ast(data, "train.py")
+
+
+def test_every_removed_jax_name_is_parsed() -> None:
+    exact, modules = jax_removed()
+    for api in (*exact.values(), *modules):
+        module, _, name = api.old.removesuffix(".*").rpartition(".")
+        source = f"import jax\nfrom {module} import {name}\n"
+        assert lint_source(source, "m.py", ProjectContext(), source.encode()), source
+        assert needs_ast(source.encode(), "m.py"), source
 
 
 def test_files_without_the_words_are_skipped() -> None:
