@@ -221,34 +221,30 @@ def _split_option(line: str) -> tuple[str, str] | None:
     return None
 
 
+def collect_pins(indexes: Iterable[tuple[int, str]], requirements: Iterable[tuple[int, str]]) -> list[TorchPin]:
+    """The pins of index URLs and of requirements ((line, text) each) read with those indexes,
+    index-URL pins given the release a torch pin asks for."""
+    pins = [TorchPin(line, 1, url, None, v, "index URL") for line, url in indexes if (v := index_variant(url))]
+    variants = [str(pin.variant) for pin in pins]
+    found = (pin_from_requirement(text, line, 1, variants) for line, text in requirements)
+    return attach_release(pins + [pin for pin in found if pin is not None])
+
+
 def requirements_pins(text: str) -> list[TorchPin]:
+    indexes: list[tuple[int, str]] = []
     entries: list[tuple[int, str]] = []
-    index_variants: list[str] = []
-    pins: list[TorchPin] = []
     for number, line in logical_lines(text):
-        if not line:
-            continue
         option = _split_option(line)
         if option is not None:
-            variant = index_variant(option[1])
-            if variant:
-                index_variants.append(variant)
-                pins.append(TorchPin(number, 1, line, None, variant, "index URL"))
-            continue
-        if line.startswith("-"):
-            continue
-        entries.append((number, line))
-    for number, line in entries:
-        pin = pin_from_requirement(line, number, 1, index_variants)
-        if pin is not None:
-            pins.append(pin)
-    return attach_release(pins)
+            indexes.append((number, line))  # the pin is the whole line
+        elif line and not line.startswith("-"):
+            entries.append((number, line))
+    return collect_pins(indexes, entries)
 
 
 def lint_requirements(text: str, project_pin: tuple[str, str] | None = None) -> list[Hit]:
     """``project_pin``: (version, as written) of a torch release pinned elsewhere in the project."""
-    pins = attach_release(requirements_pins(text), project_pin)
-    return _dedupe(check_pin(pin) for pin in pins)
+    return _dedupe(map(check_pin, attach_release(requirements_pins(text), project_pin)))
 
 
 def _dedupe(hits: Iterable[Hit | None]) -> list[Hit]:
@@ -284,19 +280,8 @@ def pyproject_pins(text: str) -> list[TorchPin]:
     ):
         if isinstance(table, list):
             urls.extend(str(entry.get("url", "")) for entry in table if isinstance(entry, dict))
-    pins: list[TorchPin] = []
-    variants: list[str] = []
-    for url in urls:
-        variant = index_variant(url)
-        if variant:
-            variants.append(variant)
-            pins.append(TorchPin(_line_of(text, url), 1, url, None, variant, "index URL"))
-    for requirement in _pyproject_requirements(data):
-        needle = requirement.split(";")[0].strip()
-        pin = pin_from_requirement(requirement, _line_of(text, needle), 1, variants)
-        if pin is not None:
-            pins.append(pin)
-    return attach_release(pins)
+    requirements = [(_line_of(text, r.split(";")[0].strip()), r) for r in _pyproject_requirements(data)]
+    return collect_pins([(_line_of(text, url), url) for url in urls], requirements)
 
 
 def _pyproject_requirements(data: dict[str, Any]) -> list[str]:
@@ -325,13 +310,13 @@ def _poetry_spec(spec: str) -> str:
 
 
 def lint_pyproject(text: str, project_pin: tuple[str, str] | None = None) -> list[Hit]:
-    pins = attach_release(pyproject_pins(text), project_pin)
-    return _dedupe(check_pin(pin) for pin in pins)
+    return _dedupe(map(check_pin, attach_release(pyproject_pins(text), project_pin)))
 
 
 # -- pip install command lines (Dockerfile RUN, shell scripts, notebook "!pip") -------------
 
 
+REQUIREMENT_FILE_OPTIONS = ("-r", "--requirement", "-c", "--constraint")
 PIP_INSTALL = re.compile(r"\bpip3?(?:\.\d+)?\s+install\b|\b-m\s+pip\s+install\b|\buv\s+pip\s+install\b")
 
 
@@ -357,15 +342,13 @@ def pip_installs(command: str, line: int) -> list[PipInstall]:
 
 
 def _parse_pip_words(words: list[str], line: int) -> PipInstall:
-    variants: list[str] = []
+    urls: list[str] = []
     requirement_files: list[str] = []
-    candidates: list[str] = []
-    pins: list[TorchPin] = []
+    candidates: list[tuple[int, str]] = []
     index = 0
     while index < len(words):
         word = words[index]
-        value: str | None = None
-        for option in (*OPTION_WITH_URL, "-r", "--requirement", "-c", "--constraint"):
+        for option in (*OPTION_WITH_URL, *REQUIREMENT_FILE_OPTIONS):
             if word == option and index + 1 < len(words):
                 value = words[index + 1]
                 index += 1
@@ -373,23 +356,17 @@ def _parse_pip_words(words: list[str], line: int) -> PipInstall:
                 value = word.split("=", 1)[1]
             else:
                 continue
-            if option in ("-r", "--requirement", "-c", "--constraint"):
+            if option in REQUIREMENT_FILE_OPTIONS:
                 requirement_files.append(value)
             else:
-                variant = index_variant(value)
-                if variant:
-                    variants.append(variant)
-                    pins.append(TorchPin(line, 1, value, None, variant, "index URL"))
+                urls.append(value)
             break
         else:
             if not word.startswith("-"):
-                candidates.append(word)
+                candidates.append((line, word))
         index += 1
-    for word in candidates:
-        pin = pin_from_requirement(word, line, 1, variants)
-        if pin is not None:
-            pins.append(pin)
-    return PipInstall(tuple(attach_release(pins)), tuple(requirement_files))
+    pins = collect_pins([(line, url) for url in urls], candidates)
+    return PipInstall(tuple(pins), tuple(requirement_files))
 
 
 def lint_command(command: str, line: int) -> list[Hit]:
