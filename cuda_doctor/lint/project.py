@@ -100,10 +100,6 @@ class ProjectContext:
                 text = absolute[len(prefix) :]
         return text.replace(os.sep, "/")
 
-    def of(self, framework: str) -> FrameworkSource:
-        source: FrameworkSource = getattr(self, framework)
-        return source
-
 
 def _requirement(text: str) -> Requirement | None:
     try:
@@ -209,10 +205,6 @@ class ProjectFinder:
         if found is None:
             found = self._contexts[folder] = self._context_of(folder)
         return found
-
-    def project_pin(self, path: Path) -> tuple[str, str] | None:
-        """The exact torch release the file's project pins: CDL201's hint for an index URL."""
-        return self.context(path).torch.exact()
 
     def _context_of(self, folder: str) -> ProjectContext:
         chain = self._ancestors(folder)
