@@ -46,6 +46,11 @@ class Hit:
         return dict(self.captures)
 
 
+def position(node: object) -> tuple[int, int]:
+    """An AST node's 1-based (line, column)."""
+    return getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
+
+
 @dataclass(frozen=True)
 class Finding:
     """One rendered finding: location (1-based line and column), rule, severity, message, fix."""

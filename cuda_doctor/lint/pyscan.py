@@ -10,10 +10,11 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from cuda_doctor.lint.apis import jax_lookup
-from cuda_doctor.lint.findings import Hit
+from cuda_doctor.lint.findings import Hit, position
 
 LAUNCH_MODULE = "torch.distributed.launch"
 LAUNCH_RE = re.compile(r"-m\s+torch\.distributed\.launch\b")
@@ -126,16 +127,8 @@ class Ctx:
     cuda: CudaState = field(default_factory=CudaState)
     main: bool = False  # in the ``if __name__ == "__main__":`` block
 
-    def child(self, **changes: object) -> Ctx:
-        values = {
-            "gated": self.gated,
-            "annotation": self.annotation,
-            "function": self.function,
-            "cuda": self.cuda,
-            "main": self.main,
-        }
-        values.update(changes)
-        return Ctx(**values)  # type: ignore[arg-type]
+    def child(self, **changes: Any) -> Ctx:
+        return replace(self, **changes)
 
 
 @dataclass
@@ -419,8 +412,7 @@ class Scanner:
     def _visible_devices(self, node: ast.AST, variable: str, ctx: Ctx) -> None:
         if ctx.cuda.initialised:
             example = "CUDA_VISIBLE_DEVICES=0" if variable == "CUDA_VISIBLE_DEVICES" else f"{variable}=PCI_BUS_ID"
-            line, column = getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
-            self.scan.hits.append(Hit.make("CDL011", line, column, variable=variable, example=example))
+            self.scan.hits.append(Hit.make("CDL011", *position(node), variable=variable, example=example))
 
     def _named_loader(self, name: str, call: ast.Call, ctx: Ctx) -> None:
         for site in reversed(self.scan.loaders):
@@ -665,7 +657,7 @@ def _note_framework(module: str, scan: Scan) -> None:
 
 
 def _launch_hit(node: ast.AST, command: str) -> Hit:
-    return Hit.make("CDL006", getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1, command=command)
+    return Hit.make("CDL006", *position(node), command=command)
 
 
 LOW_PRECISION = {"torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16"}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from cuda_doctor.lint import apis
 from cuda_doctor.lint.dataloaders import loader_hits
-from cuda_doctor.lint.findings import Hit
+from cuda_doctor.lint.findings import Hit, position
 from cuda_doctor.lint.project import FrameworkSource, ProjectContext
 from cuda_doctor.lint.pyscan import Ref, Scan, scan_tree
 from cuda_doctor.results import Severity
@@ -114,21 +114,20 @@ def _deprecated_api_hits(scan: Scan, context: ProjectContext) -> list[Hit]:
     return hits
 
 
-def _where(ref: Ref) -> tuple[int, int]:
-    return getattr(ref.node, "lineno", 1), getattr(ref.node, "col_offset", 0) + 1
+def _hit(rule_id: str, ref: Ref, detail: str, fix: str, severity: Severity | None = None) -> Hit:
+    return Hit.make(rule_id, *position(ref.node), severity=severity, name=ref.name, detail=detail, fix=fix)
 
 
 def _torch_amp_hit(ref: Ref, torch: FrameworkSource) -> Hit:
     """Under a torch below 2.4 the old API is the right one: torch.amp.GradScaler("cuda") exists
     only from 2.3 and torch.amp.custom_fwd from 2.4, so the fix is to upgrade first."""
-    line, column = _where(ref)
     replacement = apis.DEPRECATED_TORCH_AMP[ref.qual]
     capped = torch.capped_below(apis.TORCH_AMP_API)
     image = torch.unknown_image()
     if capped:
         detail = f"is deprecated from torch 2.4; the project pins `{capped}`, where it is still the API to use"
         fix = f"Upgrade torch (≥ 2.4), then use `{replacement}`; under the current pin keep `{ref.name}`."
-        return Hit.make("CDL001", line, column, severity=Severity.INFO, name=ref.name, detail=detail, fix=fix)
+        return _hit("CDL001", ref, detail, fix, Severity.INFO)
     if image:
         detail = (
             f"is deprecated from torch 2.4; this project's torch comes from its base image `{image}`, "
@@ -138,15 +137,13 @@ def _torch_amp_hit(ref: Ref, torch: FrameworkSource) -> Hit:
             f'If that image\'s torch is 2.4 or newer (`python -c "import torch; print(torch.__version__)"` '
             f"in it), use `{replacement}`; on an older torch keep `{ref.name}`."
         )
-        return Hit.make("CDL001", line, column, severity=Severity.INFO, name=ref.name, detail=detail, fix=fix)
-    detail = "is deprecated (FutureWarning since torch 2.4)"
-    return Hit.make("CDL001", line, column, name=ref.name, detail=detail, fix=f"Use `{replacement}`.")
+        return _hit("CDL001", ref, detail, fix, Severity.INFO)
+    return _hit("CDL001", ref, "is deprecated (FutureWarning since torch 2.4)", f"Use `{replacement}`.")
 
 
 def _tf_hit(ref: Ref, call: ast.Call | None, tensorflow: FrameworkSource) -> Hit:
     """Removed in TensorFlow 2.9: an error unless the project runs an older TensorFlow (a pin
     below 2.9, or a base image whose TensorFlow is not known)."""
-    line, column = _where(ref)
     leaf = ref.qual.split(apis.TF_EXPERIMENTAL + ".", 1)[-1].split(".")[0] if "experimental." in ref.qual else ""
     fix = apis.tf_fix(leaf, call)
     capped = tensorflow.capped_below(apis.TF_REMOVED)
@@ -155,33 +152,27 @@ def _tf_hit(ref: Ref, call: ast.Call | None, tensorflow: FrameworkSource) -> Hit
         detail = f"was removed in TensorFlow 2.9; the project pins `{capped}`, where it still exists"
         if tensorflow.capped_below(apis.TF_STABLE):
             fix = f"Upgrade TensorFlow (≥ 2.4) first: the stable API does not exist under this pin. Then: {fix}"
-        return Hit.make("CDL002", line, column, severity=Severity.WARNING, name=ref.name, detail=detail, fix=fix)
+        return _hit("CDL002", ref, detail, fix, Severity.WARNING)
     if image:
         detail = (
             f"was removed in TensorFlow 2.9; this project's TensorFlow comes from its base image `{image}`, "
             "whose TensorFlow release cuda-doctor does not know"
         )
         fix = f"Check the image's TensorFlow (`{TF_VERSION_COMMAND}`); on 2.4 or newer: {fix[0].lower()}{fix[1:]}"
-        return Hit.make("CDL002", line, column, severity=Severity.WARNING, name=ref.name, detail=detail, fix=fix)
-    return Hit.make("CDL002", line, column, name=ref.name, detail="was removed in TensorFlow 2.9", fix=fix)
+        return _hit("CDL002", ref, detail, fix, Severity.WARNING)
+    return _hit("CDL002", ref, "was removed in TensorFlow 2.9", fix)
 
 
 def _jax_hit(ref: Ref, api: apis.RemovedApi, jax: FrameworkSource) -> Hit:
-    line, column = _where(ref)
     capped = jax.capped_below(api.removed)
     if capped:
         detail = f"was removed in JAX {api.removed}; the project pins `{capped}`, where it still exists"
-        fix = f"Before upgrading JAX, use {api.fix}."
-        return Hit.make("CDL012", line, column, severity=Severity.INFO, name=ref.name, detail=detail, fix=fix)
+        return _hit("CDL012", ref, detail, f"Before upgrading JAX, use {api.fix}.", Severity.INFO)
     image = jax.unknown_image()
     if image:
         detail = f"was removed in JAX {api.removed}; this project's JAX comes from its base image `{image}`"
-        return Hit.make(
-            "CDL012", line, column, severity=Severity.WARNING, name=ref.name, detail=detail, fix=f"Use {api.fix}."
-        )
-    return Hit.make(
-        "CDL012", line, column, name=ref.name, detail=f"was removed in JAX {api.removed}", fix=f"Use {api.fix}."
-    )
+        return _hit("CDL012", ref, detail, f"Use {api.fix}.", Severity.WARNING)
+    return _hit("CDL012", ref, f"was removed in JAX {api.removed}", f"Use {api.fix}.")
 
 
 def launch_for_project(hit: Hit, torch: FrameworkSource) -> Hit | None:
@@ -225,7 +216,7 @@ def _local_rank_hits(scan: Scan, info: FileInfo, deepspeed_project: bool) -> lis
     reads_env = b"LOCAL_RANK" in info.data or scan.distributed_helper
     hits = []
     for node, flag in scan.local_ranks:
-        line, column = getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
+        line, column = position(node)
         if reads_env:
             detail = (
                 "kept next to a read of the LOCAL_RANK environment variable (or a distributed-setup helper "
@@ -280,7 +271,7 @@ def _amp_hits(scan: Scan, info: FileInfo) -> list[Hit]:
     if backward_functions and not scan.grad_scalers and not mentions(info.data, SCALER_EVIDENCE):
         for node, dtype, function in scan.autocasts:
             if dtype == "float16" and function in backward_functions:
-                hits.append(Hit.make("CDL004", getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1))
+                hits.append(Hit.make("CDL004", *position(node)))
     dtypes = [dtype for _, dtype, _ in scan.autocasts]
     if scan.grad_scalers and dtypes and all(d == "bfloat16" for d in dtypes):
         for scaler in scan.grad_scalers:
@@ -301,5 +292,4 @@ def _benchmark_hits(scan: Scan, info: FileInfo) -> list[Hit]:
     if not trains(scan):
         return []
     node, qual = min(convs, key=lambda c: (getattr(c[0], "lineno", 0), getattr(c[0], "col_offset", 0)))
-    line, column = getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
-    return [Hit.make("CDL010", line, column, layer=qual.rsplit(".", 1)[-1])]
+    return [Hit.make("CDL010", *position(node), layer=qual.rsplit(".", 1)[-1])]
