@@ -43,34 +43,29 @@ def tf_fix(leaf: str, call: ast.Call | None) -> str:
         )
     if call is None:
         return f"Use `{stable}` (available since TensorFlow 2.4)."
-    scale = _loss_scale(call, leaf)
-    if leaf == "Policy" and scale is not None:
-        name = ast.unparse(call.args[0]) if call.args else '"mixed_float16"'
-        if _is_none(scale):
-            return f"Use `{stable}({name})`: drop `loss_scale=None` (available since TensorFlow 2.4)."
+    scale = _loss_scale(call)
+    if scale is None or leaf not in ("Policy", "LossScaleOptimizer"):
+        return f"Use `{stable}` with the same arguments (available since TensorFlow 2.4)."
+    first = ast.unparse(call.args[0]) if call.args else ('"mixed_float16"' if leaf == "Policy" else "optimizer")
+    if leaf == "Policy" and _is_none(scale):
+        return f"Use `{stable}({first})`: drop `loss_scale=None` (available since TensorFlow 2.4)."
+    if leaf == "Policy":
         return (
-            f"Use `{stable}({name})`; the stable Policy takes no `loss_scale`: wrap the optimizer in "
+            f"Use `{stable}({first})`; the stable Policy takes no `loss_scale`: wrap the optimizer in "
             "`tf.keras.mixed_precision.LossScaleOptimizer(optimizer)` instead, which scales the loss "
             "dynamically (available since TensorFlow 2.4)."
         )
-    if leaf == "LossScaleOptimizer" and scale is not None:
-        optimizer = ast.unparse(call.args[0]) if call.args else "optimizer"
-        if _is_dynamic(scale):
-            return f"Use `{stable}({optimizer})`: dynamic loss scaling is its default (available since TensorFlow 2.4)."
-        return (
-            f"Use `{stable}({optimizer}, dynamic=False, initial_scale={ast.unparse(scale)})` for a fixed "
-            "loss scale (available since TensorFlow 2.4)."
-        )
-    return f"Use `{stable}` with the same arguments (available since TensorFlow 2.4)."
+    if _is_dynamic(scale):
+        return f"Use `{stable}({first})`: dynamic loss scaling is its default (available since TensorFlow 2.4)."
+    return (
+        f"Use `{stable}({first}, dynamic=False, initial_scale={ast.unparse(scale)})` for a fixed "
+        "loss scale (available since TensorFlow 2.4)."
+    )
 
 
-def _loss_scale(call: ast.Call, leaf: str) -> ast.expr | None:
-    for item in call.keywords:
-        if item.arg == "loss_scale":
-            return item.value
-    if len(call.args) > 1 and leaf in ("Policy", "LossScaleOptimizer"):
-        return call.args[1]
-    return None
+def _loss_scale(call: ast.Call) -> ast.expr | None:
+    found = next((item.value for item in call.keywords if item.arg == "loss_scale"), None)
+    return found if found is not None or len(call.args) < 2 else call.args[1]
 
 
 def _is_none(node: ast.expr) -> bool:

@@ -118,27 +118,31 @@ def _hit(rule_id: str, ref: Ref, detail: str, fix: str, severity: Severity | Non
     return Hit.make(rule_id, *position(ref.node), severity=severity, name=ref.name, detail=detail, fix=fix)
 
 
+def _older_detail(what: str, framework: str, capped: str | None, image: str, pinned: str, whose: bool = True) -> str:
+    """Why an older release may be the one the project runs: its pin, else its base image."""
+    if capped:
+        return f"{what}; the project pins `{capped}`, {pinned}"
+    unknown = f", whose {framework} release cuda-doctor does not know" if whose else ""
+    return f"{what}; this project's {framework} comes from its base image `{image}`{unknown}"
+
+
 def _torch_amp_hit(ref: Ref, torch: FrameworkSource) -> Hit:
     """Under a torch below 2.4 the old API is the right one: torch.amp.GradScaler("cuda") exists
     only from 2.3 and torch.amp.custom_fwd from 2.4, so the fix is to upgrade first."""
     replacement = apis.DEPRECATED_TORCH_AMP[ref.qual]
-    capped = torch.capped_below(apis.TORCH_AMP_API)
-    image = torch.unknown_image()
+    capped, image = torch.capped_below(apis.TORCH_AMP_API), torch.unknown_image()
+    if not (capped or image):
+        return _hit("CDL001", ref, "is deprecated (FutureWarning since torch 2.4)", f"Use `{replacement}`.")
+    what = "is deprecated from torch 2.4"
+    detail = _older_detail(what, "torch", capped, image, "where it is still the API to use")
     if capped:
-        detail = f"is deprecated from torch 2.4; the project pins `{capped}`, where it is still the API to use"
         fix = f"Upgrade torch (≥ 2.4), then use `{replacement}`; under the current pin keep `{ref.name}`."
-        return _hit("CDL001", ref, detail, fix, Severity.INFO)
-    if image:
-        detail = (
-            f"is deprecated from torch 2.4; this project's torch comes from its base image `{image}`, "
-            "whose torch release cuda-doctor does not know"
-        )
+    else:
         fix = (
             f'If that image\'s torch is 2.4 or newer (`python -c "import torch; print(torch.__version__)"` '
             f"in it), use `{replacement}`; on an older torch keep `{ref.name}`."
         )
-        return _hit("CDL001", ref, detail, fix, Severity.INFO)
-    return _hit("CDL001", ref, "is deprecated (FutureWarning since torch 2.4)", f"Use `{replacement}`.")
+    return _hit("CDL001", ref, detail, fix, Severity.INFO)
 
 
 def _tf_hit(ref: Ref, call: ast.Call | None, tensorflow: FrameworkSource) -> Hit:
@@ -146,33 +150,25 @@ def _tf_hit(ref: Ref, call: ast.Call | None, tensorflow: FrameworkSource) -> Hit
     below 2.9, or a base image whose TensorFlow is not known)."""
     leaf = ref.qual.split(apis.TF_EXPERIMENTAL + ".", 1)[-1].split(".")[0] if "experimental." in ref.qual else ""
     fix = apis.tf_fix(leaf, call)
-    capped = tensorflow.capped_below(apis.TF_REMOVED)
-    image = tensorflow.unknown_image()
-    if capped:
-        detail = f"was removed in TensorFlow 2.9; the project pins `{capped}`, where it still exists"
-        if tensorflow.capped_below(apis.TF_STABLE):
-            fix = f"Upgrade TensorFlow (≥ 2.4) first: the stable API does not exist under this pin. Then: {fix}"
-        return _hit("CDL002", ref, detail, fix, Severity.WARNING)
-    if image:
-        detail = (
-            f"was removed in TensorFlow 2.9; this project's TensorFlow comes from its base image `{image}`, "
-            "whose TensorFlow release cuda-doctor does not know"
-        )
+    capped, image = tensorflow.capped_below(apis.TF_REMOVED), tensorflow.unknown_image()
+    if not (capped or image):
+        return _hit("CDL002", ref, "was removed in TensorFlow 2.9", fix)
+    detail = _older_detail("was removed in TensorFlow 2.9", "TensorFlow", capped, image, "where it still exists")
+    if image and not capped:
         fix = f"Check the image's TensorFlow (`{TF_VERSION_COMMAND}`); on 2.4 or newer: {fix[0].lower()}{fix[1:]}"
-        return _hit("CDL002", ref, detail, fix, Severity.WARNING)
-    return _hit("CDL002", ref, "was removed in TensorFlow 2.9", fix)
+    elif tensorflow.capped_below(apis.TF_STABLE):
+        fix = f"Upgrade TensorFlow (≥ 2.4) first: the stable API does not exist under this pin. Then: {fix}"
+    return _hit("CDL002", ref, detail, fix, Severity.WARNING)
 
 
 def _jax_hit(ref: Ref, api: apis.RemovedApi, jax: FrameworkSource) -> Hit:
-    capped = jax.capped_below(api.removed)
+    capped, image = jax.capped_below(api.removed), jax.unknown_image()
+    if not (capped or image):
+        return _hit("CDL012", ref, f"was removed in JAX {api.removed}", f"Use {api.fix}.")
+    detail = _older_detail(f"was removed in JAX {api.removed}", "JAX", capped, image, "where it still exists", False)
     if capped:
-        detail = f"was removed in JAX {api.removed}; the project pins `{capped}`, where it still exists"
         return _hit("CDL012", ref, detail, f"Before upgrading JAX, use {api.fix}.", Severity.INFO)
-    image = jax.unknown_image()
-    if image:
-        detail = f"was removed in JAX {api.removed}; this project's JAX comes from its base image `{image}`"
-        return _hit("CDL012", ref, detail, f"Use {api.fix}.", Severity.WARNING)
-    return _hit("CDL012", ref, f"was removed in JAX {api.removed}", f"Use {api.fix}.")
+    return _hit("CDL012", ref, detail, f"Use {api.fix}.", Severity.WARNING)
 
 
 def launch_for_project(hit: Hit, torch: FrameworkSource) -> Hit | None:
