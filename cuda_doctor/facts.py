@@ -11,7 +11,7 @@ anywhere.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,10 @@ class Facts:
         """Record that ``name`` could not be gathered; a known value always wins."""
         if name not in self.values:
             self.unknown[name] = reason
+
+    def mark_all_unknown(self, names: Iterable[str], reason: str) -> None:
+        for name in names:
+            self.mark_unknown(name, reason)
 
     def merge(self, other: Facts) -> None:
         for name, value in other.values.items():

@@ -161,14 +161,12 @@ def derive_wheel_suggestion(facts: Facts) -> None:
         facts.mark_unknown("derived.pip", "the interpreter to install into was not inspected")
     if not facts.has("torch.installed"):  # framework not probed (--fast): no rule needs a wheel
         reason = facts.reason("torch.installed") or "the framework was not probed"
-        for name in ("derived.torch_plan", "derived.torch_install_command"):
-            facts.mark_unknown(name, reason)
+        facts.mark_all_unknown(("derived.torch_plan", "derived.torch_install_command"), reason)
         return
     driver = _driver(facts)
     if driver is None:
         reason = facts.reason("driver.cuda_version") or "the driver's CUDA version is unknown"
-        for name in ("derived.torch_plan", "derived.torch_install_command"):
-            facts.mark_unknown(name, reason)
+        facts.mark_all_unknown(("derived.torch_plan", "derived.torch_install_command"), reason)
         return
     from cuda_doctor.wheels import index_url, plan
 
@@ -257,8 +255,7 @@ def _put(
     if part == "":
         names.pop("driver")
     if chosen is None:
-        for name in names.values():
-            facts.mark_unknown(name, why)
+        facts.mark_all_unknown(names.values(), why)
         return
     facts.set(names["install_command"], install_command(chosen, installed, pip))
     facts.set(names["suggestion"], _describe(chosen, installed, driver))
@@ -342,8 +339,7 @@ def _arch_plan(facts: Facts, index: int, cc: tuple[int, int] | None, native_only
     driver = _driver(facts)
     if cc is None or driver is None:
         reason = facts.reason("driver.cuda_version") or "the driver's CUDA version is unknown"
-        for name in ("plan", "install_command"):
-            facts.mark_unknown(prefix + name, reason)
+        facts.mark_all_unknown((prefix + "plan", prefix + "install_command"), reason)
         return
     from cuda_doctor.wheels import plan
 

@@ -103,8 +103,7 @@ def _derive_container(facts: Facts, host: Host) -> None:
     inputs = ("container.nvidia_require_cuda", "container.cuda_version")
     if not any(facts.has(n) for n in inputs):
         reason = next((facts.reason(n) for n in inputs if facts.reason(n)), None)
-        for n in _OUTPUTS:
-            facts.mark_unknown(f"{out}.{n}", reason or "the container environment was not probed")
+        facts.mark_all_unknown((f"{out}.{n}" for n in _OUTPUTS), reason or "the container environment was not probed")
         return
     env = _require_env(facts, "container")
     result = check_env(env, host)
@@ -133,8 +132,8 @@ def _derive_image(facts: Facts, i: int, host: Host) -> None:
         _derive_tag_status(facts, i)  # needs only the reference: a deleted tag is never local
     if facts.get(f"{prefix}.found") is not True:
         reason = facts.get(f"{prefix}.error") or facts.reason(f"{prefix}.found") or "the image was not inspected"
-        for n in (*_OUTPUTS, "torch_cuda_mismatch", "suggested_image"):
-            facts.mark_unknown(f"{out}.{n}", str(reason))
+        names = (*_OUTPUTS, "torch_cuda_mismatch", "suggested_image")
+        facts.mark_all_unknown((f"{out}.{n}" for n in names), str(reason))
         return
     result = check_env(_require_env(facts, prefix), host)
     _write_requirement(facts, out, result)
@@ -177,8 +176,8 @@ def _derive_tag_status(facts: Facts, i: int) -> None:
         minor = tags.minor_of(facts.get(f"image[{i}].torch_variant"))
         suggested = tags.suggest(tag, cuda_minor=minor)
     except tags.CatalogueError as exc:
-        for n in ("tag_status", "tag_certain", "tag_reason", "tag_suggested"):
-            facts.mark_unknown(f"{out}.{n}", str(exc))
+        names = ("tag_status", "tag_certain", "tag_reason", "tag_suggested")
+        facts.mark_all_unknown((f"{out}.{n}" for n in names), str(exc))
         return
     facts.set(f"{out}.tag_status", verdict.state)
     facts.set(f"{out}.tag_certain", verdict.certain)

@@ -97,6 +97,5 @@ def _file(item: dict[str, Any]) -> dict[str, Any]:
 
 def all_unknown(reason: str) -> Facts:
     facts = Facts()
-    for name in FATBIN_FACTS:
-        facts.mark_unknown(name, reason)
+    facts.mark_all_unknown(FATBIN_FACTS, reason)
     return facts

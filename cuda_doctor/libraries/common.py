@@ -27,8 +27,7 @@ def missing(facts: Facts, name: str, *outs: str) -> bool:
         return False
     reason = facts.reason(name)
     if reason:
-        for out in outs:
-            facts.mark_unknown(out, reason)
+        facts.mark_all_unknown(outs, reason)
     return True
 
 

@@ -32,9 +32,6 @@ from cuda_doctor.deadline import call_with_deadline
 from cuda_doctor.facts import Facts
 from cuda_doctor.probes.base import ProbeContext
 
-#: The SDK's requirement, as cuda-doctor's ``docker`` extra states it (pyproject.toml).
-SDK_REQUIREMENT = "docker>=7.0"
-
 #: At most this many discovered local images are inspected (requested ones always are).
 MAX_DISCOVERED = 50
 
@@ -217,14 +214,8 @@ def _short(exc: BaseException) -> str:
 def _engine_down(facts: Facts, status: str, message: str, requested: list[str]) -> None:
     facts.set("docker.status", status)
     facts.set("docker.error", message)
-    for name in (
-        "docker.version",
-        "docker.runtimes",
-        "docker.nvidia_runtime",
-        "docker.default_runtime",
-        "docker.cdi_devices",
-    ):
-        facts.mark_unknown(name, message)
+    engine = ("version", "runtimes", "nvidia_runtime", "default_runtime", "cdi_devices")
+    facts.mark_all_unknown((f"docker.{name}" for name in engine), message)
     # A requested image is still named, so its rule can say why it was not judged.
     for i, ref in enumerate(requested):
         facts.set(f"image[{i}].ref", ref)

@@ -57,8 +57,7 @@ class KernelModuleProbe:
             facts.set("kernel.nvidia_module_source", path)
             return facts
         reason = "no NVIDIA kernel module is loaded here (" + "; ".join(reasons) + ")"
-        facts.mark_unknown("kernel.nvidia_module_version", reason)
-        facts.mark_unknown("kernel.nvidia_module_source", reason)
+        facts.mark_all_unknown(("kernel.nvidia_module_version", "kernel.nvidia_module_source"), reason)
         return facts
 
 

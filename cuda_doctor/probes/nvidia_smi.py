@@ -175,8 +175,7 @@ def parse_query_xml(text: str) -> Facts:
     if facts is None:
         facts = Facts()
         facts.set("driver.source", SOURCE)
-        for name in ("driver.status", *SYSTEM_FACTS, "gpu"):
-            facts.mark_unknown(name, problem or "nvidia-smi -q -x could not be read")
+        facts.mark_all_unknown(("driver.status", *SYSTEM_FACTS, "gpu"), problem or "nvidia-smi -q -x could not be read")
     facts.set("driver.smi_notes", notes)
     return facts
 
@@ -309,8 +308,7 @@ def _parse_recovery_action(facts: Facts, index: int, gpu: ET.Element) -> None:
             if raw is None
             else f"nvidia-smi reports the GPU recovery action as {raw or 'empty'}"
         )
-        for name in names:
-            facts.mark_unknown(name, why)
+        facts.mark_all_unknown(names, why)
         return
     facts.set(names[0], _RECOVERY_TEXTS.get(re.sub(r"[^a-z0-9]", "", raw.lower()), "other"))
     facts.set(names[1], raw)
@@ -333,8 +331,7 @@ def _parse_clock_reasons(facts: Facts, index: int, gpu: ET.Element) -> None:
     if section is None:
         section = gpu.find("clocks_throttle_reasons")  # drivers before 535
     if section is None:
-        for name in (mask_name, names_name):
-            facts.mark_unknown(name, "nvidia-smi -q -x has no clock event reasons")
+        facts.mark_all_unknown((mask_name, names_name), "nvidia-smi -q -x has no clock event reasons")
         return
     mask = 0
     seen = False
@@ -444,8 +441,7 @@ def _from_query_gpu(ctx: ProbeContext, problem: str, notes: list[str]) -> Facts:
         return facts
     notes.append(f"{problem}: the GPU facts come from nvidia-smi --query-gpu")
     why = f"{problem}; nvidia-smi --query-gpu does not give it"
-    for name in SYSTEM_FACTS:
-        facts.mark_unknown(name, why)
+    facts.mark_all_unknown(SYSTEM_FACTS, why)
     first = rows[min(rows)] if rows else {}
     _set_or_unknown(facts, "driver.version", first.get("driver_version"), why)
     facts.set("gpu.count", len(rows))
@@ -513,8 +509,7 @@ def _record_failure(facts: Facts, result: CommandResult) -> None:
     error = result.error or "nvidia-smi failed"
     if result.returncode is None and not result.timed_out and "not found on PATH" in error:
         # nothing ran: leave the driver's state open for other sources
-        for name in ("driver.status", *SYSTEM_FACTS, "gpu"):
-            facts.mark_unknown(name, error)
+        facts.mark_all_unknown(("driver.status", *SYSTEM_FACTS, "gpu"), error)
         return
     if result.cut:  # not NVIDIA's nvidia-smi as it should be: its output was never read
         mark_failed(facts, "output_flood", error, SOURCE)
@@ -551,14 +546,12 @@ def _add_compute_capability(ctx: ProbeContext, facts: Facts, count: int) -> None
     result = run_command(argv, timeout=ctx.timeout, env=ctx.env)
     names = [indexed("gpu", index, "compute_capability") for index in range(count)]
     if not result.ok:
-        for name in names:
-            facts.mark_unknown(name, result.error or "nvidia-smi --query-gpu failed")
+        facts.mark_all_unknown(names, result.error or "nvidia-smi --query-gpu failed")
         return
     try:
         rows = parse_query_gpu_csv(result.stdout)
     except ValueError as exc:
-        for name in names:
-            facts.mark_unknown(name, f"nvidia-smi --query-gpu printed unexpected CSV: {exc}")
+        facts.mark_all_unknown(names, f"nvidia-smi --query-gpu printed unexpected CSV: {exc}")
         return
     by_uuid = {row.get("uuid"): row for row in rows.values()}
     for index, name in enumerate(names):

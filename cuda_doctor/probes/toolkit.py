@@ -15,6 +15,7 @@ from cuda_doctor.facts import Facts
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.process import run_command, which
 
+_VERSIONS = ("toolkit.nvcc_version", "toolkit.nvcc_full_version")
 _RELEASE = re.compile(r"release (?P<release>\d+\.\d+), V(?P<full>\d+(?:\.\d+)*)")
 
 
@@ -35,16 +36,10 @@ class ToolkitProbe:
             facts.set("toolkit.nvcc_full_version", None)
             return facts
         result = run_command([nvcc, "--version"], timeout=ctx.timeout, env=ctx.env)
-        if not result.ok:
-            reason = result.error or f"{nvcc} --version failed"
-            facts.mark_unknown("toolkit.nvcc_version", reason)
-            facts.mark_unknown("toolkit.nvcc_full_version", reason)
-            return facts
-        parsed = parse_nvcc_version(result.stdout)
+        parsed = parse_nvcc_version(result.stdout) if result.ok else None
         if parsed is None:
             reason = f"no 'release X.Y, VX.Y.Z' in the output of {nvcc} --version"
-            facts.mark_unknown("toolkit.nvcc_version", reason)
-            facts.mark_unknown("toolkit.nvcc_full_version", reason)
+            facts.mark_all_unknown(_VERSIONS, reason if result.ok else result.error or f"{nvcc} --version failed")
             return facts
         facts.set("toolkit.nvcc_version", parsed[0])
         facts.set("toolkit.nvcc_full_version", parsed[1])
