@@ -47,10 +47,7 @@ class LazyGroup(click.Group):
         return command
 
 
-@click.group(
-    cls=LazyGroup,
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-)
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="cuda-doctor")
 def cli() -> None:
     """Preflight doctor for GPU deep learning.

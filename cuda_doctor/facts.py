@@ -108,10 +108,7 @@ class Facts:
 
     # -- serialisation ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "values": dict(sorted(self.values.items())),
-            "unknown": dict(sorted(self.unknown.items())),
-        }
+        return {"values": dict(sorted(self.values.items())), "unknown": dict(sorted(self.unknown.items()))}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Facts:

@@ -150,11 +150,7 @@ def collect(ctx: ProbeContext, probes: Sequence[Probe], progress: Progress | Non
     return facts
 
 
-def gather(
-    ctx: ProbeContext,
-    probes: Sequence[Probe] | None = None,
-    progress: Progress | None = None,
-) -> Facts:
+def gather(ctx: ProbeContext, probes: Sequence[Probe] | None = None, progress: Progress | None = None) -> Facts:
     facts = Facts()
     if probes is not None:
         phases = [list(probes)]

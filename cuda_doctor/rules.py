@@ -627,22 +627,10 @@ def _judge_unsafe(
         commands, missing = _commands(outcome.commands, facts, bind)
         if missing and fix is not None:  # say why a command is missing rather than print "?"
             fix = f"{fix} (no command: {missing})"
-        return _result(
-            rule,
-            severity.status,
-            message,
-            subject,
-            fix=fix,
-            commands=commands,
-            evidence=evidence,
-        )
+        return _result(rule, severity.status, message, subject, fix=fix, commands=commands, evidence=evidence)
     names = [bind(n) for n in rule.requires] + template_facts([rule.pass_message], bind)
     return _result(
-        rule,
-        Status.PASS,
-        render_template(rule.pass_message, values),
-        subject,
-        evidence=_evidence(names, facts),
+        rule, Status.PASS, render_template(rule.pass_message, values), subject, evidence=_evidence(names, facts)
     )
 
 

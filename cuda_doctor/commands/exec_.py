@@ -25,10 +25,7 @@ EXIT_NOT_EXECUTABLE = 126
 EXIT_NOT_FOUND = 127
 
 
-@click.command(
-    "exec",
-    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
-)
+@click.command("exec", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option(
     "--fail-on",
     type=click.Choice(["error", "warning", "info"]),

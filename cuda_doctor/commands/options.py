@@ -58,12 +58,7 @@ def fail_on_option(func: F) -> F:
 def format_option(choices: Iterable[str], help: str = "Output format.") -> Callable[[F], F]:
     """The one ``--format`` option: ``choices`` are the names in the report type's format table."""
     return click.option(
-        "--format",
-        "fmt",
-        type=click.Choice(list(choices)),
-        default="text",
-        show_default=True,
-        help=help,
+        "--format", "fmt", type=click.Choice(list(choices)), default="text", show_default=True, help=help
     )
 
 

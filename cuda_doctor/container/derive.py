@@ -73,10 +73,7 @@ def _write_requirement(facts: Facts, out: str, result: RequireResult) -> None:
     facts.set(f"{out}.required_cuda", result.required_cuda)
     facts.set(f"{out}.require_disabled", result.disabled)
     if result.satisfied is None:
-        why = next(
-            (facts.reason(n) for n in ("driver.version", "driver.cuda_version") if facts.reason(n)),
-            None,
-        )
+        why = next((facts.reason(n) for n in ("driver.version", "driver.cuda_version") if facts.reason(n)), None)
         detail = f"{result.detail} ({why})" if why and "version is unknown" in result.detail else result.detail
         facts.mark_unknown(f"{out}.require_satisfied", detail)
     else:

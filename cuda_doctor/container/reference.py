@@ -71,10 +71,9 @@ def _split_domain(name: str) -> tuple[str, str]:
 
 def is_interesting(repository: str) -> bool:
     """Images whose CUDA requirements matter: nvidia/cuda, pytorch/pytorch, nvcr.io/nvidia/*."""
-    return repository in (
-        "docker.io/nvidia/cuda",
-        "docker.io/pytorch/pytorch",
-    ) or repository.startswith("nvcr.io/nvidia/")
+    return repository in ("docker.io/nvidia/cuda", "docker.io/pytorch/pytorch") or repository.startswith(
+        "nvcr.io/nvidia/"
+    )
 
 
 def is_nvidia_cuda(repository: str) -> bool:

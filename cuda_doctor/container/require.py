@@ -108,14 +108,7 @@ def compare_versions(left: str, op: str, right: str) -> bool:
     width = max(len(a), len(b))
     a += (0,) * (width - len(a))
     b += (0,) * (width - len(b))
-    return {
-        "=": a == b,
-        "!=": a != b,
-        "<": a < b,
-        "<=": a <= b,
-        ">": a > b,
-        ">=": a >= b,
-    }[op]
+    return {"=": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
 
 
 def _components(version: str) -> tuple[int, ...]:
@@ -141,10 +134,7 @@ def _leaf(text: str, host: Host, gpu: HostGPU | None) -> tuple[bool | None, str 
     if name in ("cuda", "driver"):
         have = host.cuda_version if name == "cuda" else host.driver_version
         if have is None:
-            return (
-                None,
-                f"the host's {'CUDA driver' if name == 'cuda' else 'driver'} version is unknown",
-            )
+            return (None, f"the host's {'CUDA driver' if name == 'cuda' else 'driver'} version is unknown")
         return compare_versions(have, op, value), None
     if gpu is None:  # no GPU visible: the toolkit assumes brand and arch hold
         return True, None
@@ -215,14 +205,7 @@ def evaluate(requirements: Sequence[str], host: Host, *, disabled: bool = False)
     except InvalidExpression:
         needed = None
     if disabled:
-        return RequireResult(
-            True,
-            "NVIDIA_DISABLE_REQUIRE turns the requirement checks off",
-            None,
-            needed,
-            reqs,
-            True,
-        )
+        return RequireResult(True, "NVIDIA_DISABLE_REQUIRE turns the requirement checks off", None, needed, reqs, True)
     if not reqs:
         return RequireResult(True, "the image states no NVIDIA_REQUIRE_* requirement", None, None, reqs)
     try:
@@ -244,21 +227,11 @@ def evaluate(requirements: Sequence[str], host: Host, *, disabled: bool = False)
                 value, constraint, reason = _evaluate_one(expr, host, gpu)
             except InvalidExpression as exc:
                 return RequireResult(
-                    False,
-                    f"requirement error: invalid expression ({exc})",
-                    expr,
-                    needed,
-                    reqs,
-                    cuda_satisfied=cuda_ok,
+                    False, f"requirement error: invalid expression ({exc})", expr, needed, reqs, cuda_satisfied=cuda_ok
                 )
             if value is False:
                 return RequireResult(
-                    False,
-                    _unsatisfied_message(expr),
-                    constraint,
-                    needed,
-                    reqs,
-                    cuda_satisfied=cuda_ok,
+                    False, _unsatisfied_message(expr), constraint, needed, reqs, cuda_satisfied=cuda_ok
                 )
             if value is None and unknown is None:
                 unknown = (constraint or expr, reason or "unknown")

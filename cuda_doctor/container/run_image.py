@@ -37,9 +37,7 @@ def run_nvidia_smi(
 
     gpus = docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])
     created = call_with_deadline(
-        lambda: client.containers.create(ref, command=list(command), device_requests=[gpus]),
-        timeout,
-        "docker-create",
+        lambda: client.containers.create(ref, command=list(command), device_requests=[gpus]), timeout, "docker-create"
     )
     if created.timed_out:
         return record("timeout", None, f"creating a container from {ref} took more than {timeout:g} s")
@@ -58,9 +56,7 @@ def run_nvidia_smi(
         if waited.timed_out or waited.error is not None:
             detail = _short(waited.error) if waited.error is not None else ""
             return record(
-                "timeout",
-                output,
-                f"{' '.join(command)} in {ref} did not finish in {timeout:g} s {detail}".strip(),
+                "timeout", output, f"{' '.join(command)} in {ref} did not finish in {timeout:g} s {detail}".strip()
             )
         code = waited.value.get("StatusCode") if isinstance(waited.value, dict) else None
         if code == 0:

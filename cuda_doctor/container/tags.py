@@ -308,12 +308,7 @@ def _nearest(wanted: Version, versions: list[Version]) -> Version:
         return max(same_minor)
     above = sorted(v for v in versions if v > padded)
     below = sorted((v for v in versions if v < padded), reverse=True)
-    for group in (
-        [v for v in above if v[0] == major],
-        [v for v in below if v[0] == major],
-        above,
-        below,
-    ):
+    for group in ([v for v in above if v[0] == major], [v for v in below if v[0] == major], above, below):
         if group:
             return group[0]
     return max(versions)

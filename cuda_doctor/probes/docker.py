@@ -22,11 +22,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from cuda_doctor.container.reference import (
-    InvalidReference,
-    parse_reference,
-    repo_tags_matching,
-)
+from cuda_doctor.container.reference import InvalidReference, parse_reference, repo_tags_matching
 from cuda_doctor.container.require import parse_bool
 from cuda_doctor.deadline import call_with_deadline
 from cuda_doctor.facts import Facts
@@ -256,10 +252,7 @@ def record_info(facts: Facts, info: Mapping[str, Any]) -> None:
         facts.set("docker.cdi_devices", ids)
     else:
         facts.set("docker.cdi_devices", [])
-    facts.set(
-        "docker.cdi_gpu",
-        any(str(d).startswith("nvidia.com/gpu") for d in facts.get("docker.cdi_devices")),
-    )
+    facts.set("docker.cdi_gpu", any(str(d).startswith("nvidia.com/gpu") for d in facts.get("docker.cdi_devices")))
 
 
 # -- images ------------------------------------------------------------------------------------
@@ -278,14 +271,7 @@ def collect_images(client: Any, ctx: ProbeContext, deadline: float) -> list[dict
     listed = call_with_deadline(client.api.images, deadline, "docker-images")
     if listed.timed_out or listed.error is not None:
         reason = _timeout_message(ctx) if listed.timed_out else _short(listed.error)  # type: ignore[arg-type]
-        out.append(
-            {
-                "ref": None,
-                "requested": False,
-                "found": False,
-                "error": f"listing images failed: {reason}",
-            }
-        )
+        out.append({"ref": None, "requested": False, "found": False, "error": f"listing images failed: {reason}"})
         return out
     summaries = listed.value if isinstance(listed.value, list) else []
     discovered = 0
@@ -317,10 +303,7 @@ def inspect_reference(client: Any, ref: str, deadline: float) -> dict[str, Any]:
         return item
     if outcome.error is not None:
         if type(outcome.error).__name__ in ("ImageNotFound", "NotFound"):
-            item.update(
-                found=False,
-                error=f"no such image on this host: {ref} (pull it first: docker pull {ref})",
-            )
+            item.update(found=False, error=f"no such image on this host: {ref} (pull it first: docker pull {ref})")
         else:
             item["unknown:found"] = f"inspecting {ref} failed: {_short(outcome.error)}"
         return item

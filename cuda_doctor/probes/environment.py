@@ -23,12 +23,7 @@ MAX_SYSTEM_FILE = 1 << 20
 _SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL")
 
 # Markers of a container runtime in /proc/1/cgroup, most specific first.
-_CGROUP_MARKERS = (
-    ("kubepods", "kubernetes"),
-    ("libpod", "podman"),
-    ("docker", "docker"),
-    ("containerd", "containerd"),
-)
+_CGROUP_MARKERS = (("kubepods", "kubernetes"), ("libpod", "podman"), ("docker", "docker"), ("containerd", "containerd"))
 
 
 def is_secret(name: str) -> bool:

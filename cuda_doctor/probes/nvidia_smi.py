@@ -239,14 +239,8 @@ def _parse_gpu(facts: Facts, index: int, gpu: ET.Element) -> None:
     power = gpu.find("gpu_power_readings")
     if power is None:
         power = gpu.find("power_readings")  # drivers before 535
-    put(
-        "power_w",
-        _number(_first_value(power, "power_draw", "average_power_draw", "instant_power_draw")),
-    )
-    put(
-        "power_limit_w",
-        _number(_first_value(power, "current_power_limit", "enforced_power_limit", "power_limit")),
-    )
+    put("power_w", _number(_first_value(power, "power_draw", "average_power_draw", "instant_power_draw")))
+    put("power_limit_w", _number(_first_value(power, "current_power_limit", "enforced_power_limit", "power_limit")))
     processes = _processes(gpu.find("processes"))
     put("processes", processes)
     put("process_count", len(processes))
@@ -367,11 +361,7 @@ def _processes(section: ET.Element | None) -> list[dict[str, Any]]:
             continue
         used = _number(_value(info, "used_memory"))
         found.append(
-            {
-                "pid": pid,
-                "name": _value(info, "process_name"),
-                "used_mib": None if used is None else float(used),
-            }
+            {"pid": pid, "name": _value(info, "process_name"), "used_mib": None if used is None else float(used)}
         )
     return found
 

@@ -78,12 +78,7 @@ class Diagnosis:
     fixes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "title": self.title,
-            "evidence": list(self.evidence),
-            "fixes": list(self.fixes),
-        }
+        return {"kind": self.kind, "title": self.title, "evidence": list(self.evidence), "fixes": list(self.fixes)}
 
 
 @dataclass(frozen=True)
@@ -136,11 +131,7 @@ class Analysis:
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "verdict": self.verdict.to_dict(),
-            "gpus": [g.to_dict() for g in self.gpus],
-            "notes": list(self.notes),
-        }
+        return {"verdict": self.verdict.to_dict(), "gpus": [g.to_dict() for g in self.gpus], "notes": list(self.notes)}
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -206,8 +197,7 @@ def warmup_end(samples: Sequence[Sample], duration: float, interval: float) -> f
         else:
             run_len = 0
     first_use = next(
-        (s.t for s in samples if s.child_on_gpu or (s.sm_util is not None and s.sm_util >= IDLE_UTIL)),
-        None,
+        (s.t for s in samples if s.child_on_gpu or (s.sm_util is not None and s.sm_util >= IDLE_UTIL)), None
     )
     if sustained is not None and sustained <= 0.5 * duration:
         return sustained
@@ -280,10 +270,7 @@ def _judge(
         names = ", ".join(k for k in throttle if k in THERMAL_REASONS)
         ev = (*base, f"thermal slowdown ({names}) in {_pct(thermal)} of busy samples")
         return Diagnosis(
-            "thermal_limited",
-            "thermally limited: the GPU slows itself down to cool",
-            ev,
-            THERMAL_FIXES,
+            "thermal_limited", "thermally limited: the GPU slows itself down to cool", ev, THERMAL_FIXES
         ), extra
     if brake >= THROTTLE_SHARE:
         ev = (*base, f"hw_power_brake in {_pct(brake)} of busy samples")
@@ -305,10 +292,7 @@ def _judge(
                 f"{_pct(share)} of samples copy ≥{TRANSFER_RX_MBPS / 1000:.0f} GB/s with SM under {BUSY_UTIL:.0f}%",
             )
             return Diagnosis(
-                "transfer_bound",
-                "host-to-device-transfer-bound: the GPU waits for copies",
-                ev,
-                TRANSFER_FIXES,
+                "transfer_bound", "host-to-device-transfer-bound: the GPU waits for copies", ev, TRANSFER_FIXES
             ), extra
     if util < BUSY_UTIL:
         input_ev = list(base)
@@ -318,10 +302,7 @@ def _judge(
             input_ev.append(f"host→device PCIe only {rx:.0f} MB/s: not what the GPU waits for")
         return Diagnosis("input_bound", "input-bound: the GPU waits for data", tuple(input_ev), INPUT_FIXES), extra
     if util < GPU_BOUND_UTIL:
-        ev = (
-            *base,
-            f"{steady.gaps} idle gaps between bursts" if steady.gaps else "short stalls between steps",
-        )
+        ev = (*base, f"{steady.gaps} idle gaps between bursts" if steady.gaps else "short stalls between steps")
         return Diagnosis(
             "partly_input_bound",
             "mostly busy, with stalls: the input pipeline leaves some GPU time unused",
@@ -339,10 +320,7 @@ def _judge(
     if peak_share is not None:
         gpu_ev.append(f"peak memory {_pct(peak_share)} of capacity")
     return Diagnosis(
-        "gpu_bound",
-        "GPU-bound: the GPU is busy; make each step cheaper",
-        tuple(gpu_ev),
-        tuple(fixes),
+        "gpu_bound", "GPU-bound: the GPU is busy; make each step cheaper", tuple(gpu_ev), tuple(fixes)
     ), extra
 
 
@@ -423,8 +401,7 @@ def analyse(series: Series, warmup_s: float | None = None) -> Analysis:
     else:
         # GPUs disagree: the least busy one holds the others back.
         slowest = min(
-            judged,
-            key=lambda g: g.steady.mean_sm_util if g.steady and g.steady.mean_sm_util is not None else 101,
+            judged, key=lambda g: g.steady.mean_sm_util if g.steady and g.steady.mean_sm_util is not None else 101
         )
         v = slowest.verdict
         headline = Diagnosis(v.kind, v.title, tuple(f"GPU {slowest.index}: {e}" for e in v.evidence), v.fixes)

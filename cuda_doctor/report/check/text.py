@@ -76,15 +76,7 @@ def checklist_lines(report: Report, *, verbose: bool, fail_on: Severity) -> list
     for problem in report.problems:
         lines.append([(f"internal: {problem}", "red")])
     code = report.exit_code(fail_on)
-    lines += [
-        [],
-        [
-            (
-                summary_line(report, fail_on),
-                "bold red" if code else "bold green",
-            )
-        ],
-    ]
+    lines += [[], [(summary_line(report, fail_on), "bold red" if code else "bold green")]]
     return lines
 
 

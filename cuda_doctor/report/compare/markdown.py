@@ -123,13 +123,9 @@ def render_fleet(fleet: Fleet, **_: Any) -> str:
     out = ["## cuda-doctor fleet", "", f"**{wording.fleet_verdict(fleet)}**", ""]
     if fleet.majority is not None:
         tie = f" ({wording.tie_note(fleet)})" if fleet.majority_tied else ""
-        out += [
-            f"### Majority configuration: {fleet.majority_count} of {len(fleet.nodes)} nodes{tie}",
-            "",
-        ]
+        out += [f"### Majority configuration: {fleet.majority_count} of {len(fleet.nodes)} nodes{tie}", ""]
         out += _table(
-            ["", "value"],
-            [[CONFIG_LABELS[k], wording.config_value(v)] for k, v in vars(fleet.majority).items()],
+            ["", "value"], [[CONFIG_LABELS[k], wording.config_value(v)] for k, v in vars(fleet.majority).items()]
         )
     if fleet.differing:
         out += ["### Nodes that differ", ""]

@@ -192,10 +192,7 @@ def render_fleet(fleet: Fleet, *, color: bool = False, width: int | None = 120, 
         tie = f"; {wording.tie_note(fleet)}" if fleet.majority_tied else ""
         con.print()
         con.print(
-            _text(
-                f"Majority configuration ({fleet.majority_count} of {len(fleet.nodes)} nodes{tie})",
-                style="bold",
-            )
+            _text(f"Majority configuration ({fleet.majority_count} of {len(fleet.nodes)} nodes{tie})", style="bold")
         )
         t = _table("", "")
         t.show_header = False

@@ -60,13 +60,11 @@ def ratio(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}×"
 
 
+_FIGURE_NOTES = {"slower": "← slower", "faster": "faster", "same": "within noise", "missing": "not measured in both"}
+
+
 def figure_note(f: FigureChange) -> str:
-    return {
-        "slower": "← slower",
-        "faster": "faster",
-        "same": "within noise",
-        "missing": "not measured in both",
-    }[f.verdict]
+    return _FIGURE_NOTES[f.verdict]
 
 
 def diff_verdict(diff: Diff) -> str:

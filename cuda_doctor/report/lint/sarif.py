@@ -45,12 +45,7 @@ def render(report: LintReport) -> str:
             "level": LEVEL[f.severity.value],
             "message": {"text": text},
             "locations": [
-                {
-                    "physicalLocation": {
-                        "artifactLocation": {"uri": f.path, "uriBaseId": "%SRCROOT%"},
-                        "region": region,
-                    }
-                }
+                {"physicalLocation": {"artifactLocation": {"uri": f.path, "uriBaseId": "%SRCROOT%"}, "region": region}}
             ],
         }
         if f.rule_id in index:
@@ -59,12 +54,6 @@ def render(report: LintReport) -> str:
     document = {
         "$schema": SCHEMA,
         "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {"driver": driver},
-                "columnKind": "unicodeCodePoints",
-                "results": results,
-            }
-        ],
+        "runs": [{"tool": {"driver": driver}, "columnKind": "unicodeCodePoints", "results": results}],
     }
     return json.dumps(document, indent=2) + "\n"
