@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 TABLE = "nvidia_cuda_tags"
-REPOSITORIES = ("nvidia/cuda", "docker.io/nvidia/cuda", "nvcr.io/nvidia/cuda")
 DEFAULT_FLAVOUR = "runtime"
 _OS = re.compile(r"^(?P<name>[a-z]+)(?P<version>[0-9.]*)$")
 #: Where an OS has no image at the version a suggestion lands on, its successors come next.
@@ -235,14 +234,10 @@ def _latest_patch(cat: Catalogue, numbers: Version) -> Version | None:
 
 def minor_of(text: object) -> tuple[int, int] | None:
     """``"12.6"`` / ``"12.6.3"`` / ``"cu126"`` → (12, 6); None when it is not a CUDA version."""
-    if text is None:
-        return None
-    value = str(text).strip()
-    cu = re.fullmatch(r"cu(\d+)(\d)", value)
-    if cu:
-        return int(cu.group(1)), int(cu.group(2))
-    match = re.match(r"^(\d+)\.(\d+)", value)
-    return (int(match.group(1)), int(match.group(2))) if match else None
+    from cuda_doctor.versions import major_minor
+    from cuda_doctor.wheels import variant_cuda
+
+    return None if text is None else variant_cuda(str(text).strip()) or major_minor(text)
 
 
 def suggest(

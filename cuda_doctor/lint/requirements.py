@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 from cuda_doctor.lint.findings import Hit
 from cuda_doctor.tables import load_table
 from cuda_doctor.tomlcompat import tomllib
+from cuda_doctor.wheels import variant_cuda
 
 INDEX_VARIANT = re.compile(
     r"download\.pytorch\.org/whl/(?P<nightly>nightly/|test/)?(?P<variant>cu\d{2,3}|cpu|rocm[\d.]+|xpu)"
@@ -51,12 +52,6 @@ class TorchPin:
 def torch_table() -> dict[str, dict[str, Any]]:
     """torch release ("2.6") → its row of torch_wheels.toml."""
     return {str(row["torch"]): row for row in load_table("torch_wheels").get("release", [])}
-
-
-def variant_cuda(variant: str) -> tuple[int, int] | None:
-    """cu121 → (12, 1); cu118 → (11, 8); cu130 → (13, 0)."""
-    match = re.fullmatch(r"cu(\d+)(\d)", variant)
-    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def release_of(version: str | None) -> str | None:
