@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from cuda_doctor import tomlcache
 from cuda_doctor.facts import Facts, indexed
@@ -236,31 +236,20 @@ def write_plan(
     facts.set(prefix + "why", why)
     runs = kind in ("install", "upgrade_or_install")
     missing = why + ": only a driver upgrade helps" if kind in ("upgrade", "installed_best") else why
-    _put(facts, prefix, "", found.now if runs else None, installed, driver, pip, missing)
-    _put(facts, prefix, "keep_", found.keep if kind == "upgrade_or_install" else None, installed, driver, pip, why)
-    _put(facts, prefix, "upgrade_", found.target if kind == "upgrade" else None, installed, driver, pip, why)
-
-
-def _put(
-    facts: Facts,
-    prefix: str,
-    part: str,
-    chosen: Choice | None,
-    installed: _Installed,
-    driver: Driver,
-    pip: str,
-    why: str,
-) -> None:
-    names = {key: f"{prefix}{part}{key}" for key in ("install_command", "suggestion", "driver")}
-    if part == "":
-        names.pop("driver")
-    if chosen is None:
-        facts.mark_all_unknown(names.values(), why)
-        return
-    facts.set(names["install_command"], install_command(chosen, installed, pip))
-    facts.set(names["suggestion"], _describe(chosen, installed, driver))
-    if "driver" in names:
-        facts.set(names["driver"], chosen.floor)
+    for part, chosen, reason in (
+        ("", found.now if runs else None, missing),
+        ("keep_", found.keep if kind == "upgrade_or_install" else None, why),
+        ("upgrade_", found.target if kind == "upgrade" else None, why),
+    ):
+        keys = ("install_command", "suggestion", "driver") if part else ("install_command", "suggestion")
+        names = [prefix + part + key for key in keys]
+        if chosen is None:
+            facts.mark_all_unknown(names, reason)
+            continue
+        facts.set(names[0], install_command(chosen, installed, pip))
+        facts.set(names[1], _describe(chosen, installed, driver))
+        if part:  # the driver that the kept or the upgraded wheel needs
+            facts.set(names[2], chosen.floor)
 
 
 def _pin(chosen: Choice, installed: _Installed) -> str:
@@ -357,23 +346,22 @@ def amp_dtype(cc: tuple[int, int]) -> str:
     return "none"
 
 
+#: (lowest compute capability, which wheels carry code for it), newest first (rules/data/torch_wheels.toml).
+_ARCH_ADVICE = (
+    ((13, 0), "a wheel built for this architecture (none in cuda-doctor's wheel table has native code for it)"),
+    ((10, 0), "torch >= 2.7 with cu128 or newer (sm_100/sm_120 first ship in cu128 wheels)"),
+    ((9, 0), "a torch wheel built for CUDA 11.8 or newer (sm_90)"),
+    ((7, 5), "a torch wheel whose arch list includes this GPU"),
+    ((7, 0), "a cu126 or older wheel, or cu128 of torch 2.8 to 2.10 (CUDA 13 builds start at sm_75)"),
+    ((5, 0), "a cu126 or older wheel (cu128 and newer builds start at sm_70 or sm_75)"),
+    ((3, 7), "torch 2.7 or older with cu118 or older (the last wheels with sm_37)"),
+    ((0, 0), "a torch release older than 1.13 (no wheel from 1.13 on has code for it)"),
+)
+
+
 def arch_advice(cc: tuple[int, int]) -> str:
-    """Which wheels carry code for this architecture, in words (rules/data/torch_wheels.toml)."""
-    if cc >= (13, 0):
-        return "a wheel built for this architecture (none in cuda-doctor's wheel table has native code for it)"
-    if cc >= (10, 0):
-        return "torch >= 2.7 with cu128 or newer (sm_100/sm_120 first ship in cu128 wheels)"
-    if cc >= (9, 0):
-        return "a torch wheel built for CUDA 11.8 or newer (sm_90)"
-    if cc >= (7, 5):
-        return "a torch wheel whose arch list includes this GPU"
-    if cc >= (7, 0):
-        return "a cu126 or older wheel, or cu128 of torch 2.8 to 2.10 (CUDA 13 builds start at sm_75)"
-    if cc >= (5, 0):
-        return "a cu126 or older wheel (cu128 and newer builds start at sm_70 or sm_75)"
-    if cc >= (3, 7):
-        return "torch 2.7 or older with cu118 or older (the last wheels with sm_37)"
-    return "a torch release older than 1.13 (no wheel from 1.13 on has code for it)"
+    """Which wheels carry code for this architecture, in words."""
+    return next(advice for floor, advice in _ARCH_ADVICE if cc >= floor)
 
 
 # -- CUDA_VISIBLE_DEVICES ----------------------------------------------------------------------
@@ -419,7 +407,8 @@ def visible_gpus(
     if found.status not in ("ok", "invalid"):
         return found, []
     exposed = [e.strip() for e in raw.split(",")][: found.visible]
-    return found, [_gpu_index(_resolve_device(e, len(uuids), uuids, mig_parents)) for e in exposed]
+    resolved = [_resolve_device(e, len(uuids), uuids, mig_parents) for e in exposed]
+    return found, [None if device is None else device[1] for device in resolved]
 
 
 def derive_visible_devices(facts: Facts) -> None:
@@ -475,10 +464,6 @@ def _resolve_mig(entry: str, uuids: list[str], mig_parents: Mapping[str, int] | 
         gpu = _resolve_device(entry[len("MIG-") :].split("/")[0], None, uuids, None)
         return None if gpu is None else (entry, gpu[1])
     return entry, None  # the MIG instances are not listed here: the entry is taken on trust
-
-
-def _gpu_index(resolved: tuple[str, int | None] | None) -> int | None:
-    return None if resolved is None else resolved[1]
 
 
 # -- environment details -----------------------------------------------------------------------
@@ -553,10 +538,7 @@ DERIVERS: list[str | tuple[str, tuple[str, ...]]] = [
 def _resolve(spec: str) -> Deriver | None:
     module_name, _, attr = spec.partition(":")
     module = import_optional(module_name)
-    if module is None:
-        return None
-    func: Deriver = getattr(module, attr)
-    return func
+    return None if module is None else cast(Deriver, getattr(module, attr))
 
 
 def derive_all(facts: Facts) -> list[str]:
