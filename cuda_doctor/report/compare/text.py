@@ -37,6 +37,11 @@ def _text(text: str, style: str = "") -> Text:
     return Text(printable(text), style=style)
 
 
+def _marked(text: str, style: str) -> Text:
+    """A note in ``style`` only when there is one (an empty styled cell would colour its padding)."""
+    return _text(text, style=style if text else "")
+
+
 def _add_row(table: Table, *cells: str | Text) -> None:
     """A row whose plain cells are escaped (``_text`` cells already are)."""
     table.add_row(*(cell if isinstance(cell, Text) else printable(cell) for cell in cells))
@@ -49,57 +54,48 @@ def _table(*columns: str) -> Table:
     return table
 
 
+def _section(con: Console, title: str) -> None:
+    con.print()
+    con.print(_text(title, style="bold"))
+
+
+def _print_table(con: Console, columns: tuple[str, ...], rows: list[list[str | Text]]) -> None:
+    table = _table(*columns)
+    for row in rows:
+        _add_row(table, *row)
+    con.print(table)
+
+
 def render_diff(diff: Diff, *, color: bool = False, width: int | None = 120) -> str:
     buffer = io.StringIO()
     con = _console(color, width, buffer)
     _diff_header(con, diff)
     _diff_configuration(con, diff)
     if diff.rules:
-        con.print()
-        con.print(_text("Rule outcomes that changed", style="bold"))
-        t = _table("", "rule", "subject", "before", "", "after", "message")
+        _section(con, "Rule outcomes that changed")
+        rows: list[list[str | Text]] = []
         for r in diff.rules:
             mark, style = _MARK[r.direction]
-            _add_row(
-                t,
-                _text(f"  {mark}", style=style),
-                r.rule,
-                r.subject or "",
-                r.before.value if r.before else "—",
-                "→",
-                _text(r.after.value if r.after else "—", style=style),
-                r.message,
-            )
-        con.print(t)
+            was, now = r.before.value if r.before else "—", _text(r.after.value if r.after else "—", style=style)
+            rows.append([_text(f"  {mark}", style=style), r.rule, r.subject or "", was, "→", now, r.message])
+        _print_table(con, ("", "rule", "subject", "before", "", "after", "message"), rows)
     if diff.checks:
-        con.print()
-        con.print(_text("Smoke checks", style="bold"))
+        _section(con, "Smoke checks")
         for c in diff.checks:
-            style = "red" if c.worse else "yellow"
-            con.print(
-                _text(f"  {c.label}: {wording.config_value(c.before)} → {wording.config_value(c.after)}", style=style)
-            )
+            change = f"{wording.config_value(c.before)} → {wording.config_value(c.after)}"
+            con.print(_text(f"  {c.label}: {change}", style="red" if c.worse else "yellow"))
     if diff.figures:
-        con.print()
-        con.print(_text(f"Smoke figures (noise band ±{diff.noise:.0%})", style="bold"))
-        t = _table("", "GPU", "figure", "before", "after", "unit", "ratio", "")
+        _section(con, f"Smoke figures (noise band ±{diff.noise:.0%})")
+        rows = []
         for fig in diff.figures:
             style = {"slower": "red", "faster": "green"}.get(fig.verdict, "")
-            _add_row(
-                t,
-                "",
-                str(fig.gpu),
-                fig.label,
-                wording.figure_value(fig.before),
-                wording.figure_value(fig.after),
-                fig.unit,
-                _text(wording.ratio(fig.ratio), style=style),
-                _text(wording.figure_note(fig), style=style or "dim"),
-            )
-        con.print(t)
-    verdict = wording.diff_verdict(diff)
+            before, after = wording.figure_value(fig.before), wording.figure_value(fig.after)
+            ratio = _text(wording.ratio(fig.ratio), style=style)
+            note = _text(wording.figure_note(fig), style=style or "dim")
+            rows.append(["", str(fig.gpu), fig.label, before, after, fig.unit, ratio, note])
+        _print_table(con, ("", "GPU", "figure", "before", "after", "unit", "ratio", ""), rows)
     con.print()
-    con.print(_text(verdict, style="bold red" if diff.worse else "bold green"))
+    con.print(_text(wording.diff_verdict(diff), style="bold red" if diff.worse else "bold green"))
     return buffer.getvalue()
 
 
@@ -122,35 +118,31 @@ def _diff_header(con: Console, diff: Diff) -> None:
 
 
 def _diff_configuration(con: Console, diff: Diff) -> None:
-    if diff.facts:
-        con.print()
-        con.print(_text("Configuration", style="bold"))
-        t = _table("", "before", "", "after", "")
-        for f in diff.facts:
-            note = wording.fact_note(f)
-            _add_row(
-                t,
-                f"  {f.label}",
-                wording.fact_side(f, False),
-                "→",
-                wording.fact_side(f, True),
-                _text(note, style="red" if note else ""),
-            )
-        con.print(t)
-    if diff.environment:
-        con.print()
-        con.print(_text("Environment", style="bold"))
-        t = _table("", "before", "", "after", "")
-        for e in diff.environment:
-            _add_row(
-                t,
-                f"  {e.variable}",
-                wording.env_side(e.before),
-                "→",
-                wording.env_side(e.after),
-                _text(wording.env_note(e), style="red" if e.worse else "yellow"),
-            )
-        con.print(t)
+    """The key facts and the environment variables that changed: label, before → after, note."""
+    facts: list[list[str | Text]] = [
+        [
+            f"  {f.label}",
+            wording.fact_side(f, False),
+            "→",
+            wording.fact_side(f, True),
+            _marked(wording.fact_note(f), "red"),
+        ]
+        for f in diff.facts
+    ]
+    environment: list[list[str | Text]] = [
+        [
+            f"  {e.variable}",
+            wording.env_side(e.before),
+            "→",
+            wording.env_side(e.after),
+            _text(wording.env_note(e), style="red" if e.worse else "yellow"),
+        ]
+        for e in diff.environment
+    ]
+    for title, rows in (("Configuration", facts), ("Environment", environment)):
+        if rows:
+            _section(con, title)
+            _print_table(con, ("", "before", "", "after", ""), rows)
 
 
 def _node_row(node: Node, flagged: set[str]) -> list[str | Text]:
@@ -180,49 +172,43 @@ def render_fleet(fleet: Fleet, *, color: bool = False, width: int | None = 120, 
         title = (
             "Nodes"
             if show_all
-            else (f"Nodes with findings ({len(listed)} of {len(fleet.nodes)}; --all-nodes lists every one)")
+            else f"Nodes with findings ({len(listed)} of {len(fleet.nodes)}; --all-nodes lists every one)"
         )
-        con.print()
-        con.print(_text(f"{title}", style="bold"))
-        t = _table("node", "driver", "torch", "NCCL", "GPUs", "failing rules", "")
-        for n in listed:
-            _add_row(t, *_node_row(n, flagged))
-        con.print(t)
+        _section(con, title)
+        _print_table(
+            con,
+            ("node", "driver", "torch", "NCCL", "GPUs", "failing rules", ""),
+            [_node_row(n, flagged) for n in listed],
+        )
     if fleet.majority is not None:
         tie = f"; {wording.tie_note(fleet)}" if fleet.majority_tied else ""
-        con.print()
-        con.print(
-            _text(f"Majority configuration ({fleet.majority_count} of {len(fleet.nodes)} nodes{tie})", style="bold")
-        )
+        _section(con, f"Majority configuration ({fleet.majority_count} of {len(fleet.nodes)} nodes{tie})")
         t = _table("", "")
         t.show_header = False
         for key, value in vars(fleet.majority).items():
             _add_row(t, f"  {CONFIG_LABELS[key]}", wording.config_value(value))
         con.print(t)
     if fleet.differing:
-        con.print()
-        con.print(_text("Nodes that differ from the majority", style="bold"))
-        t = _table("", "node", "differs in", "node has", "majority has")
-        for d in fleet.differing:
-            for i, f in enumerate(d.differences):
-                _add_row(
-                    t,
-                    _text("  !", style="yellow"),
-                    d.host if i == 0 else "",
-                    f.label,
-                    _text(wording.config_value(f.value), style="yellow"),
-                    wording.config_value(f.majority),
-                )
-        con.print(t)
+        _section(con, "Nodes that differ from the majority")
+        rows: list[list[str | Text]] = [
+            [
+                _text("  !", style="yellow"),
+                d.host if i == 0 else "",
+                f.label,
+                _text(wording.config_value(f.value), style="yellow"),
+                wording.config_value(f.majority),
+            ]
+            for d in fleet.differing
+            for i, f in enumerate(d.differences)
+        ]
+        _print_table(con, ("", "node", "differs in", "node has", "majority has"), rows)
     if fleet.outliers:
-        con.print()
-        con.print(_text("Performance outliers (median and MAD per GPU model)", style="bold"))
+        _section(con, "Performance outliers (median and MAD per GPU model)")
         for o in fleet.outliers:
             style = "red" if o.direction == "slow" else "yellow"
             con.print(_text(f"  {o.direction:<4}  {o.host} GPU {o.gpu}: {wording.outlier_text(o)}", style=style))
     if fleet.errors:
-        con.print()
-        con.print(_text("Unreadable reports (left out of the comparison)", style="bold"))
+        _section(con, "Unreadable reports (left out of the comparison)")
         for e in fleet.errors:
             con.print(_text(f"  ✗ {e}", style="red"))
     if fleet.repeated:
