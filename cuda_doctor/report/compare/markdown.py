@@ -21,8 +21,18 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [*lines, ""]
 
 
+def _section(title: str, header: list[str], rows: list[list[str]]) -> list[str]:
+    """A heading and its table; nothing when there are no rows."""
+    return [f"### {title}", "", *_table(header, rows)] if rows else []
+
+
 def _bold(text: str) -> str:
     return f"**{text}**" if text else ""
+
+
+def _quote(note: str, end: str = ".") -> list[str]:
+    """A note as a Markdown quote, capitalised, and the blank line after it."""
+    return [f"> {note[0].upper()}{note[1:]}{end}", ""]
 
 
 def render_diff(diff: Diff, **_: Any) -> str:
@@ -43,79 +53,69 @@ def render_diff(diff: Diff, **_: Any) -> str:
         out += ["> The two reports come from different hosts.", ""]
     skipped = wording.no_results_note(diff)
     if skipped:
-        out += [f"> {skipped[0].upper()}{skipped[1:]}.", ""]
+        out += _quote(skipped)
     for gap in diff.not_run:
-        note = wording.not_run_note(gap)
-        out += [f"> {note[0].upper()}{note[1:]}.", ""]
-    if diff.facts:
-        out += ["### Configuration", ""]
-        out += _table(
-            ["", "before", "after", ""],
+        out += _quote(wording.not_run_note(gap))
+    out += _section(
+        "Configuration",
+        ["", "before", "after", ""],
+        [
+            [f.label, wording.fact_side(f, False), wording.fact_side(f, True), _bold(wording.fact_note(f))]
+            for f in diff.facts
+        ],
+    )
+    out += _section(
+        "Environment",
+        ["variable", "before", "after", ""],
+        [
             [
-                [f.label, wording.fact_side(f, False), wording.fact_side(f, True), _bold(wording.fact_note(f))]
-                for f in diff.facts
-            ],
-        )
-    if diff.environment:
-        out += ["### Environment", ""]
-        out += _table(
-            ["variable", "before", "after", ""],
+                f"`{e.variable}`",
+                wording.env_side(e.before),
+                wording.env_side(e.after),
+                _bold(e.note or "") if e.worse else e.note or "",
+            ]
+            for e in diff.environment
+        ],
+    )
+    directions = {"worse": "**worse**", "better": "better", "changed": ""}
+    out += _section(
+        "Rule outcomes that changed",
+        ["rule", "subject", "before", "after", "", "message"],
+        [
             [
-                [
-                    f"`{e.variable}`",
-                    wording.env_side(e.before),
-                    wording.env_side(e.after),
-                    _bold(e.note or "") if e.worse else e.note or "",
-                ]
-                for e in diff.environment
-            ],
-        )
-    if diff.rules:
-        out += ["### Rule outcomes that changed", ""]
-        out += _table(
-            ["rule", "subject", "before", "after", "", "message"],
+                r.rule,
+                r.subject or "",
+                r.before.value if r.before else "—",
+                r.after.value if r.after else "—",
+                directions[r.direction],
+                r.message,
+            ]
+            for r in diff.rules
+        ],
+    )
+    out += _section(
+        "Smoke checks",
+        ["check", "before", "after", ""],
+        [
+            [c.label, wording.config_value(c.before), wording.config_value(c.after), "**broken**" if c.worse else ""]
+            for c in diff.checks
+        ],
+    )
+    out += _section(
+        "Smoke figures",
+        ["GPU", "figure", "before", "after", "ratio", ""],
+        [
             [
-                [
-                    r.rule,
-                    r.subject or "",
-                    r.before.value if r.before else "—",
-                    r.after.value if r.after else "—",
-                    {"worse": "**worse**", "better": "better", "changed": ""}[r.direction],
-                    r.message,
-                ]
-                for r in diff.rules
-            ],
-        )
-    if diff.checks:
-        out += ["### Smoke checks", ""]
-        out += _table(
-            ["check", "before", "after", ""],
-            [
-                [
-                    c.label,
-                    wording.config_value(c.before),
-                    wording.config_value(c.after),
-                    "**broken**" if c.worse else "",
-                ]
-                for c in diff.checks
-            ],
-        )
-    if diff.figures:
-        out += ["### Smoke figures", ""]
-        out += _table(
-            ["GPU", "figure", "before", "after", "ratio", ""],
-            [
-                [
-                    str(f.gpu),
-                    f"{f.label} ({f.unit})",
-                    wording.figure_value(f.before),
-                    wording.figure_value(f.after),
-                    wording.ratio(f.ratio),
-                    f"**{wording.figure_note(f)}**" if f.verdict == "slower" else wording.figure_note(f),
-                ]
-                for f in diff.figures
-            ],
-        )
+                str(f.gpu),
+                f"{f.label} ({f.unit})",
+                wording.figure_value(f.before),
+                wording.figure_value(f.after),
+                wording.ratio(f.ratio),
+                f"**{wording.figure_note(f)}**" if f.verdict == "slower" else wording.figure_note(f),
+            ]
+            for f in diff.figures
+        ],
+    )
     return _joined(out)
 
 
@@ -127,31 +127,24 @@ def render_fleet(fleet: Fleet, **_: Any) -> str:
         out += _table(
             ["", "value"], [[CONFIG_LABELS[k], wording.config_value(v)] for k, v in vars(fleet.majority).items()]
         )
-    if fleet.differing:
-        out += ["### Nodes that differ", ""]
-        out += _table(
-            ["node", "differs in", "node has", "majority has"],
-            [
-                [d.host, f.label, wording.config_value(f.value), wording.config_value(f.majority)]
-                for d in fleet.differing
-                for f in d.differences
-            ],
-        )
-    if fleet.failing:
-        out += ["### Failing rules", ""]
-        out += _table(["node", "failing"], [[n.host, ", ".join(n.failing)] for n in fleet.failing])
-    if fleet.outliers:
-        out += ["### Performance outliers", ""]
-        out += _table(
-            ["node", "GPU", "", "finding"],
-            [[o.host, str(o.gpu), o.direction, wording.outlier_text(o)] for o in fleet.outliers],
-        )
-    if fleet.errors:
-        out += ["### Unreadable reports", ""]
-        out += _table(["file", "problem"], [[e.path, e.reason] for e in fleet.errors])
+    out += _section(
+        "Nodes that differ",
+        ["node", "differs in", "node has", "majority has"],
+        [
+            [d.host, f.label, wording.config_value(f.value), wording.config_value(f.majority)]
+            for d in fleet.differing
+            for f in d.differences
+        ],
+    )
+    out += _section("Failing rules", ["node", "failing"], [[n.host, ", ".join(n.failing)] for n in fleet.failing])
+    out += _section(
+        "Performance outliers",
+        ["node", "GPU", "", "finding"],
+        [[o.host, str(o.gpu), o.direction, wording.outlier_text(o)] for o in fleet.outliers],
+    )
+    out += _section("Unreadable reports", ["file", "problem"], [[e.path, e.reason] for e in fleet.errors])
     if fleet.repeated:
-        note = wording.repeated_note(fleet)
-        out += [f"> {note[0].upper()}{note[1:]}", ""]
+        out += _quote(wording.repeated_note(fleet), end="")
     if fleet.duplicates:
         out += [f"> More than one report for: {', '.join(fleet.duplicates)}", ""]
     out += ["### Nodes", ""]
