@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from cuda_doctor import __version__
-from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet, GroupStats, Node, NodeConfig, Outlier
+from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet, GroupStats, Node, NodeConfig, NodeDifference, Outlier
 from cuda_doctor.compare.keys import METRICS
 from cuda_doctor.report import count, printable
 from cuda_doctor.report.compare import wording
@@ -241,12 +241,24 @@ def _table(table_id: str, columns: list[tuple[str, bool]], rows: Iterable[Html],
     )
 
 
+def _section(
+    heading: str, table_id: str, columns: list[str], rows: Iterable[Html], numeric: tuple[str, ...] = ()
+) -> Html:
+    """A heading and its sortable table; the ``numeric`` columns sort as numbers."""
+    return _join([_el("h2", heading), _table(table_id, [(name, name in numeric) for name in columns], rows)])
+
+
 def _num(value: float | int | None, text: str | None = None) -> Html:
     shown = text if text is not None else ("—" if value is None else str(value))
     return _el("td", shown, class_="num", data_sort="" if value is None else repr(value))
 
 
 # -- sections -------------------------------------------------------------------------------------
+
+
+def _node_line(kind: str, about: Node | NodeDifference | Outlier, *cells: Html) -> Html:
+    """A row about one node: its name (its report's path on hover), then ``cells``."""
+    return _el("tr", _el("td", about.host, title=about.path), *cells, class_=kind, data_host=about.host)
 
 
 def _majority(fleet: Fleet) -> Html | None:
@@ -269,22 +281,18 @@ def _differing(fleet: Fleet) -> Html | None:
     if not fleet.differing:
         return None
     rows = (
-        _el(
-            "tr",
-            _el("td", d.host, title=d.path),
+        _node_line(
+            "differs",
+            d,
             _el("td", f.label),
             _el("td", wording.config_value(f.value), class_="differs-cell"),
             _el("td", wording.config_value(f.majority)),
-            class_="differs",
-            data_host=d.host,
         )
         for d in fleet.differing
         for f in d.differences
     )
-    columns = [("node", False), ("differs in", False), ("node has", False), ("majority has", False)]
-    return _join(
-        [_el("h2", f"Nodes that differ from the majority ({len(fleet.differing)})"), _table("differing", columns, rows)]
-    )
+    heading = f"Nodes that differ from the majority ({len(fleet.differing)})"
+    return _section(heading, "differing", ["node", "differs in", "node has", "majority has"], rows)
 
 
 def _failing(fleet: Fleet) -> Html | None:
@@ -292,27 +300,20 @@ def _failing(fleet: Fleet) -> Html | None:
     if not failing:
         return None
     rows = (
-        _el(
-            "tr",
-            _el("td", n.host, title=n.path),
-            _num(len(n.failing)),
-            _el("td", ", ".join(n.failing), class_="failing-rules"),
-            class_="failing",
-            data_host=n.host,
-        )
+        _node_line("failing", n, _num(len(n.failing)), _el("td", ", ".join(n.failing), class_="failing-rules"))
         for n in failing
     )
-    columns = [("node", False), ("failing", True), ("rules (fail or error)", False)]
-    return _join([_el("h2", f"Failing rules ({count(len(failing), 'node')})"), _table("failing", columns, rows)])
+    heading = f"Failing rules ({count(len(failing), 'node')})"
+    return _section(heading, "failing", ["node", "failing", "rules (fail or error)"], rows, numeric=("failing",))
 
 
 def _outliers(fleet: Fleet) -> Html | None:
     if not fleet.outliers:
         return None
     rows = (
-        _el(
-            "tr",
-            _el("td", o.host, title=o.path),
+        _node_line(
+            f"outlier {o.direction}",
+            o,
             _num(o.gpu),
             _el("td", o.gpu_model),
             _el("td", f"{o.label} ({o.unit})"),
@@ -321,23 +322,12 @@ def _outliers(fleet: Fleet) -> Html | None:
             _num(o.ratio, wording.ratio(o.ratio)),
             _num(o.z, "—" if o.z is None else f"{o.z:+.1f}"),
             _el("td", o.direction, class_="failing-rules" if o.direction == "slow" else None),
-            class_=f"outlier {o.direction}",
-            data_host=o.host,
         )
         for o in fleet.outliers
     )
-    columns = [
-        ("node", False),
-        ("GPU", True),
-        ("model", False),
-        ("figure", False),
-        ("value", True),
-        ("median", True),
-        ("ratio", True),
-        ("robust z", True),
-        ("direction", False),
-    ]
-    return _join([_el("h2", f"Performance outliers ({len(fleet.outliers)})"), _table("outliers", columns, rows)])
+    columns = ["node", "GPU", "model", "figure", "value", "median", "ratio", "robust z", "direction"]
+    numeric = ("GPU", "value", "median", "ratio", "robust z")
+    return _section(f"Performance outliers ({len(fleet.outliers)})", "outliers", columns, rows, numeric)
 
 
 _NODE_FIELDS = ("driver", "cuda_driver", "torch", "torch_cuda", "nccl")
@@ -348,14 +338,14 @@ def _nodes(fleet: Fleet) -> Html:
     outliers = Counter(o.path for o in fleet.outliers)
     rows = (_node_row(n, differing.get(n.path), outliers[n.path], fleet.majority) for n in fleet.nodes)
     columns = [
-        ("node", False),
-        *((CONFIG_LABELS[f], False) for f in _NODE_FIELDS),
-        ("GPUs", False),
-        ("failing rules", False),
-        ("warnings", True),
-        ("outlier figures", True),
+        "node",
+        *(CONFIG_LABELS[f] for f in _NODE_FIELDS),
+        "GPUs",
+        "failing rules",
+        "warnings",
+        "outlier figures",
     ]
-    return _join([_el("h2", f"Nodes ({len(fleet.nodes)})"), _table("nodes", columns, rows)])
+    return _section(f"Nodes ({len(fleet.nodes)})", "nodes", columns, rows, numeric=("warnings", "outlier figures"))
 
 
 def _node_row(node: Node, differs: set[str] | None, outliers: int, majority: NodeConfig | None) -> Html:
@@ -388,11 +378,8 @@ def _unreadable(fleet: Fleet) -> Html | None:
     if not fleet.errors:
         return None
     rows = (_el("tr", _el("td", e.path), _el("td", e.reason)) for e in fleet.errors)
-    return _join(
-        [
-            _el("h2", f"Unreadable reports ({len(fleet.errors)}), left out of the comparison"),
-            _table("unreadable", [("file", False), ("problem", False)], rows),
-        ]
+    return _section(
+        f"Unreadable reports ({len(fleet.errors)}), left out of the comparison", "unreadable", ["file", "problem"], rows
     )
 
 
