@@ -13,11 +13,11 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, NamedTuple, cast
+from typing import TYPE_CHECKING, NamedTuple
 
 from cuda_doctor import tomlcache
 from cuda_doctor.facts import Facts, indexed
-from cuda_doctor.optional import import_optional
+from cuda_doctor.optional import optional_attribute
 from cuda_doctor.tables import load_table
 from cuda_doctor.versions import at_least, major_minor, nvidia_version
 
@@ -535,12 +535,6 @@ DERIVERS: list[str | tuple[str, tuple[str, ...]]] = [
 ]
 
 
-def _resolve(spec: str) -> Deriver | None:
-    module_name, _, attr = spec.partition(":")
-    module = import_optional(module_name)
-    return None if module is None else cast(Deriver, getattr(module, attr))
-
-
 def derive_all(facts: Facts) -> list[str]:
     """Run every deriver; return one message per deriver that broke (they never stop the run)."""
     problems: list[str] = []
@@ -550,10 +544,9 @@ def derive_all(facts: Facts) -> list[str]:
         if prefixes and not any(name.startswith(prefixes) for name in names):
             continue  # nothing for it to derive from: skip even its import
         try:
-            func = _resolve(spec)
-            if func is None:
-                continue
-            func(facts)
+            func: Deriver | None = optional_attribute(*spec.split(":"))
+            if func is not None:  # None: the module is not part of this build
+                func(facts)
         except Exception as exc:  # a broken deriver must not hide the other checks
             problems.append(f"{spec}: {type(exc).__name__}: {exc}")
     tomlcache.flush()  # the tables the derivers parsed, in one write

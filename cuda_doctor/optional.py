@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
+from typing import Any
 
 
-def import_optional(module_name: str) -> ModuleType | None:
-    """The module, or None when that very module is absent.  A missing module *inside* it is a
-    real bug and is raised, not mistaken for an absent feature."""
+def optional_attribute(module_name: str, name: str) -> Any:
+    """The module's ``name``, or None when that very module is absent.  A missing module *inside*
+    it is a real bug and is raised, not mistaken for an absent feature."""
     try:
-        return importlib.import_module(module_name)
+        return getattr(importlib.import_module(module_name), name)
     except ModuleNotFoundError as exc:
         if exc.name != module_name:
             raise

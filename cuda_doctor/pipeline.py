@@ -16,7 +16,7 @@ from cuda_doctor.checkreport import Report
 from cuda_doctor.config import Config
 from cuda_doctor.facts import Facts
 from cuda_doctor.knowledge import derive_all
-from cuda_doctor.optional import import_optional
+from cuda_doctor.optional import optional_attribute
 from cuda_doctor.probes import PHASE_1, PHASE_2, PROBES, PROVIDES, not_checked, runs_fast, skipped_probes
 from cuda_doctor.probes.base import Probe, ProbeContext
 from cuda_doctor.results import Result, Status
@@ -32,10 +32,7 @@ Progress = Callable[[str, str], None]
 
 
 def load_probe(module_name: str) -> Probe | None:
-    module = import_optional(module_name)
-    if module is None:
-        return None
-    probe: Probe = module.PROBE
+    probe: Probe | None = optional_attribute(module_name, "PROBE")
     return probe
 
 
