@@ -9,6 +9,7 @@ import click
 
 from cuda_doctor.checkreport import Report
 from cuda_doctor.commands.options import file_option, format_option, python_option, refuse_fast_python, timeout_option
+from cuda_doctor.commands.output import echo_or_write
 from cuda_doctor.knowledge import derive_all
 from cuda_doctor.pipeline import gather
 from cuda_doctor.probes.base import ProbeContext
@@ -42,9 +43,4 @@ def command(
     terminal = sys.stdout.isatty() and output is None
     # JSON is indented for a person (a terminal or a file), compact when piped, as `check` prints it
     text = render(report, fmt, color=terminal, indent=terminal or output is not None)
-    if output is not None:
-        from cuda_doctor.commands.output import write_file
-
-        write_file(output, text)
-        return
-    click.echo(text, nl=False)
+    echo_or_write(text, output)

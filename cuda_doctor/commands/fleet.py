@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from cuda_doctor.commands.options import file_option, format_option, jobs_option, noise_option
+from cuda_doctor.commands.output import echo_or_write
 from cuda_doctor.compare.diff import DEFAULT_NOISE
 from cuda_doctor.compare.fleet import FLEET_FIELDS, compare_fleet
 from cuda_doctor.errors import UserError
@@ -59,10 +60,5 @@ def command(
     terminal = sys.stdout.isatty() and output is None
     # width None: the terminal's (rich measures it), 80 columns into a pipe or a file
     text = render_fleet(result, fmt, color=terminal, width=None, all_nodes=all_nodes)
-    if output is not None:
-        from cuda_doctor.commands.output import write_file
-
-        write_file(output, text)
-    else:
-        click.echo(text, nl=False)
+    echo_or_write(text, output)
     sys.exit(1 if fail_on_difference and not result.uniform else 0)

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import click
 
-from cuda_doctor.commands.options import config_option, fail_on_option, format_option, selection
+from cuda_doctor.commands.options import (
+    config_option,
+    fail_on_option,
+    file_option,
+    format_option,
+    jobs_option,
+    selection,
+)
 from cuda_doctor.commands.output import try_write
 from cuda_doctor.config import load_config
 from cuda_doctor.errors import UserError
@@ -25,13 +32,7 @@ from cuda_doctor.selection import check_selection
 @selection
 @fail_on_option
 @config_option
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="Write the report to this file instead of stdout.",
-)
+@file_option("--output", "-o", help="Write the report to this file instead of stdout.")
 @click.option(
     "--exclude",
     multiple=True,
@@ -40,14 +41,7 @@ from cuda_doctor.selection import check_selection
     "directory and against each path component, e.g. 'build' or 'tests/*.py'). "
     "Repeatable.",
 )
-@click.option(
-    "--jobs",
-    "-j",
-    type=click.IntRange(0, 256),
-    default=0,
-    show_default=True,
-    help="Worker processes for large trees (0: one per CPU).",
-)
+@jobs_option("Worker processes for large trees (0: one per CPU).")
 @click.option(
     "--max-size",
     type=click.IntRange(1),

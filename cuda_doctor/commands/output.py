@@ -21,6 +21,16 @@ def write_file(path: Path, text: str) -> None:
         raise ReportFileError(path, f"cannot write the report: {why}")
 
 
+def echo_or_write(text: str, path: Path | None) -> None:
+    """The report to ``path`` when one is given, else to stdout."""
+    if path is None:
+        import click
+
+        click.echo(text, nl=False)
+    else:
+        write_file(path, text)
+
+
 def try_write(path: Path, text: str) -> str | None:
     """``write_file`` that returns why it failed (None when written) instead of raising."""
     try:
