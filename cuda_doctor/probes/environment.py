@@ -63,21 +63,15 @@ def collect_env(facts: Facts, env: Mapping[str, str]) -> None:
 
 
 def collect_container(facts: Facts, ctx: ProbeContext, env: Mapping[str, str]) -> None:
-    evidence: list[str] = []
-    runtimes: list[str] = []
-    if "KUBERNETES_SERVICE_HOST" in env:
-        evidence.append("KUBERNETES_SERVICE_HOST is set")
-        runtimes.append("kubernetes")
-    if ctx.file("/run/.containerenv").exists():
-        evidence.append("/run/.containerenv exists")
-        runtimes.append("podman")
-    if ctx.file("/.dockerenv").exists():
-        evidence.append("/.dockerenv exists")
-        runtimes.append("docker")
     cgroup_runtime = _cgroup_runtime(facts, ctx)
-    if cgroup_runtime is not None:
-        evidence.append(f"/proc/1/cgroup names {cgroup_runtime}")
-        runtimes.append(cgroup_runtime)
+    markers = [
+        ("KUBERNETES_SERVICE_HOST" in env, "KUBERNETES_SERVICE_HOST is set", "kubernetes"),
+        (ctx.file("/run/.containerenv").exists(), "/run/.containerenv exists", "podman"),
+        (ctx.file("/.dockerenv").exists(), "/.dockerenv exists", "docker"),
+        (cgroup_runtime is not None, f"/proc/1/cgroup names {cgroup_runtime}", str(cgroup_runtime)),
+    ]
+    evidence = [why for found, why, _ in markers if found]
+    runtimes = [runtime for found, _, runtime in markers if found]
     facts.set("container.detected", bool(runtimes))
     facts.set("container.runtime", runtimes[0] if runtimes else None)
     facts.set("container.evidence", evidence)
@@ -102,8 +96,7 @@ def _cgroup_runtime(facts: Facts, ctx: ProbeContext) -> str | None:
         text = read_text(ctx.file("/proc/1/cgroup"), MAX_SYSTEM_FILE)
     except OSError as exc:
         # Absent off Linux and hidden in some sandboxes; the other markers still count.
-        reason = f"cannot read /proc/1/cgroup: {exc.strerror or exc}"
-        facts.mark_unknown("container.cgroup_runtime", reason)
+        facts.mark_unknown("container.cgroup_runtime", f"cannot read /proc/1/cgroup: {exc.strerror or exc}")
         return None
     runtime = next((name for marker, name in _CGROUP_MARKERS if marker in text), None)
     facts.set("container.cgroup_runtime", runtime)
@@ -128,8 +121,7 @@ def collect_system(facts: Facts, ctx: ProbeContext) -> None:
         if found:
             facts.set("system.memlock_bytes", value)
         else:
-            reason = "no 'Max locked memory' row in /proc/self/limits"
-            facts.mark_unknown("system.memlock_bytes", reason)
+            facts.mark_unknown("system.memlock_bytes", "no 'Max locked memory' row in /proc/self/limits")
 
     facts.set("system.is_root", os.geteuid() == 0)
     facts.set("system.hostname", os.uname().nodename)

@@ -44,19 +44,19 @@ def visible_indices(
     return list(dict.fromkeys(i for i in gpus if i is not None)), _visible_note(value, found)
 
 
+#: What each CUDA_VISIBLE_DEVICES status that hides GPUs means for the command.
+_VISIBLE_NOTES = {
+    "empty": "CUDA_VISIBLE_DEVICES is empty: the command sees no GPU",
+    "duplicate": "CUDA_VISIBLE_DEVICES={value!r}: {problem}, so CUDA fails to start "
+    '(error 101 "invalid device ordinal") and the command sees no GPU',
+    "hides_all": "CUDA_VISIBLE_DEVICES={value!r}: {problem}, so the command sees no GPU",
+    "invalid": "CUDA_VISIBLE_DEVICES={value!r}: {problem}; CUDA stops reading the list there",
+}
+
+
 def _visible_note(value: str | None, found: VisibleDevices) -> str | None:
-    if found.status == "empty":
-        return "CUDA_VISIBLE_DEVICES is empty: the command sees no GPU"
-    if found.status == "duplicate":
-        return (
-            f"CUDA_VISIBLE_DEVICES={value!r}: {found.problem}, so CUDA fails to start "
-            '(error 101 "invalid device ordinal") and the command sees no GPU'
-        )
-    if found.status == "hides_all":
-        return f"CUDA_VISIBLE_DEVICES={value!r}: {found.problem}, so the command sees no GPU"
-    if found.status == "invalid":
-        return f"CUDA_VISIBLE_DEVICES={value!r}: {found.problem}; CUDA stops reading the list there"
-    return None
+    note = _VISIBLE_NOTES.get(found.status)
+    return None if note is None else note.format(value=value, problem=found.problem)
 
 
 def child_tree(pid: int, proc_root: str = "/proc") -> frozenset[int]:
