@@ -13,24 +13,18 @@ from cuda_doctor.selection import DESELECTED
 if TYPE_CHECKING:
     from cuda_doctor.checkreport import Report
 
-MARKS = {
-    Status.PASS: "✓",
-    Status.FAIL: "✗",
-    Status.WARN: "!",
-    Status.INFO: "i",
-    Status.UNKNOWN: "?",
-    Status.SKIPPED: "-",
-    Status.ERROR: "✗",
+#: Each status's mark and its style on a terminal.
+_LOOKS = {
+    Status.PASS: ("✓", "green"),
+    Status.FAIL: ("✗", "bold red"),
+    Status.WARN: ("!", "yellow"),
+    Status.INFO: ("i", "cyan"),
+    Status.UNKNOWN: ("?", "magenta"),
+    Status.SKIPPED: ("-", "dim"),
+    Status.ERROR: ("✗", "bold red"),
 }
-STYLES = {
-    Status.PASS: "green",
-    Status.FAIL: "bold red",
-    Status.WARN: "yellow",
-    Status.INFO: "cyan",
-    Status.UNKNOWN: "magenta",
-    Status.SKIPPED: "dim",
-    Status.ERROR: "bold red",
-}
+MARKS = {status: mark for status, (mark, _) in _LOOKS.items()}
+STYLES = {status: style for status, (_, style) in _LOOKS.items()}
 #: Worst first, for ordering and a category's headline mark.
 ORDER = [Status.ERROR, Status.FAIL, Status.WARN, Status.UNKNOWN, Status.INFO, Status.PASS, Status.SKIPPED]
 #: Categories in the order they are shown, with their titles.

@@ -84,11 +84,7 @@ def _describe(result: Result) -> str:
 
 
 def _more(results: list[Result], what: str) -> str:
-    if not results:
-        return ""
-    ids = list(dict.fromkeys(r.rule_id for r in results))
-    shown = ", ".join(ids[:_MAX_IDS]) + (", ..." if len(ids) > _MAX_IDS else "")
-    return clean(f" (+{len(results)} {what}: {shown})")
+    return clean(f" (+{len(results)} {what}: {_id_list(results)})") if results else ""
 
 
 def _probe_trouble(report: Report) -> str:
@@ -115,8 +111,13 @@ def _ok_head(report: Report, judged: list[Result], unknown: list[Result], fail_o
 
 
 def _ids(results: list[Result]) -> str:
+    return f" ({_id_list(results)})"
+
+
+def _id_list(results: list[Result]) -> str:
+    """The rule ids, each once, the first ``_MAX_IDS`` of them."""
     ids = list(dict.fromkeys(r.rule_id for r in results))
-    return f" ({', '.join(ids[:_MAX_IDS])}{', ...' if len(ids) > _MAX_IDS else ''})"
+    return ", ".join(ids[:_MAX_IDS]) + (", ..." if len(ids) > _MAX_IDS else "")
 
 
 def _machine(report: Report) -> str:

@@ -95,12 +95,7 @@ def _headline(report: Report) -> str:
     names = [facts.get(f"gpu[{i}].name") for i in facts.indices("gpu")]
     if names:
         bits.append(f"{len(names)}× {names[0]}" if len(set(names)) == 1 else ", ".join(map(str, names)))
-    torch = _torch(facts)
-    if torch:
-        bits.append(torch)
-    jax = _jax(facts)
-    if jax:
-        bits.append(jax)
+    bits += [framework for framework in (_torch(facts), _jax(facts)) if framework]
     return " · ".join(bits)
 
 

@@ -13,22 +13,14 @@ from cuda_doctor.watch.verdict import Analysis
 
 def render(series: Series, analysis: Analysis, **_: Any) -> str:
     out = [f"## cuda-doctor watch: `{shlex.join(series.command)}`", ""]
-    out.append(
-        f"{series.duration_s:.1f} s, exit code {series.exit_code}, "
-        f"{len(series.samples)} samples every {series.interval_s:g} s"
-    )
-    out.append("")
+    run = f"{series.duration_s:.1f} s, exit code {series.exit_code}"
+    out += [f"{run}, {len(series.samples)} samples every {series.interval_s:g} s", ""]
     for gpu in analysis.gpus:
-        out.append(f"### GPU {gpu.index} {gpu.name or ''}".rstrip())
-        out.append("")
-        out.append(f"`{sparkline(gpu.utilisation)}` SM utilisation over time")
-        out.append("")
-        out.extend(f"- {line}" for line in gpu_lines(gpu))
-        out.append("")
+        out += [f"### GPU {gpu.index} {gpu.name or ''}".rstrip(), ""]
+        out += [f"`{sparkline(gpu.utilisation)}` SM utilisation over time", ""]
+        out += [*(f"- {line}" for line in gpu_lines(gpu)), ""]
     v = analysis.verdict
-    out.append(f"**Verdict: {v.title}**")
-    out.append("")
-    out.extend(f"- {e}" for e in v.evidence)
+    out += [f"**Verdict: {v.title}**", "", *(f"- {e}" for e in v.evidence)]
     if v.fixes:
         out += ["", "Fixes:", ""]
         out.extend(f"1. {f}" for f in v.fixes)
