@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from cuda_doctor import __version__
 from cuda_doctor.facts import Facts
 from cuda_doctor.results import Result, Severity, Status, exit_code
 
@@ -40,12 +39,11 @@ class Report:
 
     def to_dict(self, fail_on: Severity = Severity.ERROR) -> dict[str, Any]:
         # imported here: the schema's owner also holds the reader, which a text checklist never needs
+        from cuda_doctor.report import json_header
         from cuda_doctor.reportfile import SCHEMA, SCHEMA_VERSION
 
         return {
-            "schema": SCHEMA,
-            "schema_version": SCHEMA_VERSION,
-            "tool": {"name": "cuda-doctor", "version": __version__},
+            **json_header(SCHEMA, SCHEMA_VERSION),
             "host": self.host,
             "created": self.created,
             "command": self.command,

@@ -134,10 +134,6 @@ def ended_when_lost() -> Iterator[None]:
 
 def flush() -> None:
     """Flush standard output at the end of a command; a lost one ends the process here."""
-    try:
+    with ended_when_lost():
         if sys.stdout is not None:
             sys.stdout.flush()
-    except OSError as exc:
-        if stdout_lost(exc):
-            end(exc)
-        raise

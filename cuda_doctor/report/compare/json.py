@@ -6,21 +6,13 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from cuda_doctor import __version__
 from cuda_doctor.compare.diff import Diff
 from cuda_doctor.compare.fleet import Fleet
+from cuda_doctor.report import json_header
 from cuda_doctor.reportfile import SavedReport
 
 #: Version of the comparison output below (independent of the report schema it reads).
 COMPARE_SCHEMA_VERSION = 1
-
-
-def _header(schema: str) -> dict[str, Any]:
-    return {
-        "schema": schema,
-        "schema_version": COMPARE_SCHEMA_VERSION,
-        "tool": {"name": "cuda-doctor", "version": __version__},
-    }
 
 
 def _source(report: SavedReport) -> dict[str, Any]:
@@ -36,7 +28,7 @@ def _source(report: SavedReport) -> dict[str, Any]:
 
 def diff_to_dict(diff: Diff) -> dict[str, Any]:
     return {
-        **_header("cuda-doctor/diff"),
+        **json_header("cuda-doctor/diff", COMPARE_SCHEMA_VERSION),
         "before": _source(diff.before),
         "after": _source(diff.after),
         "same_host": diff.same_host,
@@ -78,7 +70,7 @@ def diff_to_dict(diff: Diff) -> dict[str, Any]:
 
 def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
     return {
-        **_header("cuda-doctor/fleet"),
+        **json_header("cuda-doctor/fleet", COMPARE_SCHEMA_VERSION),
         "noise": fleet.noise,
         "uniform": fleet.uniform,
         "majority": asdict(fleet.majority) if fleet.majority else None,

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 
-from cuda_doctor import __version__
 from cuda_doctor.lint.engine import LintReport
+from cuda_doctor.report import json_header
 
 
 def render(report: LintReport) -> str:
     counts = {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")}
     document = {
-        "schema": "cuda-doctor/lint",
-        "schema_version": 1,
-        "tool": {"name": "cuda-doctor", "version": __version__},
+        **json_header("cuda-doctor/lint", 1),
         "files": report.files,
         "findings": [f.to_dict() for f in report.findings],
         "summary": counts,

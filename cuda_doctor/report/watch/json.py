@@ -6,7 +6,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from cuda_doctor import __version__
+from cuda_doctor.report import json_header
 from cuda_doctor.watch.samples import Series
 from cuda_doctor.watch.verdict import Analysis
 
@@ -16,9 +16,7 @@ SCHEMA_VERSION = 1
 
 def to_dict(series: Series, analysis: Analysis, host: str) -> dict[str, Any]:
     return {
-        "schema": SCHEMA,
-        "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "cuda-doctor", "version": __version__},
+        **json_header(SCHEMA, SCHEMA_VERSION),
         "host": host,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": "watch",
