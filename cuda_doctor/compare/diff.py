@@ -272,24 +272,11 @@ def diff_rules(before: tuple[Result, ...], after: tuple[Result, ...]) -> tuple[R
     flips: list[RuleFlip] = []
     for key in sorted(old.keys() | new.keys(), key=lambda k: (k[0], k[1] or "")):
         a, b = old.get(key), new.get(key)
-        sa = a.status if a else None
-        sb = b.status if b else None
-        if sa == sb:
-            continue
+        sa, sb = (a.status if a else None), (b.status if b else None)
         shown = b if b is not None else a
-        if shown is None:
+        if sa == sb or shown is None:
             continue
-        flips.append(
-            RuleFlip(
-                rule=key[0],
-                subject=key[1],
-                title=shown.title,
-                before=sa,
-                after=sb,
-                message=shown.message,
-                direction=_direction(sa, sb),
-            )
-        )
+        flips.append(RuleFlip(key[0], key[1], shown.title, sa, sb, shown.message, _direction(sa, sb)))
     order = {"worse": 0, "better": 1, "changed": 2}
     flips.sort(key=lambda f: (order[f.direction], -_rank(f.after), f.rule, f.subject or ""))
     return tuple(flips)
@@ -324,15 +311,8 @@ def diff_checks(before: SavedReport, after: SavedReport) -> tuple[CheckChange, .
     out: list[CheckChange] = []
     old_status, new_status = before.get("smoke.status"), after.get("smoke.status")
     if old_status != new_status and (old_status is not None or new_status is not None):
-        out.append(
-            CheckChange(
-                "smoke.status",
-                "smoke run",
-                old_status,
-                new_status,
-                worse=old_status == "ok" and new_status in ("failed", "timeout"),
-            )
-        )
+        worse = old_status == "ok" and new_status in ("failed", "timeout")
+        out.append(CheckChange("smoke.status", "smoke run", old_status, new_status, worse=worse))
     indices = sorted(set(smoke_indices(before)) | set(smoke_indices(after)))
     for i in indices:
         for key, label in SMOKE_CHECKS:

@@ -223,14 +223,7 @@ def _node(report: SavedReport, names: dict[int, str]) -> Node:
             failing.append(f"{r.rule_id} ({r.subject})" if r.subject else r.rule_id)
         elif r.status == Status.WARN:
             warnings += 1
-    return Node(
-        host=report.host,
-        path=report.path,
-        config=node_config(report, names),
-        failing=tuple(failing),
-        warnings=warnings,
-        created=report.created,
-    )
+    return Node(report.host, report.path, node_config(report, names), tuple(failing), warnings, report.created)
 
 
 def compare_fleet(
