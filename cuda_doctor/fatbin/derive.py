@@ -60,18 +60,18 @@ def describe(item: dict[str, Any], roots: list[str], gpu_code: str = "") -> str:
     return f"{owner}{shown}{f' ({gpu_code})' if gpu_code else ''}"
 
 
+def _sass(item: dict[str, Any]) -> list[str]:
+    return [f"sm_{a}" for a in item.get("sass", [])] + [f"sm_{a}a" for a in item.get("sass_specific", [])]
+
+
 def has_text(item: dict[str, Any]) -> str:
-    sass = [f"sm_{a}" for a in item.get("sass", [])] + [f"sm_{a}a" for a in item.get("sass_specific", [])]
-    ptx = [f"PTX {version} for sm_{arch}" for arch, version in item.get("ptx", [])]
-    return "has " + ", ".join(sass + ptx) if sass or ptx else "no device code"
+    code = _sass(item) + [f"PTX {version} for sm_{arch}" for arch, version in item.get("ptx", [])]
+    return "has " + ", ".join(code) if code else "no device code"
 
 
 def _arch_list(item: dict[str, Any]) -> list[str]:
     """The file's device code in the spelling of ``knowledge.arch_support``."""
-    out = [f"sm_{a}" for a in item.get("sass", [])]
-    out += [f"sm_{a}a" for a in item.get("sass_specific", [])]
-    out += [f"compute_{arch}" for arch, _ in item.get("ptx", [])]
-    return out
+    return _sass(item) + [f"compute_{arch}" for arch, _ in item.get("ptx", [])]
 
 
 def ptx_needs(isa: str) -> tuple[str | None, bool]:
@@ -86,8 +86,7 @@ def _per_gpu(facts: Facts, index: int, coded: list[dict[str, Any]], roots: list[
     cc = major_minor(capability)
     if cc is None:
         reason = facts.reason(indexed("gpu", index, "compute_capability")) or "its compute capability is unknown"
-        facts.mark_unknown(base + ".kernels_missing", reason)
-        facts.mark_unknown(base + ".ptx_too_new", reason)
+        facts.mark_all_unknown((base + ".kernels_missing", base + ".ptx_too_new"), reason)
         return
     driver_cuda = major_minor(facts.get("driver.cuda_version"))
     missing: list[str] = []
