@@ -19,7 +19,7 @@ from cuda_doctor import tomlcache
 from cuda_doctor.facts import Facts, indexed
 from cuda_doctor.optional import optional_attribute
 from cuda_doctor.tables import load_table
-from cuda_doctor.versions import at_least, major_minor, nvidia_version
+from cuda_doctor.versions import at_least, major_minor, nvidia_version, release_of
 
 if TYPE_CHECKING:  # imported where used: check --fast judges no wheel
     from cuda_doctor.wheels import Choice, Driver, Plan
@@ -145,12 +145,7 @@ def _installed(facts: Facts) -> _Installed:
     if facts.get("torch.installed") is not True:
         return _Installed(None, None, None)
     base = facts.get("torch.version_base")
-    release = major_minor(base)
-    return _Installed(
-        f"{release[0]}.{release[1]}" if release else None,
-        str(base) if base else None,
-        variant_of(facts.get("torch.cuda_build")),
-    )
+    return _Installed(release_of(base), str(base) if base else None, variant_of(facts.get("torch.cuda_build")))
 
 
 def derive_wheel_suggestion(facts: Facts) -> None:

@@ -32,3 +32,9 @@ def at_least(version: object, floor: object) -> bool:
 def major_minor(text: object) -> tuple[int, int] | None:
     match = re.match(r"^\s*(\d+)\.(\d+)", str(text)) if text is not None else None
     return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def release_of(text: object) -> str | None:
+    """``"2.3.1"`` → ``"2.3"``: MAJOR.MINOR as text; None when ``text`` does not start with them."""
+    parsed = major_minor(text)
+    return f"{parsed[0]}.{parsed[1]}" if parsed else None

@@ -6,10 +6,14 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from typing import Any, NamedTuple
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cuda_doctor.facts import Facts
 from cuda_doctor.tables import load_table
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 
 class Pin(NamedTuple):
@@ -50,16 +54,10 @@ def marker_environment(facts: Facts) -> dict[str, str]:
 def torch_pins(facts: Facts) -> dict[str, Pin]:
     """The CUDA distributions torch's metadata pins, and what the cuda-toolkit extras it asks for
     pin in turn (torch's own pin on a name wins: torch 2.12 pins nvidia-cublas itself)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
     env = marker_environment(facts)
     pins: dict[str, Pin] = {}
     extras: set[str] = set()
-    for line in facts.get("torch.requires") or []:
-        try:
-            req = Requirement(str(line))
-        except InvalidRequirement:
-            continue
+    for req in requirements(facts.get("torch.requires")):
         if req.marker is not None and not req.marker.evaluate(env):
             continue
         name = normalize(req.name)
@@ -67,17 +65,30 @@ def torch_pins(facts: Facts) -> dict[str, Pin]:
             extras = set(req.extras)
         shown = f"{req.name}[{','.join(sorted(req.extras))}]" if req.extras else req.name
         pins[name] = Pin(name, str(req.specifier), f"{shown}{req.specifier}", "torch")
-    for line in facts.get("framework.cuda_toolkit_requires") or []:
-        try:
-            req = Requirement(str(line))
-        except InvalidRequirement:
-            continue
+    for req in requirements(facts.get("framework.cuda_toolkit_requires")):
         if req.marker is None or not any(req.marker.evaluate({**env, "extra": extra}) for extra in extras):
             continue  # only what the extras torch asks for pull in
         name = normalize(req.name)
         if name not in pins:
             pins[name] = Pin(name, str(req.specifier), f"{req.name}{req.specifier}", "cuda-toolkit")
     return pins
+
+
+def requirements(lines: Any) -> Iterator[Requirement]:
+    """The PEP 508 requirements of a fact's list of lines; a line that is not one is left out."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for line in lines or []:
+        try:
+            yield Requirement(str(line))
+        except InvalidRequirement:
+            continue
+
+
+def library_pin(pins: dict[str, Pin], key: str | None) -> Pin | None:
+    """torch's pin on the distribution that ships CUDA library ``key``."""
+    row = library_row(key) if key else None
+    return next((pins[name] for name in (row or {}).get("distributions", []) if name in pins), None)
 
 
 def satisfies(version: object, specifier: str) -> bool | None:

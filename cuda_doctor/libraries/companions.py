@@ -15,8 +15,16 @@ import re
 from typing import Any
 
 from cuda_doctor.facts import Facts
-from cuda_doctor.libraries.common import index_option, marker_environment, pip_install, satisfies, torch_version
+from cuda_doctor.libraries.common import (
+    index_option,
+    marker_environment,
+    pip_install,
+    requirements,
+    satisfies,
+    torch_version,
+)
 from cuda_doctor.tables import load_table
+from cuda_doctor.versions import release_of
 
 
 def derive(facts: Facts) -> None:
@@ -27,21 +35,10 @@ def derive(facts: Facts) -> None:
         _build(facts, index, name, companions.get(name, {}))
 
 
-def _minor(version: object) -> str | None:
-    match = re.match(r"^\s*(\d+)\.(\d+)", str(version)) if version is not None else None
-    return f"{match.group(1)}.{match.group(2)}" if match else None
-
-
 def torch_pin(facts: Facts, index: int) -> str | None:
     """The specifier of the companion's ``Requires-Dist`` on torch ("" when it names torch bare)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
     env = marker_environment(facts)
-    for line in facts.get(f"companion[{index}].requires_torch") or []:
-        try:
-            req = Requirement(str(line))
-        except InvalidRequirement:
-            continue
+    for req in requirements(facts.get(f"companion[{index}].requires_torch")):
         if req.marker is None or req.marker.evaluate({**env, "extra": ""}):
             return str(req.specifier)
     return None
@@ -50,7 +47,7 @@ def torch_pin(facts: Facts, index: int) -> str | None:
 def _pairing(facts: Facts, index: int, name: str, row: dict[str, Any]) -> None:
     base = f"derived.companion[{index}]"
     torch = torch_version(facts)
-    torch_minor = _minor(torch)
+    torch_minor = release_of(torch)
     facts.set(base + ".torch", torch)
     spec = torch_pin(facts, index)
     facts.set(base + ".torch_pin", spec or None)
@@ -80,7 +77,7 @@ def _build(facts: Facts, index: int, name: str, row: dict[str, Any]) -> None:
     facts.set(base + ".build_cuda", cuda)
     facts.set(base + ".build_cuda_source", source)
     facts.set(base + ".built_for_torch", built_for)
-    torch_minor = _minor(torch_version(facts))
+    torch_minor = release_of(torch_version(facts))
     facts.set(base + ".built_for_differs", bool(built_for and torch_minor and built_for != torch_minor))
     facts.set(base + ".checks_cuda_major", bool(row.get("checks_cuda_major")))
     facts.set(base + ".needs_c10_cuda", any(f.get("c10_cuda") for f in files))
@@ -123,7 +120,7 @@ def build_cuda(build: dict[str, Any]) -> tuple[str | None, str | None, str | Non
         code, torch = info["version"].get("cuda"), info["version"].get("torch")
         # xformers writes the CUDA version as major*100+minor: 1208 is 12.8
         cuda_text = f"{code // 100}.{code % 100}" if isinstance(code, int) and code else None
-        return cuda_text, "cpp_lib.json", _minor(torch)
+        return cuda_text, "cpp_lib.json", release_of(torch)
     try:
         direct = json.loads(str(build.get("direct_url.json") or "null"))
     except ValueError:

@@ -14,7 +14,7 @@ import re
 
 from cuda_doctor.childside.loaded import cuda_library_key
 from cuda_doctor.facts import Facts
-from cuda_doctor.libraries.common import index_option, library_row, missing, pip_install, torch_pins, torch_version
+from cuda_doctor.libraries.common import index_option, library_pin, missing, pip_install, torch_pins, torch_version
 
 UNDEFINED = re.compile(
     r"(?P<library>[^\s:]+\.so[.\d]*): undefined symbol: (?P<symbol>[^,\s]+)(?:, version (?P<needs>\S+))?"
@@ -88,9 +88,7 @@ def _missing(facts: Facts, library: str) -> None:
 
 def _pinned_install(facts: Facts, key: str | None) -> str | None:
     """The pinned distribution of library ``key`` and the command that installs it."""
-    row = library_row(key) if key else None
-    pins = torch_pins(facts) if facts.has("torch.requires") else {}
-    pin = next((pins[name] for name in (row or {}).get("distributions", []) if name in pins), None)
+    pin = library_pin(torch_pins(facts) if facts.has("torch.requires") else {}, key)
     facts.set("derived.torch_import.pin", pin.requirement if pin else None)
     facts.set("derived.torch_import.install_command", pip_install(facts, pin.requirement) if pin else None)
     return pin.name if pin else None

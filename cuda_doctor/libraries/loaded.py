@@ -15,7 +15,7 @@ from cuda_doctor.libraries.common import (
     Pin,
     compare_versions,
     in_variable,
-    library_row,
+    library_pin,
     missing,
     pinned_version,
     satisfies,
@@ -64,8 +64,7 @@ def _judge(facts: Facts, index: int, key: str, path: str, pins: dict[str, Pin]) 
     owner = facts.get(f"cudalib[{index}].distribution")
     folder = os.path.dirname(path)
     ld_path = facts.get("env.ld_library_path")
-    row = library_row(key)
-    pin = next((pins[name] for name in (row or {}).get("distributions", []) if name in pins), None)
+    pin = library_pin(pins, key)
     origin = _origin(facts, key, path, owner, folder, ld_path)
     facts.set(base + ".origin", origin)
     facts.set(base + ".pin", pin.requirement if pin else None)

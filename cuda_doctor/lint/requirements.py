@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 from cuda_doctor.lint.findings import Hit
 from cuda_doctor.tables import load_table
 from cuda_doctor.tomlcompat import tomllib
+from cuda_doctor.versions import release_of
 from cuda_doctor.wheels import variant_cuda
 
 INDEX_VARIANT = re.compile(
@@ -52,13 +53,6 @@ class TorchPin:
 def torch_table() -> dict[str, dict[str, Any]]:
     """torch release ("2.6") → its row of torch_wheels.toml."""
     return {str(row["torch"]): row for row in load_table("torch_wheels").get("release", [])}
-
-
-def release_of(version: str | None) -> str | None:
-    if not version:
-        return None
-    match = re.match(r"(\d+)\.(\d+)", version)
-    return f"{match.group(1)}.{match.group(2)}" if match else None
 
 
 def wheel_cuda(pin: TorchPin) -> str | None:
