@@ -466,20 +466,10 @@ def _resolve_mig(entry: str, uuids: list[str], mig_parents: Mapping[str, int] | 
 #: NCCL variables documented for debugging, not production ("should not be used in production
 #: nor retained in scripts"): https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html
 NCCL_DEBUG_VARIABLES = (
-    "NCCL_P2P_DISABLE",
-    "NCCL_SHM_DISABLE",
-    "NCCL_IB_DISABLE",
-    "NCCL_P2P_LEVEL",
-    "NCCL_ALGO",
-    "NCCL_PROTO",
-    "NCCL_BUFFSIZE",
-    "NCCL_NTHREADS",
-    "NCCL_MAX_NCHANNELS",
-    "NCCL_MIN_NCHANNELS",
-    "NCCL_CHECKS_DISABLE",
-    "NCCL_CHECK_POINTERS",
-    "NCCL_LAUNCH_MODE",
-)
+    "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE", "NCCL_P2P_LEVEL", "NCCL_ALGO", "NCCL_PROTO",
+    "NCCL_BUFFSIZE", "NCCL_NTHREADS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_NCHANNELS", "NCCL_CHECKS_DISABLE",
+    "NCCL_CHECK_POINTERS", "NCCL_LAUNCH_MODE",
+)  # fmt: skip
 
 
 def derive_environment(facts: Facts) -> None:

@@ -30,15 +30,9 @@ MIN_GROUP = 3
 _FAILING = (Status.FAIL, Status.ERROR)
 #: The facts a node's configuration is made of (gpu[i].name and the smoke figures besides).
 _CONFIG_FACTS = (
-    "driver.version",
-    "driver.cuda_version",
-    "torch.version",
-    "torch.cuda_build",
-    "torch.nccl_version",
-    "gpu.count",
-    "torch.device_names",
-    "system.hostname",
-)
+    "driver.version", "driver.cuda_version", "torch.version", "torch.cuda_build", "torch.nccl_version", "gpu.count",
+    "torch.device_names", "system.hostname",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

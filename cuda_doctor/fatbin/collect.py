@@ -19,16 +19,9 @@ from cuda_doctor.fatbin.cache import ScanCache
 from cuda_doctor.fatbin.scan import ScanResult, scan
 
 FATBIN_FACTS = (
-    "fatbin.site_dirs",
-    "fatbin.files_scanned",
-    "fatbin.files_read",
-    "fatbin.files",
-    "fatbin.complete",
-    "fatbin.incomplete_reason",
-    "fatbin.seconds",
-    "fatbin.problems",
-    "fatbin.cache_error",
-)
+    "fatbin.site_dirs", "fatbin.files_scanned", "fatbin.files_read", "fatbin.files", "fatbin.complete",
+    "fatbin.incomplete_reason", "fatbin.seconds", "fatbin.problems", "fatbin.cache_error",
+)  # fmt: skip
 #: The scan's own budget is ``--timeout``, at least this (a cold first scan reads every header).
 MIN_BUDGET = 2.0
 

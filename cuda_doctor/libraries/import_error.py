@@ -25,16 +25,9 @@ TORCH_LIBRARIES = re.compile(r"^lib(c10|torch|shm|caffe2_nvrtc)(_\w+)?\.so")
 OUT = "derived.torch_import.cause"
 #: Set (None where they do not apply) whenever the cause is known, so that rules can test them.
 DETAILS = (
-    "library",
-    "symbol",
-    "needs",
-    "culprit_path",
-    "culprit_origin",
-    "path_command",
-    "pin",
-    "install_command",
+    "library", "symbol", "needs", "culprit_path", "culprit_origin", "path_command", "pin", "install_command",
     "installed_at",
-)
+)  # fmt: skip
 
 
 def derive(facts: Facts) -> None:

@@ -39,30 +39,14 @@ BROAD_ERRORS = frozenset({"Exception", "BaseException"})
 # torch.cuda calls that initialise CUDA in this process (torch/cuda/__init__.py: they call
 # _lazy_init(), or, for is_available(), cudaGetDeviceCount, which runs cuInit); device_count()
 # counts through NVML without initialising CUDA, and manual_seed*/empty_cache are lazy.
-CUDA_INIT_CALLS = frozenset(
-    {
-        "torch.cuda.init",
-        "torch.cuda.is_available",
-        "torch.cuda.set_device",
-        "torch.cuda.current_device",
-        "torch.cuda.synchronize",
-        "torch.cuda.get_device_name",
-        "torch.cuda.get_device_properties",
-        "torch.cuda.get_device_capability",
-        "torch.cuda.mem_get_info",
-        "torch.cuda.memory_allocated",
-        "torch.cuda.memory_reserved",
-        "torch.cuda.max_memory_allocated",
-        "torch.cuda.current_stream",
-        "torch.cuda.Stream",
-        "torch.cuda.Event",
-        "torch.cuda.is_bf16_supported",
-        "torch.cuda.FloatTensor",
-        "torch.cuda.HalfTensor",
-        "torch.cuda.LongTensor",
-        "torch.cuda.IntTensor",
-    }
-)
+CUDA_INIT_CALLS = frozenset({
+    "torch.cuda.init", "torch.cuda.is_available", "torch.cuda.set_device", "torch.cuda.current_device",
+    "torch.cuda.synchronize", "torch.cuda.get_device_name", "torch.cuda.get_device_properties",
+    "torch.cuda.get_device_capability", "torch.cuda.mem_get_info", "torch.cuda.memory_allocated",
+    "torch.cuda.memory_reserved", "torch.cuda.max_memory_allocated", "torch.cuda.current_stream", "torch.cuda.Stream",
+    "torch.cuda.Event", "torch.cuda.is_bf16_supported", "torch.cuda.FloatTensor", "torch.cuda.HalfTensor",
+    "torch.cuda.LongTensor", "torch.cuda.IntTensor",
+})  # fmt: skip
 
 
 def dotted(node: ast.AST) -> str | None:

@@ -31,24 +31,10 @@ CSV_FIELDS: tuple[str, ...] = ("index", "uuid", "compute_cap")
 #: The --query-gpu fields read when the XML report cannot be (recorded on the H200 machine);
 #: NEWER_CSV_FIELDS are unknown to older drivers, which refuse the whole query for them.
 FALLBACK_FIELDS: tuple[str, ...] = (
-    "index",
-    "name",
-    "uuid",
-    "driver_version",
-    "memory.total",
-    "pci.bus_id",
-    "compute_cap",
-    "persistence_mode",
-    "ecc.mode.current",
-    "mig.mode.current",
-    "pcie.link.gen.current",
-    "pcie.link.gen.max",
-    "pcie.link.width.current",
-    "pcie.link.width.max",
-    "temperature.gpu",
-    "power.draw",
-    "clocks_event_reasons.active",
-)
+    "index", "name", "uuid", "driver_version", "memory.total", "pci.bus_id", "compute_cap", "persistence_mode",
+    "ecc.mode.current", "mig.mode.current", "pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current",
+    "pcie.link.width.max", "temperature.gpu", "power.draw", "clocks_event_reasons.active",
+)  # fmt: skip
 NEWER_CSV_FIELDS = frozenset({"compute_cap", "clocks_event_reasons.active"})
 _END_TAG = "</nvidia_smi_log>"
 #: C0 controls other than tab, newline and carriage return: not allowed in XML 1.0.

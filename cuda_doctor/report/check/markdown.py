@@ -14,27 +14,11 @@ if TYPE_CHECKING:
     from cuda_doctor.checkreport import Report
 
 KEY_FACTS = (
-    "driver.version",
-    "driver.cuda_version",
-    "gpu.count",
-    "gpu[0].name",
-    "gpu[0].compute_capability",
-    "torch.import_error",
-    "torch.version",
-    "torch.cuda_build",
-    "torch.cudnn_version",
-    "torch.nccl_version",
-    "jax.import_error",
-    "jax.version",
-    "jax.jaxlib_version",
-    "jax.cuda_plugin",
-    "jax.cuda_plugin_version",
-    "jax.backend",
-    "jax.gpu_count",
-    "container.detected",
-    "container.cuda_version",
-    "toolkit.nvcc_version",
-)
+    "driver.version", "driver.cuda_version", "gpu.count", "gpu[0].name", "gpu[0].compute_capability",
+    "torch.import_error", "torch.version", "torch.cuda_build", "torch.cudnn_version", "torch.nccl_version",
+    "jax.import_error", "jax.version", "jax.jaxlib_version", "jax.cuda_plugin", "jax.cuda_plugin_version",
+    "jax.backend", "jax.gpu_count", "container.detected", "container.cuda_version", "toolkit.nvcc_version",
+)  # fmt: skip
 
 
 #: Marks that stay unambiguous in Markdown ("-" would start a nested list).
