@@ -25,25 +25,28 @@ class Outcome(Generic[T]):
     timed_out: bool = False
 
 
+@dataclass
+class _Slot:
+    done: threading.Event = field(default_factory=threading.Event)
+    value: Any = None
+    error: BaseException | None = None
+
+
+def _fill(slot: _Slot, func: Callable[[], Any]) -> None:
+    try:
+        slot.value = func()
+    except BaseException as exc:  # handed back to the caller, which records it
+        slot.error = exc
+
+
 def call_with_deadline(func: Callable[[], T], deadline: float, name: str = "call") -> Outcome[T]:
-    box: dict[str, object] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = func()
-        except BaseException as exc:  # handed back to the caller, which records it
-            box["error"] = exc
-
-    worker = threading.Thread(target=target, name=f"cuda-doctor-{name}", daemon=True)
+    slot = _Slot()
+    worker = threading.Thread(target=_fill, args=(slot, func), name=f"cuda-doctor-{name}", daemon=True)
     worker.start()
     worker.join(deadline)
     if worker.is_alive():
         return Outcome(timed_out=True)
-    if "error" in box:
-        error = box["error"]
-        assert isinstance(error, BaseException)
-        return Outcome(error=error)
-    return Outcome(value=box.get("value"))  # type: ignore[arg-type]
+    return Outcome(error=slot.error) if slot.error is not None else Outcome(value=slot.value)
 
 
 class Overrun(Exception):
@@ -52,13 +55,6 @@ class Overrun(Exception):
     def __init__(self, timeout: float) -> None:
         super().__init__(f"did not answer in {timeout:g} s")
         self.timeout = timeout
-
-
-@dataclass
-class _Slot:
-    done: threading.Event = field(default_factory=threading.Event)
-    value: Any = None
-    error: BaseException | None = None
 
 
 class Worker:
@@ -100,9 +96,6 @@ class Worker:
                 return
             func, slot = task
             start = time.thread_time()
-            try:
-                slot.value = func()
-            except BaseException as exc:  # handed back to the caller, who records it
-                slot.error = exc
+            _fill(slot, func)
             self.cpu_s += time.thread_time() - start
             slot.done.set()
