@@ -193,59 +193,31 @@ def _header(fleet: Fleet) -> Html:
         (f"outlier GPUs on {count(len(outlier_hosts), 'node')}", len(fleet.outliers), "bad" if fleet.outliers else ""),
         ("unreadable", len(fleet.errors), "bad" if fleet.errors else ""),
     ]
+    verdict = wording.fleet_verdict(fleet)
+    look = "verdict " + ("uniform" if fleet.uniform else "findings")
+    items = _join(_el("li", _el("b", n), label, class_=kind or None) for label, n, kind in cards)
+    meta = f"{span} · outliers: median and MAD per GPU model and figure, noise band ±{fleet.noise:.0%}"
     return _el(
         "header",
         _el("h1", "cuda-doctor fleet"),
-        _el(
-            "div",
-            wording.fleet_verdict(fleet),
-            class_="verdict " + ("uniform" if fleet.uniform else "findings"),
-            id="verdict",
-        ),
-        _el(
-            "ul", _join(_el("li", _el("b", n), label, class_=kind or None) for label, n, kind in cards), class_="cards"
-        ),
-        _el(
-            "div",
-            f"{span} · outliers: median and MAD per GPU model and figure, noise band ±{fleet.noise:.0%}"
-            f" · cuda-doctor {__version__}",
-            class_="meta",
-        ),
-    )
-
-
-def _table(table_id: str, columns: list[tuple[str, bool]], rows: Iterable[Html], caption: str | None = None) -> Html:
-    """A sortable table; ``columns`` are (header, numeric)."""
-    head = _join(
-        _el(
-            "th",
-            _el("button", name, type="button"),
-            scope="col",
-            aria_sort="none",
-            data_type="number" if numeric else None,
-            class_="num" if numeric else None,
-        )
-        for name, numeric in columns
-    )
-    return _el(
-        "div",
-        _el(
-            "table",
-            _el("caption", caption, class_="muted") if caption else None,
-            _el("thead", _el("tr", head)),
-            _el("tbody", _join(rows)),
-            id=table_id,
-            class_="sortable",
-        ),
-        class_="scroll",
+        _el("div", verdict, class_=look, id="verdict"),
+        _el("ul", items, class_="cards"),
+        _el("div", f"{meta} · cuda-doctor {__version__}", class_="meta"),
     )
 
 
 def _section(
     heading: str, table_id: str, columns: list[str], rows: Iterable[Html], numeric: tuple[str, ...] = ()
 ) -> Html:
-    """A heading and its sortable table; the ``numeric`` columns sort as numbers."""
-    return _join([_el("h2", heading), _table(table_id, [(name, name in numeric) for name in columns], rows)])
+    """A heading and its table, sortable by any column (the ``numeric`` ones as numbers)."""
+    head = _join(_column(name, name in numeric) for name in columns)
+    table = _el("table", _el("thead", _el("tr", head)), _el("tbody", _join(rows)), id=table_id, class_="sortable")
+    return _join([_el("h2", heading), _el("div", table, class_="scroll")])
+
+
+def _column(name: str, numeric: bool) -> Html:
+    number = {"data_type": "number", "class_": "num"} if numeric else {}
+    return _el("th", _el("button", name, type="button"), scope="col", aria_sort="none", **number)
 
 
 def _num(value: float | int | None, text: str | None = None) -> Html:
