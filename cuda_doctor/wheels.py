@@ -84,17 +84,8 @@ def wheels() -> tuple[Wheel, ...]:
         key = (str(row["torch"]), str(row["variant"]))
         cuda = variant_cuda(key[1])
         if key in shipped and cuda is not None:
-            found.append(
-                Wheel(
-                    key[0],
-                    key[1],
-                    cuda,
-                    tuple(row["sass"]),
-                    tuple(row["ptx"]),
-                    bool(row["verified"]),
-                    str(row["source"]),
-                )
-            )
+            code = (tuple(row["sass"]), tuple(row["ptx"]))
+            found.append(Wheel(*key, cuda, *code, bool(row["verified"]), str(row["source"])))
     return tuple(sorted(found, key=lambda w: _release_key(w.release), reverse=True))
 
 

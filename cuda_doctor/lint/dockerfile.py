@@ -205,14 +205,10 @@ def check_cuda_image(image: Image, wheel_cuda: str | None = None) -> Hit | None:
     if rule is None:
         return None
     suggested = tags.suggest(image.tag, cuda_minor=tags.minor_of(wheel_cuda))
+    severity = None if verdict.certain else Severity.WARNING
+    fix = tag_fix(image, verdict, suggested, wheel_cuda)
     return Hit.make(
-        rule,
-        image.line,
-        image.column,
-        severity=None if verdict.certain else Severity.WARNING,
-        image=image.text,
-        problem=verdict.reason,
-        fix=tag_fix(image, verdict, suggested, wheel_cuda),
+        rule, image.line, image.column, severity=severity, image=image.text, problem=verdict.reason, fix=fix
     )
 
 

@@ -222,23 +222,13 @@ def _side_diagnoses(throttle: dict[str, float], peak_share: float | None) -> lis
     extra: list[Diagnosis] = []
     power_cap = throttle.get("sw_power_cap", 0.0)
     if power_cap >= THROTTLE_SHARE:
-        extra.append(
-            Diagnosis(
-                "power_capped",
-                f"at the power limit {_pct(power_cap)} of the busy time (normal for a fully loaded GPU)",
-                (f"clock-event reason sw_power_cap in {_pct(power_cap)} of busy samples",),
-                POWER_FIXES[:1],
-            )
-        )
+        title = f"at the power limit {_pct(power_cap)} of the busy time (normal for a fully loaded GPU)"
+        evidence = f"clock-event reason sw_power_cap in {_pct(power_cap)} of busy samples"
+        extra.append(Diagnosis("power_capped", title, (evidence,), POWER_FIXES[:1]))
     if peak_share is not None and peak_share >= MEMORY_FULL_SHARE:
-        extra.append(
-            Diagnosis(
-                "memory_full",
-                f"GPU memory nearly full (peak {_pct(peak_share)} of capacity)",
-                (f"peak memory used {_pct(peak_share)} of the GPU's capacity",),
-                MEMORY_FULL_FIXES,
-            )
-        )
+        title = f"GPU memory nearly full (peak {_pct(peak_share)} of capacity)"
+        evidence = f"peak memory used {_pct(peak_share)} of the GPU's capacity"
+        extra.append(Diagnosis("memory_full", title, (evidence,), MEMORY_FULL_FIXES))
     return extra
 
 

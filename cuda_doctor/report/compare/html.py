@@ -389,17 +389,12 @@ def _charts(fleet: Fleet) -> Html | None:
     by_group: dict[tuple[str, str], list[Outlier]] = defaultdict(list)
     for o in fleet.outliers:
         by_group[(o.gpu_model, o.metric)].append(o)
-    legend = _el(
-        "p",
+    text = (
         "Each row: one smoke figure of every GPU of the model, as a ratio to its median (1×, dashed); "
-        "bars count GPUs (log scale); outliers marked:",
-        _el("span", class_="dot slow"),
-        "slow",
-        _el("span", class_="dot fast"),
-        "fast",
-        ". Hover a mark for the node.",
-        class_="legend",
+        "bars count GPUs (log scale); outliers marked:"
     )
+    dots = (_el("span", class_="dot slow"), "slow", _el("span", class_="dot fast"), "fast")
+    legend = _el("p", text, *dots, ". Hover a mark for the node.", class_="legend")
     order = {m.key: i for i, m in enumerate(METRICS)}  # the figures in the order the smoke run lists them
     charts = (
         _chart(model, sorted(rows, key=lambda r: order.get(r[0].metric, len(order))), by_group)
@@ -426,17 +421,9 @@ def _chart(
     for index, (stats, figures) in enumerate(rows):
         parts.append(_row(stats, figures, outliers.get((stats.gpu_model, stats.metric), []), _TOP + _ROW * index, x))
     gpus = max(s.count for s, _ in rows)
-    svg = _el(
-        "svg",
-        _el("title", f"{model}: smoke figures as ratios to the median"),
-        *parts,
-        viewBox=f"0 0 {_WIDTH} {height}",
-        width=_WIDTH,
-        height=height,
-        role="img",
-        class_="chart",
-        data_model=model,
-    )
+    title = _el("title", f"{model}: smoke figures as ratios to the median")
+    size = {"viewBox": f"0 0 {_WIDTH} {height}", "width": _WIDTH, "height": height}
+    svg = _el("svg", title, *parts, **size, role="img", class_="chart", data_model=model)
     return _el("figure", _el("figcaption", f"{model} ({count(gpus, 'GPU')})"), svg)
 
 
@@ -474,19 +461,9 @@ def _row(stats: GroupStats, figures: tuple[float, ...], marks: list[Outlier], to
     for o in marks:
         at = x.at(o.ratio)
         tip = f"{o.host} GPU {o.gpu}: {wording.outlier_text(o)}"
-        parts.append(
-            _el(
-                "circle",
-                _el("title", tip),
-                cx=f"{at:.1f}",
-                cy=f"{top + 8:.1f}",
-                r=4.5,
-                class_=f"outlier {o.direction}",
-                data_host=o.host,
-                data_gpu=o.gpu,
-                data_metric=o.metric,
-            )
-        )
+        where = {"cx": f"{at:.1f}", "cy": f"{top + 8:.1f}", "r": 4.5}
+        about = {"data_host": o.host, "data_gpu": o.gpu, "data_metric": o.metric}
+        parts.append(_el("circle", _el("title", tip), **where, class_=f"outlier {o.direction}", **about))
     return _join(parts)
 
 
