@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cuda_doctor.compare.diff import Diff
+from cuda_doctor.compare.diff import Diff, FigureChange
 from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet
 from cuda_doctor.report import md_cell, printable
 from cuda_doctor.report.compare import wording
@@ -56,67 +56,32 @@ def render_diff(diff: Diff, **_: Any) -> str:
         out += _quote(skipped)
     for gap in diff.not_run:
         out += _quote(wording.not_run_note(gap))
-    out += _section(
-        "Configuration",
-        ["", "before", "after", ""],
-        [
-            [f.label, wording.fact_side(f, False), wording.fact_side(f, True), _bold(wording.fact_note(f))]
-            for f in diff.facts
-        ],
-    )
-    out += _section(
-        "Environment",
-        ["variable", "before", "after", ""],
-        [
-            [
-                f"`{e.variable}`",
-                wording.env_side(e.before),
-                wording.env_side(e.after),
-                _bold(e.note or "") if e.worse else e.note or "",
-            ]
-            for e in diff.environment
-        ],
-    )
+    side, env, note = wording.fact_side, wording.env_side, wording.env_note
+    status, value = wording.status_text, wording.config_value
+    facts = [[f.label, side(f, False), side(f, True), _bold(wording.fact_note(f))] for f in diff.facts]
+    out += _section("Configuration", ["", "before", "after", ""], facts)
+    environment = [
+        [f"`{e.variable}`", env(e.before), env(e.after), _bold(note(e)) if e.worse else note(e)]
+        for e in diff.environment
+    ]
+    out += _section("Environment", ["variable", "before", "after", ""], environment)
     directions = {"worse": "**worse**", "better": "better", "changed": ""}
-    out += _section(
-        "Rule outcomes that changed",
-        ["rule", "subject", "before", "after", "", "message"],
-        [
-            [
-                r.rule,
-                r.subject or "",
-                r.before.value if r.before else "—",
-                r.after.value if r.after else "—",
-                directions[r.direction],
-                r.message,
-            ]
-            for r in diff.rules
-        ],
-    )
-    out += _section(
-        "Smoke checks",
-        ["check", "before", "after", ""],
-        [
-            [c.label, wording.config_value(c.before), wording.config_value(c.after), "**broken**" if c.worse else ""]
-            for c in diff.checks
-        ],
-    )
-    out += _section(
-        "Smoke figures",
-        ["GPU", "figure", "before", "after", "ratio", ""],
-        [
-            [
-                str(f.gpu),
-                f"{f.label} ({f.unit})",
-                wording.figure_value(f.before),
-                wording.figure_value(f.after),
-                wording.ratio(f.ratio),
-                f"**{wording.figure_note(f)}**" if f.verdict == "slower" else wording.figure_note(f),
-            ]
-            for f in diff.figures
-        ],
-    )
+    rules = [
+        [r.rule, r.subject or "", status(r.before), status(r.after), directions[r.direction], r.message]
+        for r in diff.rules
+    ]
+    out += _section("Rule outcomes that changed", ["rule", "subject", "before", "after", "", "message"], rules)
+    checks = [[c.label, value(c.before), value(c.after), "**broken**" if c.worse else ""] for c in diff.checks]
+    out += _section("Smoke checks", ["check", "before", "after", ""], checks)
+    figures = [_figure(f) for f in diff.figures]
+    out += _section("Smoke figures", ["GPU", "figure", "before", "after", "ratio", ""], figures)
     return _joined(out)
+
+
+def _figure(f: FigureChange) -> list[str]:
+    note = wording.figure_note(f)
+    values = [wording.figure_value(f.before), wording.figure_value(f.after), wording.ratio(f.ratio)]
+    return [str(f.gpu), f"{f.label} ({f.unit})", *values, _bold(note) if f.verdict == "slower" else note]
 
 
 def render_fleet(fleet: Fleet, **_: Any) -> str:

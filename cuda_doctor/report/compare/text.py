@@ -76,7 +76,7 @@ def render_diff(diff: Diff, *, color: bool = False, width: int | None = 120) -> 
         rows: list[list[str | Text]] = []
         for r in diff.rules:
             mark, style = _MARK[r.direction]
-            was, now = r.before.value if r.before else "—", _text(r.after.value if r.after else "—", style=style)
+            was, now = wording.status_text(r.before), _text(wording.status_text(r.after), style=style)
             rows.append([_text(f"  {mark}", style=style), r.rule, r.subject or "", was, "→", now, r.message])
         _print_table(con, ("", "rule", "subject", "before", "", "after", "message"), rows)
     if diff.checks:

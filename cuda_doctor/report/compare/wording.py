@@ -10,6 +10,7 @@ from cuda_doctor.compare.environment import EnvChange
 from cuda_doctor.compare.fleet import Fleet, Outlier
 from cuda_doctor.compare.keys import show
 from cuda_doctor.report import count
+from cuda_doctor.results import Status
 
 
 def fact_side(change: FactChange, after: bool) -> str:
@@ -23,6 +24,10 @@ def fact_note(change: FactChange) -> str:
     if change.downgrade:
         return "downgraded"
     return "lost" if change.lost else ""
+
+
+def status_text(status: Status | None) -> str:
+    return status.value if status else "—"
 
 
 def env_side(value: str | None) -> str:
