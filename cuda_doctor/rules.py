@@ -564,18 +564,8 @@ def _result(
     commands: tuple[str, ...] = (),
     evidence: dict[str, Any] | None = None,
 ) -> Result:
-    return Result(
-        rule_id=rule.id,
-        title=rule.title,
-        category=rule.category,
-        status=status,
-        message=message,
-        subject=subject,
-        fix=fix,
-        commands=commands,
-        links=rule.links,
-        evidence=evidence or {},
-    )
+    evidence = evidence or {}
+    return Result(rule.id, rule.title, rule.category, status, message, subject, fix, commands, rule.links, evidence)
 
 
 def _judge_one(
