@@ -283,9 +283,19 @@ class Child:
             self._changed.notify_all()
 
 
-def run(python: str, source: str, args: Sequence[str] = (), **options: Any) -> CommandResult:
-    """One child from start to end; ``options`` are ``Child``'s (``env`` and ``timeout`` required)."""
-    return Child(python, source, args, **options).finish()
+def run(
+    python: str,
+    source: str,
+    args: Sequence[str] = (),
+    *,
+    env: Mapping[str, str],
+    timeout: float,
+    start_timeout: float | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> CommandResult:
+    """One child from start to end (see ``Child``)."""
+    child = Child(python, source, args, env=env, timeout=timeout, start_timeout=start_timeout, on_step=on_step)
+    return child.finish()
 
 
 @dataclass(frozen=True)
