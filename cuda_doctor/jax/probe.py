@@ -51,8 +51,14 @@ DEFAULT_MIN_TIMEOUT = 60.0
 
 
 def child_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The child's environment: the user's, with preallocation off for cuda-doctor's own JAX."""
-    return {**env, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    """The child's environment: the user's, with preallocation off for cuda-doctor's own JAX, and
+    XLA's GEMM autotuning off unless the user chose a level (autotuning the smoke step's one
+    matmul compiles and times many kernels: most of its compile time, for a few per cent)."""
+    child = {**env, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    flags = env.get("XLA_FLAGS", "")
+    if "--xla_gpu_autotune_level" not in flags:
+        child["XLA_FLAGS"] = f"{flags} --xla_gpu_autotune_level=0".strip()
+    return child
 
 
 def user_settings(env: Mapping[str, str]) -> dict[str, str]:
