@@ -51,14 +51,10 @@ DEFAULT_MIN_TIMEOUT = 60.0
 
 
 def child_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The child's environment: the user's, with preallocation off for cuda-doctor's own JAX, and
-    XLA's GEMM autotuning off unless the user chose a level (autotuning the smoke step's one
-    matmul compiles and times many kernels: most of its compile time, for a few per cent)."""
-    child = {**env, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
-    flags = env.get("XLA_FLAGS", "")
-    if "--xla_gpu_autotune_level" not in flags:
-        child["XLA_FLAGS"] = f"{flags} --xla_gpu_autotune_level=0".strip()
-    return child
+    """The child's environment: the user's, with preallocation off for cuda-doctor's own JAX.
+    XLA's GEMM autotuning stays as the user has it: without it (``--xla_gpu_autotune_level=0``)
+    jax 0.11.2 ran the smoke step's 4096³ bf16 matmul at 16 TFLOP/s on an H200, against 680 with it."""
+    return {**env, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 
 
 def user_settings(env: Mapping[str, str]) -> dict[str, str]:

@@ -6,9 +6,7 @@ module it names: what runs there imports nothing from cuda_doctor.  Per GPU: two
 inputs drawn on the host (uniform in [-1, 1)) and put on the GPU once, their product compiled by
 ``jax.jit`` and timed over about 40 ms of work after a warm-up call, then its first rows checked
 on the host against the float32 product of the same bf16 inputs.  The child runs with
-``XLA_PYTHON_CLIENT_PREALLOCATE=false`` (it takes only what it uses) and, unless the user's
-``XLA_FLAGS`` say otherwise, without XLA's GEMM autotuning (``--xla_gpu_autotune_level=0``): the
-one matmul then compiles in a fraction of the time, on cuBLAS's own choice of algorithm.
+``XLA_PYTHON_CLIENT_PREALLOCATE=false``: it takes only what it uses.
 
 Two stages: compile (the inputs, the one jitted matmul on each GPU, and the host's float32
 reference) and measure (the timed matmuls, then the product copied back and compared).  With
