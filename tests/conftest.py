@@ -60,6 +60,29 @@ def wait_until(condition: Callable[[], bool], seconds: float = 30.0) -> bool:
     return True
 
 
+def run_doctor(
+    args: list[str],
+    *,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    first_on_path: tuple[Path, ...] = (),
+    timeout: float = 180.0,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m cuda_doctor ARGS`` as a real process of this checkout: ``env`` (this process's
+    when not given) with ``first_on_path`` and the checkout put before its PYTHONPATH."""
+    full_env = dict(os.environ if env is None else env)
+    path = [*map(str, first_on_path), str(REPO), full_env.get("PYTHONPATH", "")]
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, path))
+    return subprocess.run(
+        [sys.executable, "-m", "cuda_doctor", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd,
+        timeout=timeout,
+    )
+
+
 def wait_for_file(path: Path, seconds: float = 60.0) -> str:
     """The text of ``path`` once a process has written it whole (ending in a newline)."""
     end = time.monotonic() + seconds
@@ -151,6 +174,14 @@ def make_nvml() -> Iterator[Callable[..., Any]]:
     for fake in made:
         if isinstance(fake.hang, threading.Event):
             fake.hang.set()
+
+
+@pytest.fixture(scope="session")
+def plain_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real interpreter with nothing installed: a fresh venv without pip."""
+    venv = tmp_path_factory.mktemp("plain-venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    return venv / "bin" / "python"
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cuda_doctor.entry import exit_status, wants_nvml
-from tests.conftest import gone, group_gone, wait_for_file, wait_until
+from tests.conftest import gone, group_gone, run_doctor, wait_for_file, wait_until
 
 TESTS = Path(__file__).resolve().parent
 FAKE_PYNVML = TESTS / "fakes" / "pynvml_h200"
@@ -66,15 +66,7 @@ def test_a_message_as_exit_code_is_printed_and_exits_1(capsys: pytest.CaptureFix
 def doctor(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, **env}
     full_env.pop("CUDA_DOCTOR_DISABLE_NVML", None)
-    full_env["PYTHONPATH"] = os.pathsep.join([str(FAKE_PYNVML), str(TESTS.parent), full_env.get("PYTHONPATH", "")])
-    return subprocess.run(
-        [sys.executable, "-m", "cuda_doctor", *args],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=full_env,
-        timeout=120,
-    )
+    return run_doctor(args, cwd=tmp_path, env=full_env, first_on_path=(FAKE_PYNVML,), timeout=120)
 
 
 def test_check_reads_nvml_once_and_ends_with_all_its_output(tmp_path: Path) -> None:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,16 +13,14 @@ from cuda_doctor.facts import Facts
 from cuda_doctor.results import Status
 from cuda_doctor.rules import judge, load_rules
 from cuda_doctor.selection import DESELECTED, SelectionError, check_selection, selected_ids, unknown_patterns
+from tests.conftest import run_doctor
 
 TESTS = Path(__file__).resolve().parent
 H200_FACTS = TESTS / "rules" / "h200_facts.json"
 
 
 def doctor(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS.parent), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run(
-        [sys.executable, "-m", "cuda_doctor", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=180
-    )
+    return run_doctor(args, cwd=cwd)
 
 
 @pytest.fixture

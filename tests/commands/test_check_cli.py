@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from cuda_doctor.cli import cli
+from tests.conftest import run_doctor
 
 TESTS = Path(__file__).resolve().parents[1]
 H200_FACTS = TESTS / "rules" / "h200_facts.json"
@@ -129,16 +130,7 @@ def test_docs_rules_reference_is_current() -> None:
 def doctor(
     args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, **(env or {})}
-    full_env["PYTHONPATH"] = str(TESTS.parent) + os.pathsep + full_env.get("PYTHONPATH", "")
-    return subprocess.run(
-        [sys.executable, "-m", "cuda_doctor", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        cwd=cwd,
-        timeout=180,
-    )
+    return run_doctor(args, cwd=cwd, env={**os.environ, **(env or {})})
 
 
 def test_malformed_config_is_one_clear_line(tmp_path: Path) -> None:

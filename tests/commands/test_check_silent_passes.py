@@ -10,22 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from cuda_doctor.selection import DESELECTED
+from tests.conftest import run_doctor
 
 TESTS = Path(__file__).resolve().parents[1]
 H200_FACTS = TESTS / "rules" / "h200_facts.json"
 
 
 def doctor(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, **(env or {})}
-    full_env["PYTHONPATH"] = str(TESTS.parent) + os.pathsep + full_env.get("PYTHONPATH", "")
-    return subprocess.run(
-        [sys.executable, "-m", "cuda_doctor", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        cwd=cwd,
-        timeout=180,
-    )
+    return run_doctor(args, cwd=cwd, env={**os.environ, **(env or {})})
 
 
 def h200_report(tmp_path: Path) -> Path:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from compare_reports import RECORDED
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.smoke.probe import facts_from_run
 from cuda_doctor.smoke.runner import ChildRun, ParsedOutput, SmokeRun
+from tests.conftest import run_doctor
 
 TESTS = Path(__file__).resolve().parents[1]
 H200_FACTS = TESTS / "rules" / "h200_facts.json"
@@ -31,18 +31,10 @@ def doctor(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> sub
         "PATH": os.defpath,
         "HOME": str(cwd),
         "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME", str(cwd / ".cache")),
-        "PYTHONPATH": str(TESTS.parent),
         "CUDA_DOCTOR_DISABLE_NVML": "1",  # the nvidia-smi path, whatever this host has
         "LANG": "C.UTF-8",
     }
-    return subprocess.run(
-        [sys.executable, "-m", "cuda_doctor", *args],
-        capture_output=True,
-        text=True,
-        env={**base, **(env or {})},
-        cwd=cwd,
-        timeout=180,
-    )
+    return run_doctor(args, cwd=cwd, env={**base, **(env or {})})
 
 
 def fake_smi_env(fake_nvidia_smi: Any, mode: str) -> dict[str, str]:

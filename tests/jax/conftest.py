@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,14 +46,6 @@ def r535_fixtures(tmp_path: Path) -> Path:
     csv = folder / "query-gpu.csv"
     csv.write_text(csv.read_text().replace("580.159.04", R535[0]))
     return folder
-
-
-@pytest.fixture(scope="session")
-def plain_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real interpreter with nothing installed: a fresh venv without pip."""
-    venv = tmp_path_factory.mktemp("plain-venv")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    return venv / "bin" / "python"
 
 
 @pytest.fixture

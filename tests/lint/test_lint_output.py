@@ -12,21 +12,15 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from tests.conftest import run_doctor
+
 CASES = Path(__file__).parent / "cases"
 SCHEMA = Path(__file__).parent / "fixtures" / "sarif-schema-2.1.0.json"
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run(
-        [sys.executable, "-m", "cuda_doctor", "lint", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_doctor(["lint", *args], cwd=cwd, timeout=120)
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,14 +42,6 @@ def make_executable(tmp_path: Path) -> Callable[[str, str], Path]:
         return path
 
     return make
-
-
-@pytest.fixture(scope="session")
-def plain_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real interpreter with nothing installed: a fresh venv without pip."""
-    venv = tmp_path_factory.mktemp("plain-venv")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    return venv / "bin" / "python"
 
 
 @pytest.fixture

@@ -17,10 +17,10 @@ from cuda_doctor.facts import Facts
 from cuda_doctor.knowledge import derive_all
 from cuda_doctor.rules import judge_rule, load_rules
 from cuda_doctor.tomlcompat import tomllib
+from tests.rules.case_facts import apply_case
 
 HERE = Path(__file__).parent
 CASES = HERE / "cases"
-NULL = "__null__"  # TOML has no null
 
 
 def _base() -> Facts:
@@ -41,14 +41,7 @@ RULES = {rule.id: rule for rule in load_rules()}
 
 @pytest.mark.parametrize(("rule_id", "case"), _cases())
 def test_rule_case(rule_id: str, case: dict[str, Any]) -> None:
-    facts = _base()
-    for name in case.get("unset", []):
-        facts.values.pop(name, None)
-    for name, value in case.get("set", {}).items():
-        facts.set(name, None if value == NULL else value)
-    for name, reason in case.get("unknown", {}).items():
-        facts.values.pop(name, None)
-        facts.mark_unknown(name, reason)
+    facts = apply_case(_base(), case)
     assert derive_all(facts) == []
     results = judge_rule(RULES[rule_id], facts)
     result = results[0]

@@ -20,10 +20,10 @@ from cuda_doctor.report.rules import render_rule_markdown
 from cuda_doctor.results import Result
 from cuda_doctor.rules import Rule, condition_facts, load_rules, template_facts
 from cuda_doctor.tomlcompat import tomllib
+from tests.rules.case_facts import apply_case
 
 HERE = Path(__file__).parent
 RULES = load_rules()
-NULL = "__null__"
 
 
 def _fact_names(rules: list[Rule]) -> set[str]:
@@ -148,15 +148,7 @@ def _cases() -> Iterator[Any]:
 @pytest.mark.parametrize("case", list(_cases()))
 def test_every_rule_case(case: dict[str, Any]) -> None:
     """Each case's facts, judged by every rule (not only the one the case is about)."""
-    facts = h200()
-    for name in case.get("unset", []):
-        facts.values.pop(name, None)
-    for name, value in case.get("set", {}).items():
-        facts.set(name, None if value == NULL else value)
-    for name, reason in case.get("unknown", {}).items():
-        facts.values.pop(name, None)
-        facts.mark_unknown(name, reason)
-    assert_readable(case["name"], judged(facts))
+    assert_readable(case["name"], judged(apply_case(h200(), case)))
 
 
 @pytest.mark.parametrize("rule", RULES, ids=[rule.id for rule in RULES])
