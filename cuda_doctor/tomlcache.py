@@ -24,6 +24,7 @@ from __future__ import annotations
 import marshal
 import os
 import sys
+import threading
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any
@@ -45,6 +46,9 @@ errors: list[str] = []
 _memory: dict[str, Any] | None = None
 _used: set[str] = set()  # the entries this run read or parsed
 _dirty = False
+#: Rules load on one thread while probes and derivers read their tables on others: the entries
+#: are read, added and flushed under this lock (parsing happens outside it).
+_lock = threading.Lock()
 
 
 def cache_file() -> Path:
@@ -82,11 +86,12 @@ def load(path: Path) -> dict[str, Any]:
         reading.check(info.st_mode, info.st_size, MAX_FILE_BYTES, WHAT)
     key = os.path.abspath(path)
     stamp = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
-    entry = _entries().get(key)
-    if isinstance(entry, dict) and entry.get("stamp") == stamp:
-        _used.add(key)
-        data: dict[str, Any] = entry["data"]
-        return data
+    with _lock:
+        entry = _entries().get(key)
+        if isinstance(entry, dict) and entry.get("stamp") == stamp:
+            _used.add(key)
+            data: dict[str, Any] = entry["data"]
+            return data
     from cuda_doctor.tomlcompat import tomllib  # parsing is the slow path: import it only then
 
     raw = reading.read_bytes(path, MAX_FILE_BYTES, WHAT)
@@ -97,15 +102,21 @@ def load(path: Path) -> dict[str, Any]:
         marshal.dumps(data)  # TOML dates and times cannot be marshalled: such files are not cached
     except ValueError:
         return data
-    _entries()[key] = {"stamp": stamp, "data": data}
-    _used.add(key)
-    _dirty = True
+    with _lock:
+        _entries()[key] = {"stamp": stamp, "data": data}
+        _used.add(key)
+        _dirty = True
     return data
 
 
 def flush() -> None:
     """Write the cache if anything new was parsed: whole (a temporary file renamed into place)
     and within ``MAX_CACHE_BYTES``."""
+    with _lock:
+        _flush()
+
+
+def _flush() -> None:
     global _dirty
     if not _dirty or _memory is None:
         return

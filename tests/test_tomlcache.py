@@ -184,3 +184,35 @@ def test_what_is_not_a_toml_file_is_refused_before_it_is_read(cache: Path, tmp_p
         tomlcache.load(path)
     expected = {"device": "not a regular file (a character device)", "huge": "larger than 4 MiB"}
     assert expected[kind] in str(info.value.strerror)
+
+
+def test_files_parsed_on_another_thread_while_the_cache_is_written_are_neither_lost_nor_a_crash(
+    cache: Path, tmp_path: Path
+) -> None:
+    # check loads the rules on one thread while probes and derivers read tables on others; on a
+    # first run (nothing cached) a flush could iterate the entries while another thread added one
+    import threading
+
+    sources = []
+    for n in range(300):
+        source = tmp_path / f"table{n}.toml"
+        source.write_text(f"n = {n}\n", encoding="utf-8")
+        sources.append(source)
+    failures: list[BaseException] = []
+
+    def read_all() -> None:
+        try:
+            for source in sources:
+                tomlcache.load(source)
+        except BaseException as exc:  # handed to the test's thread, which fails with it
+            failures.append(exc)
+
+    reader = threading.Thread(target=read_all)
+    reader.start()
+    while reader.is_alive():
+        tomlcache.flush()
+    reader.join()
+    tomlcache.flush()
+    assert failures == []
+    entries = marshal.loads(cache.read_bytes())
+    assert all(entries[os.path.abspath(s)]["data"] == {"n": n} for n, s in enumerate(sources))
