@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from tests.artefacts import metadata_only, unpack
-from tests.probes.conftest import base_env, plain_python
+from tests.probes.conftest import base_env
 
-__all__ = ["base_env", "plain_python"]  # the probe tests' interpreters, used here as well
+__all__ = ["base_env"]  # the probe tests' environment, used here as well (plain_python is shared by all)
 
 TORCH_213 = ("torch", "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl")
 TORCHVISION_026 = ("torchvision", "torchvision-0.26.0-cp311-cp311-manylinux_2_28_x86_64.whl")
