@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from cuda_doctor.checkreport import Report
 from cuda_doctor.config import Config
 from cuda_doctor.facts import Facts
-from cuda_doctor.knowledge import derive_all
+from cuda_doctor.knowledge import derive_all, import_derivers
 from cuda_doctor.optional import optional_attribute
 from cuda_doctor.probes import PHASE_1, PHASE_2, PROBES, PROVIDES, not_checked, runs_fast, skipped_probes
 from cuda_doctor.probes.base import Probe, ProbeContext
@@ -36,15 +36,20 @@ def load_probe(module_name: str) -> Probe | None:
     return probe
 
 
-def default_probes(phase: Mapping[str, str], ctx: ProbeContext) -> list[Probe]:
-    probes = []
-    for name, module_name in phase.items():
+#: Phase-1 probes that start a child of the target interpreter (an import of torch or jax that
+#: takes seconds): loaded and started first, before the other probes' modules are imported.
+STARTED_FIRST = ("framework", "jax")
+
+
+def default_probes(phase: Mapping[str, str], ctx: ProbeContext, first: Sequence[str] = ()) -> Iterator[Probe]:
+    """The phase's probes, each loaded only when asked for: those named in ``first`` first."""
+    names = [name for name in first if name in phase] + [name for name in phase if name not in first]
+    for name in names:
         if ctx.fast and not runs_fast(name, ctx.images):
             continue
-        probe = load_probe(module_name)
+        probe = load_probe(phase[name])
         if probe is not None:
-            probes.append(probe)
-    return probes
+            yield probe
 
 
 def _deadline(probe: Probe, ctx: ProbeContext) -> float:
@@ -94,6 +99,7 @@ class _ProbeRun:
         self.result: Facts | None = None
         self.error: str | None = None
         self.seconds: float | None = None
+        self.deadline = time.monotonic() + _deadline(probe, ctx)
         self.thread = threading.Thread(target=self._run, args=(ctx,), name=f"probe-{probe.name}", daemon=True)
 
     def _run(self, ctx: ProbeContext) -> None:
@@ -107,31 +113,49 @@ class _ProbeRun:
             self.progress("done", self.probe.name)
 
 
-def collect(ctx: ProbeContext, probes: Sequence[Probe], progress: Progress | None = None) -> Facts:
+def collect(ctx: ProbeContext, probes: Iterable[Probe], progress: Progress | None = None) -> Facts:
     """Run ``probes`` concurrently; a probe that raises or overruns becomes unknown facts."""
-    facts = Facts()
-    active = []
+    return join(start(ctx, probes, progress), progress)
+
+
+class Started:
+    """Probes started by ``start``, for ``join``; in the order given, with what was learnt while
+    starting them (a probe whose ``applies`` failed or said no)."""
+
+    def __init__(self) -> None:
+        self.facts = Facts()
+        self.runs: list[_ProbeRun] = []
+
+
+def start(ctx: ProbeContext, probes: Iterable[Probe], progress: Progress | None = None) -> Started:
+    """Start each of ``probes`` on its own thread as soon as it is loaded (``probes`` may load
+    them one at a time: a child that imports torch starts before the other modules load)."""
+    started = Started()
     for probe in probes:
         try:
             applies = probe.applies(ctx)
         except Exception as exc:
-            facts.mark_unknown(f"probe.{probe.name}", f"probe failed: {type(exc).__name__}: {exc}")
+            started.facts.mark_unknown(f"probe.{probe.name}", f"probe failed: {type(exc).__name__}: {exc}")
             continue
-        if applies:
-            active.append(probe)
-        else:
-            _skip(facts, probe.name, ctx)
-    if not active:
-        return facts
-    started = time.monotonic()
-    runs = [_ProbeRun(probe, ctx, progress) for probe in active]
-    for run in runs:
+        if not applies:
+            _skip(started.facts, probe.name, ctx)
+            continue
+        run = _ProbeRun(probe, ctx, progress)
         if progress:
-            progress("start", run.probe.name)
+            progress("start", probe.name)
         run.thread.start()
+        started.runs.append(run)
+    return started
+
+
+def join(started: Started, progress: Progress | None = None, order: Sequence[str] = ()) -> Facts:
+    """Wait for started probes, each until its deadline, and merge their facts: in ``order`` of
+    their names where given (the phase's own order, whatever the order they started in)."""
+    facts = started.facts
+    runs = sorted(started.runs, key=lambda run: order.index(run.probe.name)) if order else started.runs
     for run in runs:
         name = run.probe.name
-        run.thread.join(max(_deadline(run.probe, ctx) - (time.monotonic() - started), 0.1))
+        run.thread.join(max(run.deadline - time.monotonic(), 0.1))
         if run.thread.is_alive():  # abandoned: daemon threads never keep the doctor alive
             facts.set(f"probe.{name}.status", "timeout")
             facts.mark_unknown(name, f"the {name} probe did not finish in time")
@@ -148,19 +172,23 @@ def collect(ctx: ProbeContext, probes: Sequence[Probe], progress: Progress | Non
 
 
 def gather(ctx: ProbeContext, probes: Sequence[Probe] | None = None, progress: Progress | None = None) -> Facts:
-    facts = Facts()
     if probes is not None:
-        phases = [list(probes)]
-    else:
-        # phase 2 probes load the GPU: one at a time, so that none measures another's work
-        phases = [default_probes(PHASE_1, ctx), *([p] for p in default_probes(PHASE_2, ctx))]
-        if ctx.fast:
-            for name in PROBES:
-                if not runs_fast(name, ctx.images):
-                    _skip(facts, name, ctx)
+        with ctx.handoff.open():
+            return collect(ctx, probes, progress)
+    facts = Facts()
+    if ctx.fast:
+        for name in PROBES:
+            if not runs_fast(name, ctx.images):
+                _skip(facts, name, ctx)
     with ctx.handoff.open():  # a child left for a later phase is stopped when the phases end
-        for phase in phases:
-            facts.merge(collect(ctx, phase, progress))
+        first = start(ctx, default_probes(PHASE_1, ctx, STARTED_FIRST), progress)
+        later = list(default_probes(PHASE_2, ctx))  # imported while phase 1 runs,
+        if not ctx.fast:
+            import_derivers()  # and so is what judges the facts
+        facts.merge(join(first, progress, order=list(PHASE_1)))
+        # phase 2 probes load the GPU: one at a time, so that none measures another's work
+        for probe in later:
+            facts.merge(collect(ctx, [probe], progress))
     return facts
 
 
