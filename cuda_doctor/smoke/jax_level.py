@@ -12,9 +12,10 @@ bf16 inputs.  The child runs with
 Two stages: compile (the inputs, the one jitted matmul on each GPU, and the host's float32
 reference) and measure (the timed matmuls, then the product copied back and compared).  With
 ``"prepare": true`` in CONFIG the script compiles, prints ``{"prepared": {"seconds": …}}`` and
-waits for ``{"measure": true}`` on stdin before it measures (``cuda-doctor check`` compiles
-beside torch's import and measures after the torch smoke run); stdin closed, or any other line,
-ends it without a result.
+waits for ``{"measure": true}`` on stdin before it measures (``cuda-doctor check`` compiles and
+measures in phase 1, beside torch's import, before the torch smoke run); stdin closed, or any
+other line, ends it without a result.  The result's ``seconds`` is the time of the stages it ran
+after the word (all of them without ``prepare``).
 
 Output, one JSON object per line on stdout (``cuda_doctor.children``): ``{"started": true}``,
 ``{"step": …}`` before each step, ``{"device": {…}}`` after each GPU, then ``{"result": {…}}``.
@@ -155,11 +156,13 @@ def run(config: dict[str, Any]) -> dict[str, Any] | None:
         if not told_to_measure():
             return None
         stages = [Matmul.measure]
+    started = time.perf_counter()
     for matmul in matmuls:
         for stage in stages:
             matmul.attempt(stage)
         emit({"device": matmul.out})  # kept by the parent even if a later GPU hangs
         result["devices"].append(matmul.out)
+    result["seconds"] = round(time.perf_counter() - started, 3)  # these stages' own time
     return judged(result, wanted)
 
 
