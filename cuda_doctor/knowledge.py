@@ -520,6 +520,17 @@ DERIVERS: list[str | tuple[str, tuple[str, ...]]] = [
 ]
 
 
+def import_derivers() -> None:
+    """Import every deriver's module now, ahead of ``derive_all``: a full check does it while its
+    probes wait on their children, so that judging starts as soon as they are done."""
+    for entry in DERIVERS:
+        spec = entry if isinstance(entry, str) else entry[0]
+        try:
+            optional_attribute(*spec.split(":"))
+        except Exception:  # derive_all imports it again, and records why it failed
+            continue
+
+
 def derive_all(facts: Facts) -> list[str]:
     """Run every deriver; return one message per deriver that broke (they never stop the run)."""
     problems: list[str] = []

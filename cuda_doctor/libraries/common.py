@@ -7,13 +7,17 @@ import os
 import re
 import shlex
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
+
+# at the top, not in the functions: only the derivers import this module, and a full check
+# imports them while its probes wait (knowledge.import_derivers)
+from packaging.markers import default_environment
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 from cuda_doctor.facts import Facts
 from cuda_doctor.tables import load_table
-
-if TYPE_CHECKING:
-    from packaging.requirements import Requirement
 
 
 class Pin(NamedTuple):
@@ -41,8 +45,6 @@ def normalize(name: str) -> str:
 
 def marker_environment(facts: Facts) -> dict[str, str]:
     """PEP 508 marker values for the target interpreter: this machine's, with its Python."""
-    from packaging.markers import default_environment
-
     env: dict[str, str] = {key: str(value) for key, value in default_environment().items()}
     python = facts.get("framework.python_version")
     if isinstance(python, str) and python.count(".") >= 1:
@@ -76,8 +78,6 @@ def torch_pins(facts: Facts) -> dict[str, Pin]:
 
 def requirements(lines: Any) -> Iterator[Requirement]:
     """The PEP 508 requirements of a fact's list of lines; a line that is not one is left out."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
     for line in lines or []:
         try:
             yield Requirement(str(line))
@@ -93,9 +93,6 @@ def library_pin(pins: dict[str, Pin], key: str | None) -> Pin | None:
 
 def satisfies(version: object, specifier: str) -> bool | None:
     """Whether a version meets a specifier; None when either cannot be read."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
-
     try:
         return SpecifierSet(specifier).contains(Version(str(version)), prereleases=True)
     except (InvalidSpecifier, InvalidVersion):
