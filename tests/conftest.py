@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -81,6 +82,21 @@ def run_doctor(
         cwd=cwd,
         timeout=timeout,
     )
+
+
+def with_driver_library(env: dict[str, str], folder: Path) -> dict[str, str]:
+    """``env`` with a file the loader opens as ``libnvidia-ml.so.1`` first on LD_LIBRARY_PATH, for
+    a process that stands for a machine with a driver (the fake ``pynvml`` of
+    tests/fakes/pynvml_h200, a broken binding): such a machine has the library, and without one
+    cuda-doctor does not import the binding at all.  The file is a copy of a shared object every
+    CPython has (its ctypes extension), without NVML's functions, which only the early asks of
+    ``nvml.early_open`` look for."""
+    import _ctypes
+
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(_ctypes.__file__, folder / "libnvidia-ml.so.1")
+    path = os.pathsep.join(filter(None, [str(folder), env.get("LD_LIBRARY_PATH", "")]))
+    return {**env, "LD_LIBRARY_PATH": path}
 
 
 def wait_for_file(path: Path, seconds: float = 60.0) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cuda_doctor.entry import exit_status, wants_nvml
-from tests.conftest import gone, group_gone, run_doctor, wait_for_file, wait_until
+from tests.conftest import gone, group_gone, run_doctor, wait_for_file, wait_until, with_driver_library
 
 TESTS = Path(__file__).resolve().parent
 FAKE_PYNVML = TESTS / "fakes" / "pynvml_h200"
@@ -64,7 +64,7 @@ def test_a_message_as_exit_code_is_printed_and_exits_1(capsys: pytest.CaptureFix
 
 
 def doctor(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, **env}
+    full_env = with_driver_library({**os.environ, **env}, tmp_path / "driver")
     full_env.pop("CUDA_DOCTOR_DISABLE_NVML", None)
     return run_doctor(args, cwd=tmp_path, env=full_env, first_on_path=(FAKE_PYNVML,), timeout=120)
 
@@ -110,6 +110,7 @@ def test_a_broken_binding_is_a_reason_not_a_traceback(tmp_path: Path) -> None:
     broken.mkdir()
     (broken / "pynvml.py").write_text('raise ImportError("libfoo.so: undefined symbol")\n', encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(broken), str(TESTS.parent)])}
+    env = with_driver_library(env, tmp_path / "driver")  # a GPU machine whose binding is broken
     env.pop("CUDA_DOCTOR_DISABLE_NVML", None)
     proc = subprocess.run(
         [sys.executable, "-m", "cuda_doctor", "check", "--fast", "--format", "json"],

@@ -27,6 +27,8 @@ VOLATILE_ECC = 0
 TEMPERATURE_GPU = 0
 
 VERSION_MISMATCH_MESSAGE = "Failed to initialize NVML: Driver/library version mismatch"
+#: nvidia-ml-py's words for LIBRARY_NOT_FOUND, which it says without a library to ask.
+LIBRARY_NOT_FOUND_MESSAGE = "NVML Shared Library Not Found"
 LIBRARY = "libnvidia-ml.so.1"
 
 
@@ -85,6 +87,24 @@ def loader_error(name: str) -> str | None:
     except OSError as exc:
         return str(exc)
     return None
+
+
+def library_missing() -> NvmlUnavailable | None:
+    """Why NVML cannot be used when the dynamic loader finds no file named ``libnvidia-ml.so.1``
+    at all (no driver installed, or none mounted into this container); None otherwise.
+
+    nvidia-ml-py opens NVML by that very name, in this process, so it could only fail the same
+    way: importing it (30-40 ms) to learn that is not needed.  None too when no ``pynvml`` can be
+    found: its absence is then what the import names, as before.
+    """
+    import importlib.util
+
+    loader = loader_error(LIBRARY)
+    if loader is None or not loader.startswith(f"{LIBRARY}: cannot open shared object file"):
+        return None
+    if importlib.util.find_spec("pynvml") is None:
+        return None
+    return NvmlUnavailable(*_library_failure(LIBRARY_NOT_FOUND_MESSAGE, loader), LIBRARY_NOT_FOUND_MESSAGE)
 
 
 def _library_failure(said: str, loader: str | None) -> tuple[str, str]:

@@ -38,9 +38,10 @@ class NvmlRead:
     deadline is abandoned.
     """
 
-    def __init__(self, ctx: ProbeContext, nvml: Any = None) -> None:
+    def __init__(self, ctx: ProbeContext, nvml: Any = None, missing: binding.NvmlUnavailable | None = None) -> None:
         self.ctx = ctx
         self.nvml = nvml
+        self.missing = missing  # known already: the loader finds no NVML library (binding.library_missing)
         self.ready = threading.Event()  # the facts (or the error) are there
         self.closed = threading.Event()  # the thread has finished, NVML shut down if it was opened
         self._facts: Facts | None = None
@@ -64,6 +65,10 @@ class NvmlRead:
     def _run(self) -> None:
         opened = None
         try:
+            if self.nvml is None:
+                missing = self.missing or binding.library_missing()
+                if missing is not None:
+                    raise missing
             nvml = binding.load() if self.nvml is None else self.nvml
             binding.init(nvml)
             opened = nvml
@@ -120,7 +125,8 @@ def prefetch(ctx: ProbeContext, nvml: Any = None) -> NvmlRead:
     ``pynvml`` module, as in ``collect_nvml``.
     """
     global _prefetched
-    if nvml is None:
+    missing = None if nvml is not None else binding.library_missing()
+    if nvml is None and missing is None:
         early_open.open_driver_early()
         # imported here, not on the read's thread: an import holds the GIL throughout.  A
         # binding that is missing or broken is not this function's to report: the read loads
@@ -130,7 +136,7 @@ def prefetch(ctx: ProbeContext, nvml: Any = None) -> NvmlRead:
         except binding.NvmlUnavailable as exc:
             early_open.early_errors.append(str(exc))
     with _prefetch_lock:
-        _prefetched = NvmlRead(ctx, nvml).start()
+        _prefetched = NvmlRead(ctx, nvml, missing).start()
         return _prefetched
 
 

@@ -11,6 +11,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import with_driver_library
+
 TESTS = Path(__file__).resolve().parents[1]
 FAKE_PYNVML = TESTS / "fakes" / "pynvml_h200"
 #: What the fast check asks of each GPU with NVLinks (tests/nvml/test_field_values.py lists them).
@@ -18,7 +20,7 @@ FAST_CALLS_PER_GPU = 17
 
 
 def fast_check(tmp_path: Path, **env: str) -> tuple[int, dict[str, Any]]:
-    full = {**os.environ, "FAKE_PYNVML_GPUS": "8", **env}
+    full = with_driver_library({**os.environ, "FAKE_PYNVML_GPUS": "8", **env}, tmp_path / "driver")
     full.pop("CUDA_DOCTOR_DISABLE_NVML", None)
     full["PYTHONPATH"] = os.pathsep.join([str(FAKE_PYNVML), str(TESTS.parent), full.get("PYTHONPATH", "")])
     proc = subprocess.run(
