@@ -25,6 +25,7 @@ import marshal
 import os
 import sys
 import threading
+import zlib
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any
@@ -56,7 +57,11 @@ def cache_file() -> Path:
     # marshal (the format of .pyc files: no import, fastest to load) is specific to the
     # Python version, hence the version in the name
     python = f"py{sys.version_info[0]}{sys.version_info[1]}"
-    return Path(base) / "cuda-doctor" / f"toml-{__version__}-{python}.marshal"
+    # One file per installed copy of cuda-doctor: every copy (each project's venv, each
+    # checkout) has rule files of its own, and one shared file held them all and was read whole
+    # on every start (1,300 entries, 2.7 MB, 28 ms to unmarshal on a machine with a few copies).
+    install = f"{zlib.crc32(os.path.dirname(__file__).encode()):08x}"
+    return Path(base) / "cuda-doctor" / f"toml-{__version__}-{python}-{install}.marshal"
 
 
 def _entries() -> dict[str, Any]:

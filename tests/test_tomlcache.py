@@ -216,3 +216,15 @@ def test_files_parsed_on_another_thread_while_the_cache_is_written_are_neither_l
     assert failures == []
     entries = marshal.loads(cache.read_bytes())
     assert all(entries[os.path.abspath(s)]["data"] == {"n": n} for n, s in enumerate(sources))
+
+
+def test_each_installed_copy_has_a_cache_file_of_its_own(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every copy (a project's venv, a checkout) has its own rule files: one shared cache file held
+    them all and was read whole on every start."""
+    names = {}
+    for copy in ("/venvs/a/site-packages/cuda_doctor", "/venvs/b/site-packages/cuda_doctor"):
+        monkeypatch.setattr(tomlcache, "__file__", f"{copy}/tomlcache.py")
+        names[copy] = tomlcache.cache_file()
+        assert tomlcache.cache_file() == names[copy]  # the same copy, the same file
+    first, second = names.values()
+    assert first != second and first.parent == second.parent == cache.parent
