@@ -99,12 +99,32 @@ def library_missing() -> NvmlUnavailable | None:
     """
     import importlib.util
 
+    if _listed_for_loader(LIBRARY):
+        return None  # the usual case with a driver: no need to open it on this thread to know
     loader = loader_error(LIBRARY)
     if loader is None or not loader.startswith(f"{LIBRARY}: cannot open shared object file"):
         return None
     if importlib.util.find_spec("pynvml") is None:
         return None
     return NvmlUnavailable(*_library_failure(LIBRARY_NOT_FOUND_MESSAGE, loader), LIBRARY_NOT_FOUND_MESSAGE)
+
+
+#: The dynamic loader's cache of library names (glibc's ldconfig writes it); at most this much is read.
+LOADER_CACHE = "/etc/ld.so.cache"
+LOADER_CACHE_BYTES = 16 << 20
+
+
+def _listed_for_loader(name: str) -> bool:
+    """Whether the loader would likely find ``name``: a file of that name in an LD_LIBRARY_PATH
+    folder, or the name in its cache.  Only a shortcut: a library not listed is looked for with
+    the loader itself (``loader_error``)."""
+    if _on_library_path(name) is not None:
+        return True
+    try:
+        with open(LOADER_CACHE, "rb") as cache:
+            return name.encode() in cache.read(LOADER_CACHE_BYTES)
+    except OSError:
+        return False
 
 
 def _library_failure(said: str, loader: str | None) -> tuple[str, str]:

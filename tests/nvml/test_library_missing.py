@@ -60,17 +60,45 @@ def test_with_a_library_the_binding_is_imported_and_its_failure_named(tmp_path: 
     assert "the spy binding" in str(values["nvml.error"])
 
 
+@pytest.fixture
+def unlisted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No NVML library in the loader's cache or on LD_LIBRARY_PATH: the loader is asked."""
+    monkeypatch.setattr(binding, "LOADER_CACHE", str(tmp_path / "no-cache"))
+    monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
+
+
+def test_a_library_in_the_loaders_cache_or_path_is_not_looked_for(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def looked_for(name: str) -> str:
+        raise AssertionError("the loader was asked")
+
+    monkeypatch.setattr(binding, "loader_error", looked_for)
+    monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
+    cache = tmp_path / "ld.so.cache"
+    cache.write_bytes(b"glibc-ld.so.cache1.1\x00libcuda.so.1\x00libnvidia-ml.so.1\x00/usr/lib/libnvidia-ml.so.1\x00")
+    monkeypatch.setattr(binding, "LOADER_CACHE", str(cache))
+    assert binding.library_missing() is None
+    monkeypatch.setattr(binding, "LOADER_CACHE", str(tmp_path / "no-cache"))
+    env = with_driver_library({}, tmp_path / "driver")
+    monkeypatch.setenv("LD_LIBRARY_PATH", env["LD_LIBRARY_PATH"])
+    assert binding.library_missing() is None
+
+
+@pytest.mark.usefixtures("unlisted")
 def test_a_library_the_loader_finds_is_not_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(binding, "loader_error", lambda name: None)
     assert binding.library_missing() is None
 
 
+@pytest.mark.usefixtures("unlisted")
 def test_a_library_found_but_unloadable_is_not_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     said = "/usr/lib/libnvidia-ml.so.1: invalid ELF header"
     monkeypatch.setattr(binding, "loader_error", lambda name: said)
     assert binding.library_missing() is None  # the binding's own failure names the broken file
 
 
+@pytest.mark.usefixtures("unlisted")
 def test_no_library_reads_as_the_bindings_failure(monkeypatch: pytest.MonkeyPatch) -> None:
     said = "libnvidia-ml.so.1: cannot open shared object file: No such file or directory"
     monkeypatch.setattr(binding, "loader_error", lambda name: said)
