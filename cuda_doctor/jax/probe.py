@@ -5,11 +5,11 @@ finds out, without importing jax, whether jax is installed at all, and ends at o
 not.  Otherwise it imports jax and reports.  In a pipeline run (phase 2 follows) it then
 initialises the backend at once, while torch imports, and when a smoke run follows and JAX has a
 GPU, this probe has it compile and measure the JAX smoke step too (``smoke_step.prepare`` and
-``measure``) and waits for the child's end: phase 1 ends only after, so that nothing of JAX's
-runs beside the torch smoke run, and the step costs the check nothing while torch's import is the
-longer.  The child is left in ``ctx.handoff`` (as ``JAX_CHILD``) for ``gpu_probe``, which
-reports the backend and the smoke step from what it said: a check imports jax once.  The backend's contexts
-on the GPUs are the child's: the GPU probe leaves cuda-doctor's own children out of the GPU's
+``measure``): phase 1 ends only after, so that nothing of JAX's runs beside the torch smoke run,
+and the step costs the check nothing while torch's import is the longer.  The child is left in
+``ctx.handoff`` (as ``JAX_CHILD``) for ``gpu_probe``, which reports the backend and the smoke
+step from what it said: a check imports jax once.  The backend's contexts on the GPUs are the
+child's: the GPU probe leaves cuda-doctor's own children out of the GPU's
 processes.  Outside a pipeline run no backend is initialised here.
 
 The user's own memory settings (``XLA_PYTHON_CLIENT_PREALLOCATE`` and the others in

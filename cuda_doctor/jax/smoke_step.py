@@ -58,18 +58,21 @@ def prepare(ctx: ProbeContext, child: children.Child, config: dict[str, Any] | N
 
 
 def measure(ctx: ProbeContext, child: children.Child) -> None:
-    """Have the child measure what ``prepare`` compiled, now, then end: it is waited for (its
-    deadline still ``ctx.smoke_timeout`` from the compile), so that nothing of JAX's runs beside
-    the torch smoke run.  ``smoke`` reads what it said."""
+    """Have the child measure what ``prepare`` compiled, now (its deadline still
+    ``ctx.smoke_timeout`` from the compile), so that nothing of JAX's runs beside the torch smoke
+    run.  Once its result is out it is told to end, and is reaped in phase 2 (``smoke`` reads what
+    it said): its end, the driver taking back its context (0.26-0.38 s on an H200), overlaps the
+    torch smoke run's start, the driver-level child and the allocation, which time nothing.  A
+    child with no result by its deadline is killed now."""
     prepared = child.seen(is_prepared)
     if child.result is not None or prepared is None or child.seen(is_result) is not None:
         return  # nothing compiled to measure, or it ended already
     spent = float(prepared["prepared"].get("seconds") or 0.0)
     child.give_more_time(max(float(ctx.smoke_timeout) - spent, 1.0))
-    if child.send({"measure": True}):
-        child.wait_for(is_result)
-    child.close_stdin()  # no more orders: it ends by itself
-    child.finish()  # reaped, or killed at its deadline
+    if child.send({"measure": True}) and child.wait_for(is_result) is not None:
+        child.close_stdin()  # no more orders: it ends by itself
+        return
+    child.finish()  # killed at its deadline, or reaped after its end
 
 
 def smoke(ctx: ProbeContext, child: children.Child, facts: Facts) -> Facts:

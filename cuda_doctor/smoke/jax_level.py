@@ -4,8 +4,8 @@ Run by the *target* interpreter inside the JAX child (``cuda_doctor/jax/_child.p
 after the backend is up, as ``python -c <source> CONFIG`` would), composed with the child-side
 module it names: what runs there imports nothing from cuda_doctor.  Per GPU: two 4096² bf16
 inputs drawn on the host (uniform in [-1, 1)) and put on the GPU once, their product compiled by
-``jax.jit`` and timed after a warm-up call (batches four times longer each time, until one
-lasts 40 ms), then its first rows checked on the host against the float32 product of the same
+``jax.jit`` and timed after a warm-up call (batches each sized by the pace of the one before,
+until one lasts 40 ms), then its first rows checked on the host against the float32 product of the same
 bf16 inputs.  The child runs with
 ``XLA_PYTHON_CLIENT_PREALLOCATE=false``: it takes only what it uses.
 
@@ -96,10 +96,12 @@ class Matmul:
 
         step(self.label)
         c = self.product(*self.inputs).block_until_ready()  # a warm-up
-        # batches of back-to-back calls, four times longer each time, until one lasts WORK_SECONDS:
-        # sized on the warm-up call alone, the timed batch could be too short to hide JAX's
-        # dispatch and the final wait (`smoke` measured 275 TFLOP/s where `check` measured 767 on
-        # the same H200)
+        # batches of back-to-back calls until one lasts WORK_SECONDS: sized on the warm-up call
+        # alone, the timed batch could be too short to hide JAX's dispatch and the final wait
+        # (`smoke` measured 275 TFLOP/s where `check` measured 767 on the same H200).  Each batch
+        # is sized by the pace of the one before, a quarter past enough: a short batch can only
+        # overstate a call's time (dispatch, the final wait), so the next may fall short and be
+        # followed by another, but never runs far past WORK_SECONDS.
         reps = 8
         while True:
             started = time.perf_counter()
@@ -109,7 +111,7 @@ class Matmul:
             seconds = (time.perf_counter() - started) / reps
             if seconds * reps >= WORK_SECONDS or reps >= MAX_REPS:
                 break
-            reps *= 4
+            reps = min(MAX_REPS, max(int(1.25 * WORK_SECONDS / max(seconds, 1e-9)) + 1, reps + 1))
         self.out["bf16_tflops"] = round(2.0 * self.size**3 / seconds / 1e12, 2)
         step(f"{self.label}: check on the host")
         # the whole product comes back (32 MiB at 4096²) and is cut on the host: slicing on the
