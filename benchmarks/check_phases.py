@@ -13,6 +13,7 @@ Usage: python benchmarks/check_phases.py [--runs 5] [--python PY] [--save DIR]
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import statistics
@@ -65,16 +66,19 @@ def main() -> None:
     parser.add_argument("--save", type=Path, default=None, help="keep each report in this folder")
     args = parser.parse_args()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    # imports as users meet them: byte-code written (pip compiles what it installs)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    compileall.compile_dir(str(REPO / "cuda_doctor"), quiet=1)
     reference = [args.python, "-c", "import torch; torch.cuda.init()"]
     if args.save:
         args.save.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as cwd:  # no stray module in the working folder
-        subprocess.run(reference, cwd=cwd, capture_output=True, check=False)  # warm the file cache
+        subprocess.run(reference, cwd=cwd, env=env, capture_output=True, check=False)  # warm the file cache
         walls: dict[str, list[float]] = {"reference": [], "check": []}
         samples: dict[str, list[float]] = {}
         for round_ in range(args.runs):
             start = time.perf_counter()
-            subprocess.run(reference, cwd=cwd, capture_output=True, check=False)
+            subprocess.run(reference, cwd=cwd, env=env, capture_output=True, check=False)
             walls["reference"].append(time.perf_counter() - start)
             wall, found = run_check(args.python, env, args.save, round_)
             walls["check"].append(wall)
