@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
-
+from dataclasses import dataclass
 from cuda_doctor.watch.samples import GpuInfo, Sample, Series, reason_names
 
 IDLE_UTIL = 5.0  # % SM utilisation below which the GPU counts as idle
@@ -77,9 +75,6 @@ class Diagnosis:
     evidence: tuple[str, ...] = ()
     fixes: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "title": self.title, "evidence": list(self.evidence), "fixes": list(self.fixes)}
-
 
 @dataclass(frozen=True)
 class PhaseStats:
@@ -116,22 +111,12 @@ class GpuAnalysis:
     verdict: Diagnosis
     findings: tuple[Diagnosis, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["utilisation"] = list(self.utilisation)
-        data["verdict"] = self.verdict.to_dict()
-        data["findings"] = [f.to_dict() for f in self.findings]
-        return data
-
 
 @dataclass(frozen=True)
 class Analysis:
     verdict: Diagnosis
     gpus: tuple[GpuAnalysis, ...]
     notes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict.to_dict(), "gpus": [g.to_dict() for g in self.gpus], "notes": list(self.notes)}
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
