@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
 from cuda_doctor.watch.samples import GpuInfo, Sample, Series, reason_names
 
 IDLE_UTIL = 5.0  # % SM utilisation below which the GPU counts as idle
@@ -198,7 +199,7 @@ def _throttle_shares(busy: Sequence[Sample]) -> dict[str, float]:
     return {k: round(v / len(busy), 3) for k, v in sorted(counts.items())} if busy else {}
 
 
-def _pct(x: float | None) -> str:
+def pct(x: float | None) -> str:
     return "?" if x is None else f"{x * 100:.0f}%"
 
 
@@ -207,12 +208,12 @@ def _side_diagnoses(throttle: dict[str, float], peak_share: float | None) -> lis
     extra: list[Diagnosis] = []
     power_cap = throttle.get("sw_power_cap", 0.0)
     if power_cap >= THROTTLE_SHARE:
-        title = f"at the power limit {_pct(power_cap)} of the busy time (normal for a fully loaded GPU)"
-        evidence = f"clock-event reason sw_power_cap in {_pct(power_cap)} of busy samples"
+        title = f"at the power limit {pct(power_cap)} of the busy time (normal for a fully loaded GPU)"
+        evidence = f"clock-event reason sw_power_cap in {pct(power_cap)} of busy samples"
         extra.append(Diagnosis("power_capped", title, (evidence,), POWER_FIXES[:1]))
     if peak_share is not None and peak_share >= MEMORY_FULL_SHARE:
-        title = f"GPU memory nearly full (peak {_pct(peak_share)} of capacity)"
-        evidence = f"peak memory used {_pct(peak_share)} of the GPU's capacity"
+        title = f"GPU memory nearly full (peak {pct(peak_share)} of capacity)"
+        evidence = f"peak memory used {pct(peak_share)} of the GPU's capacity"
         extra.append(Diagnosis("memory_full", title, (evidence,), MEMORY_FULL_FIXES))
     return extra
 
@@ -230,8 +231,8 @@ def _judge(
         f"steady state {steady.start_s:.0f}–{steady.end_s:.0f} s: mean SM utilisation {util:.0f}%"
         if util is not None
         else "no SM utilisation readings",
-        f"idle (<{IDLE_UTIL:.0f}%) {_pct(steady.idle_share)} of the time, under "
-        f"{BUSY_UTIL:.0f}% busy {_pct(steady.under_busy_share)}",
+        f"idle (<{IDLE_UTIL:.0f}%) {pct(steady.idle_share)} of the time, under "
+        f"{BUSY_UTIL:.0f}% busy {pct(steady.under_busy_share)}",
     ]
     thermal = sum(v for k, v in throttle.items() if k in THERMAL_REASONS)
     brake = throttle.get("hw_power_brake", 0.0)
@@ -243,12 +244,12 @@ def _judge(
         return Diagnosis("idle", "the GPU stayed idle: the work did not reach it", tuple(base), IDLE_FIXES), extra
     if thermal >= THROTTLE_SHARE:
         names = ", ".join(k for k in throttle if k in THERMAL_REASONS)
-        ev = (*base, f"thermal slowdown ({names}) in {_pct(thermal)} of busy samples")
+        ev = (*base, f"thermal slowdown ({names}) in {pct(thermal)} of busy samples")
         return Diagnosis(
             "thermal_limited", "thermally limited: the GPU slows itself down to cool", ev, THERMAL_FIXES
         ), extra
     if brake >= THROTTLE_SHARE:
-        ev = (*base, f"hw_power_brake in {_pct(brake)} of busy samples")
+        ev = (*base, f"hw_power_brake in {pct(brake)} of busy samples")
         return Diagnosis(
             "power_limited", "power limited: an external power brake slows the GPU", ev, POWER_FIXES
         ), extra
@@ -264,7 +265,7 @@ def _judge(
             ev = (
                 *base,
                 f"host→device PCIe traffic {rx / 1000:.1f} GB/s on average while the SMs are mostly idle",
-                f"{_pct(share)} of samples copy ≥{TRANSFER_RX_MBPS / 1000:.0f} GB/s with SM under {BUSY_UTIL:.0f}%",
+                f"{pct(share)} of samples copy ≥{TRANSFER_RX_MBPS / 1000:.0f} GB/s with SM under {BUSY_UTIL:.0f}%",
             )
             return Diagnosis(
                 "transfer_bound", "host-to-device-transfer-bound: the GPU waits for copies", ev, TRANSFER_FIXES
@@ -288,12 +289,12 @@ def _judge(
     if peak_share is not None and peak_share >= MEMORY_ROOMY_SHARE:
         fixes[1] = (
             "A larger batch size will not fit easily (memory peaked at "
-            + _pct(peak_share)
+            + pct(peak_share)
             + "); AMP frees memory for one."
         )
     gpu_ev = list(base)
     if peak_share is not None:
-        gpu_ev.append(f"peak memory {_pct(peak_share)} of capacity")
+        gpu_ev.append(f"peak memory {pct(peak_share)} of capacity")
     return Diagnosis(
         "gpu_bound", "GPU-bound: the GPU is busy; make each step cheaper", tuple(gpu_ev), tuple(fixes)
     ), extra
