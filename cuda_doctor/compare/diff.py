@@ -22,6 +22,9 @@ from cuda_doctor.results import FINDING_RANK, Result, Status
 
 DEFAULT_NOISE = 0.05
 
+#: A rule outcome's key: (rule, subject).
+RuleKey = tuple[str, str | None]
+
 #: A finding at or above this rank (warn) counts as "failing" for the worse verdict.
 _FAILING_RANK = FINDING_RANK[Status.WARN]
 
@@ -178,18 +181,14 @@ def _rules_and_gaps(
     left_out: dict[str, int] = {}
     old = {(r.rule_id, r.subject): r for r in before.results}
     new = {(r.rule_id, r.subject): r for r in after.results}
-    keep: set[tuple[str, str | None]] = set()
+    keep: set[RuleKey] = set()
     for key in old.keys() | new.keys():
         gap = gap_of(gaps, key[0], old.get(key), new.get(key))
         if gap is None:
             keep.add(key)
         elif (old[key].status if key in old else None) != (new[key].status if key in new else None):
             left_out[gap.probe] = left_out.get(gap.probe, 0) + 1
-    flips = diff_rules(
-        tuple(r for r in before.results if (r.rule_id, r.subject) in keep),
-        tuple(r for r in after.results if (r.rule_id, r.subject) in keep),
-    )
-    return flips, tuple(replace(g, rules=left_out.get(g.probe, 0)) for g in gaps)
+    return diff_rules(old, new, keep), tuple(replace(g, rules=left_out.get(g.probe, 0)) for g in gaps)
 
 
 def _state(value: Any) -> str:
@@ -265,12 +264,10 @@ def _direction(old: Status | None, new: Status | None) -> str:
     return "changed"
 
 
-def diff_rules(before: tuple[Result, ...], after: tuple[Result, ...]) -> tuple[RuleFlip, ...]:
-    """Outcomes that differ, keyed by (rule, subject); newly failing first, most serious first."""
-    old = {(r.rule_id, r.subject): r for r in before}
-    new = {(r.rule_id, r.subject): r for r in after}
+def diff_rules(old: dict[RuleKey, Result], new: dict[RuleKey, Result], keys: set[RuleKey]) -> tuple[RuleFlip, ...]:
+    """The outcomes of ``keys`` that differ; newly failing first, most serious first."""
     flips: list[RuleFlip] = []
-    for key in sorted(old.keys() | new.keys(), key=lambda k: (k[0], k[1] or "")):
+    for key in sorted(keys, key=lambda k: (k[0], k[1] or "")):
         a, b = old.get(key), new.get(key)
         sa, sb = (a.status if a else None), (b.status if b else None)
         shown = b if b is not None else a

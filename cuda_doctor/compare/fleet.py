@@ -140,10 +140,8 @@ class Fleet:
         return not (self.errors or self.differing or self.failing or self.outliers)
 
 
-def node_config(report: SavedReport, names: dict[int, str] | None = None) -> NodeConfig:
-    """The node's configuration; ``names`` is ``_gpu_names(report)`` when the caller has it."""
-    if names is None:
-        names = _gpu_names(report)
+def node_config(report: SavedReport, names: dict[int, str]) -> NodeConfig:
+    """The node's configuration; ``names`` is ``_gpu_names(report)``."""
     models = sorted(set(names.values()))
     return NodeConfig(
         driver=report.get("driver.version"),
@@ -190,11 +188,6 @@ def fleet_facts(values: Mapping[str, Any]) -> dict[str, Any]:
 
 #: What a fleet keeps of each report it reads: ``load_unique(paths, FLEET_FIELDS)``.
 FLEET_FIELDS = Fields(facts=fleet_facts, statuses=frozenset({*_FAILING, Status.WARN}))
-
-
-def _figure_keys(gpu: int) -> tuple[str, ...]:
-    """``smoke[i].<figure>`` for every metric, in METRICS order."""
-    return smoke_keys(gpu)[: len(METRICS)]
 
 
 def _smoke_models(report: SavedReport, nvml_names: dict[int, str]) -> dict[int, str]:
@@ -277,9 +270,7 @@ def _majority(configs: list[NodeConfig]) -> tuple[NodeConfig | None, int, tuple[
     return tied[0], best, tuple(tied[1:])
 
 
-def _differences(config: NodeConfig, majority: NodeConfig | None) -> tuple[FieldDifference, ...]:
-    if majority is None:
-        return ()
+def _differences(config: NodeConfig, majority: NodeConfig) -> tuple[FieldDifference, ...]:
     out = []
     for f in fields(NodeConfig):
         mine, theirs = getattr(config, f.name), getattr(majority, f.name)
@@ -363,7 +354,7 @@ def _figures(reports: list[SavedReport], names: list[dict[int, str]]) -> dict[tu
             if groups is None:
                 groups = by_model[model] = [([], []) for _ in METRICS]
             owner = (report, i)
-            for (figures, owners), value in zip(groups, map(get, _figure_keys(i)), strict=True):
+            for (figures, owners), value in zip(groups, map(get, smoke_keys(i)[: len(METRICS)]), strict=True):
                 # number(), its common case first: this runs for every figure of every GPU
                 if (value.__class__ in _PLAIN_NUMBERS or number(value) is not None) and value > 0:
                     figures.append(float(value))

@@ -451,8 +451,6 @@ def render_hit(path: Path, hit: Hit, rule: Rule, options: LintOptions) -> Findin
         fix=render_template(rule.fix or "", captures.get) or None,
         title=rule.title,
         category=rule.category,
-        end_line=hit.end_line,
-        end_column=hit.end_column,
     )
 
 

@@ -16,8 +16,6 @@ class Hit:
     line: int
     column: int = 1
     captures: tuple[tuple[str, str], ...] = ()
-    end_line: int | None = None
-    end_column: int | None = None
     severity: Severity | None = None  # overrides the rule's default for this one hit
 
     @classmethod
@@ -27,8 +25,6 @@ class Hit:
         line: int,
         column: int = 1,
         *,
-        end_line: int | None = None,
-        end_column: int | None = None,
         severity: Severity | None = None,
         **captures: object,
     ) -> Hit:
@@ -37,8 +33,6 @@ class Hit:
             line=max(1, line),
             column=max(1, column),
             captures=tuple(sorted((k, str(v)) for k, v in captures.items())),
-            end_line=end_line,
-            end_column=end_column,
             severity=severity,
         )
 
@@ -64,8 +58,6 @@ class Finding:
     fix: str | None = None
     title: str = ""
     category: str = ""
-    end_line: int | None = None
-    end_column: int | None = None
 
     def sort_key(self) -> tuple[str, int, int, str]:
         return (self.path, self.line, self.column, self.rule_id)
@@ -75,8 +67,8 @@ class Finding:
             "path": self.path,
             "line": self.line,
             "column": self.column,
-            "end_line": self.end_line,
-            "end_column": self.end_column,
+            "end_line": None,  # no check reports a range (the field is kept for the schema)
+            "end_column": None,
             "rule": self.rule_id,
             "title": self.title,
             "category": self.category,

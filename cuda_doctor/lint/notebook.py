@@ -129,4 +129,4 @@ def not_code(lines: list[str], exc: SyntaxError) -> bool:
 
 
 def _relocate(hits: list[Hit], file_line: int) -> list[Hit]:
-    return [Hit(h.rule_id, file_line, h.column, h.captures, None, None, h.severity) for h in hits]
+    return [Hit(h.rule_id, file_line, h.column, h.captures, h.severity) for h in hits]

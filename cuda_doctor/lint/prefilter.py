@@ -8,6 +8,7 @@ Plain substring tests come first: they reject most files at memory speed.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 
@@ -130,7 +131,7 @@ def _torch_entry_point(data: bytes) -> bool:
                 starts = [0]
                 for line in lines:
                     starts.append(starts[-1] + len(line) + 1)
-            if not _inside_def(lines, _row(starts, at), indent):
+            if not _inside_def(lines, bisect.bisect_right(starts, at) - 1, indent):
                 return True
         at = data.find(b"backward", at + 8)
     return False
@@ -157,17 +158,6 @@ def _triple_quoted(data: bytes) -> list[tuple[int, int]] | None:
             return None
         spans.append((start, end + 3))
         at = end + 3
-
-
-def _row(starts: list[int], offset: int) -> int:
-    low, high = 0, len(starts) - 1
-    while low < high:
-        mid = (low + high + 1) // 2
-        if starts[mid] <= offset:
-            low = mid
-        else:
-            high = mid - 1
-    return low
 
 
 def _inside_def(lines: list[bytes], row: int, indent: int) -> bool:

@@ -22,7 +22,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from cuda_doctor.lint.dockerfile import base_image_reference
+from cuda_doctor.lint.dockerfile import base_image_reference, parse_image
 from cuda_doctor.lint.requirements import caps_below, framework_requirements
 from cuda_doctor.tables import load_table
 
@@ -139,14 +139,12 @@ IMAGE_FRAMEWORK = {
 
 def image_framework(reference: str) -> tuple[str, str] | None:
     """(framework, version or '') of a base image that comes with one, else None."""
-    name, _, _digest = reference.partition("@")
-    repository, tag = name, ""
-    if ":" in name.rsplit("/", 1)[-1]:
-        repository, tag = name.rsplit(":", 1)
-    framework = IMAGE_FRAMEWORK.get(repository.lower())
+    image = parse_image(reference, 1, 1)
+    framework = IMAGE_FRAMEWORK.get(image.repository)
     if framework is None:
         return None
-    if repository.lower().startswith("nvcr.io/nvidia/"):
+    tag = image.tag or ""
+    if image.repository.startswith("nvcr.io/nvidia/"):
         release = tag.split("-", 1)[0]
         if framework == "tensorflow" and "-tf1" in tag:
             return framework, "1.15"  # NGC's TF1 images carry TensorFlow 1.15 (NVIDIA/tensorflow releases)

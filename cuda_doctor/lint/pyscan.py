@@ -11,7 +11,6 @@ import ast
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from cuda_doctor.lint.apis import jax_lookup
 from cuda_doctor.lint.findings import Hit, position
@@ -81,7 +80,6 @@ class Ref:
     name: str  # as written
     qual: str  # resolved
     gated: bool  # in a version/feature-gated branch, an import fallback, or of a gated import
-    imported: bool = False  # the import statement itself
 
 
 @dataclass
@@ -109,10 +107,6 @@ class Ctx:
     annotation: bool = False
     function: int = 0
     cuda: CudaState = field(default_factory=CudaState)
-    main: bool = False  # in the ``if __name__ == "__main__":`` block
-
-    def child(self, **changes: Any) -> Ctx:
-        return replace(self, **changes)
 
 
 @dataclass
@@ -294,7 +288,7 @@ class Scanner:
 
     def _aug_assign(self, node: ast.AugAssign | ast.AnnAssign, ctx: Ctx) -> None:
         if type(node) is ast.AnnAssign:
-            self.expr(node.annotation, ctx.child(annotation=True))
+            self.expr(node.annotation, replace(ctx, annotation=True))
         if node.value is not None:
             self.expr(node.value, ctx)
             self._assigned(node.target, node.value, ctx)
@@ -307,7 +301,7 @@ class Scanner:
         self.scan.classes[node.name] = node
         for expr in (*node.decorator_list, *node.bases, *(k.value for k in node.keywords)):
             self.expr(expr, ctx)
-        self.block(node.body, ctx.child(cuda=CudaState()))
+        self.block(node.body, replace(ctx, cuda=CudaState()))
 
     def _with(self, node: ast.With | ast.AsyncWith, ctx: Ctx) -> None:
         for item in node.items:
@@ -322,14 +316,14 @@ class Scanner:
         else:
             self.expr(node.iter, ctx)  # type: ignore[union-attr]
             self.expr(node.target, ctx)  # type: ignore[union-attr]
-        inner = ctx.child(cuda=CudaState(ctx.cuda.initialised))  # the body may not run
+        inner = replace(ctx, cuda=CudaState(ctx.cuda.initialised))  # the body may not run
         self.block(node.body, inner)
         self.block(node.orelse, inner)
 
     def _match(self, node: ast.AST, ctx: Ctx) -> None:
         self.expr(node.subject, ctx)  # type: ignore[attr-defined]
         for case in node.cases:  # type: ignore[attr-defined]
-            inner = ctx.child(cuda=CudaState(ctx.cuda.initialised))
+            inner = replace(ctx, cuda=CudaState(ctx.cuda.initialised))
             if case.guard is not None:
                 self.expr(case.guard, inner)
             self.block(case.body, inner)
@@ -338,25 +332,25 @@ class Scanner:
         self.expr(node.test, ctx)
         if is_main_test(node.test) and ctx.function == 0:
             self.scan.main_guard = True
-            self.block(node.body, ctx.child(main=True))  # a script runs it: CUDA state goes on
-            self.block(node.orelse, ctx.child(cuda=CudaState(ctx.cuda.initialised)))
+            self.block(node.body, ctx)  # a script runs it: CUDA state goes on
+            self.block(node.orelse, replace(ctx, cuda=CudaState(ctx.cuda.initialised)))
             return
         gated = (*ctx.gated, node.test)
-        self.block(node.body, ctx.child(gated=gated, cuda=CudaState(ctx.cuda.initialised)))
-        self.block(node.orelse, ctx.child(gated=gated, cuda=CudaState(ctx.cuda.initialised)))
+        self.block(node.body, replace(ctx, gated=gated, cuda=CudaState(ctx.cuda.initialised)))
+        self.block(node.orelse, replace(ctx, gated=gated, cuda=CudaState(ctx.cuda.initialised)))
 
     def _try(self, node: ast.AST, ctx: Ctx) -> None:
         body: list[ast.stmt] = node.body  # type: ignore[attr-defined]
         imports = any(type(s) in (ast.Import, ast.ImportFrom) for s in body)
         # a try whose except handles the API's absence is a gate for its body too
         guarded = any(is_fallback_handler(h, imports) for h in node.handlers)  # type: ignore[attr-defined]
-        self.block(body, ctx.child(gated=(*ctx.gated, True)) if guarded else ctx)
+        self.block(body, replace(ctx, gated=(*ctx.gated, True)) if guarded else ctx)
         for handler in node.handlers:  # type: ignore[attr-defined]
             if handler.type is not None:
                 self.expr(handler.type, ctx)
             gated = (*ctx.gated, True) if is_fallback_handler(handler, imports) else ctx.gated
-            self.block(handler.body, ctx.child(gated=gated, cuda=CudaState(ctx.cuda.initialised)))
-        self.block(node.orelse, ctx.child(cuda=CudaState(ctx.cuda.initialised)))  # type: ignore[attr-defined]
+            self.block(handler.body, replace(ctx, gated=gated, cuda=CudaState(ctx.cuda.initialised)))
+        self.block(node.orelse, replace(ctx, cuda=CudaState(ctx.cuda.initialised)))  # type: ignore[attr-defined]
         self.block(node.finalbody, ctx)  # type: ignore[attr-defined]
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Ctx) -> None:
@@ -364,7 +358,7 @@ class Scanner:
         for decorator in node.decorator_list:
             self.expr(decorator, ctx)
         args = node.args
-        annotation = ctx.child(annotation=True)
+        annotation = replace(ctx, annotation=True)
         for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
             if arg is not None and arg.annotation is not None:
                 self.expr(arg.annotation, annotation)
@@ -385,7 +379,7 @@ class Scanner:
         elif kind is ast.Subscript:
             self._environ_assignment(target, ctx)  # type: ignore[arg-type]
         if type(value) is ast.Call and kind in (ast.Name, ast.Attribute):
-            self._named_loader(target.id if kind is ast.Name else target.attr, value, ctx)  # type: ignore[attr-defined]
+            self._named_loader(target.id if kind is ast.Name else target.attr, value)  # type: ignore[attr-defined]
 
     def _environ_assignment(self, target: ast.Subscript, ctx: Ctx) -> None:
         owner = dotted(target.value)
@@ -398,7 +392,7 @@ class Scanner:
             example = "CUDA_VISIBLE_DEVICES=0" if variable == "CUDA_VISIBLE_DEVICES" else f"{variable}=PCI_BUS_ID"
             self.scan.hits.append(Hit.make("CDL011", *position(node), variable=variable, example=example))
 
-    def _named_loader(self, name: str, call: ast.Call, ctx: Ctx) -> None:
+    def _named_loader(self, name: str, call: ast.Call) -> None:
         for site in reversed(self.scan.loaders):
             if site.call is call:
                 site.target = name
@@ -436,7 +430,7 @@ class Scanner:
     def _imported_api(self, node: ast.AST, qual: str, written: str, gated: bool, bound: str) -> None:
         """An import of a removed JAX API fails at the import: reported there, not at each use."""
         if jax_lookup(qual) is not None:
-            self.scan.refs.append(Ref(node, written, qual, gated, imported=True))
+            self.scan.refs.append(Ref(node, written, qual, gated))
             self.scan.reported_aliases.add(bound)
 
     def _bind(self, name: str, target: str, gated: bool) -> None:

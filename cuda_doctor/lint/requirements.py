@@ -93,7 +93,7 @@ def check_pin(pin: TorchPin) -> Hit | None:
                 f"https://download.pytorch.org/whl/{v}" for v in ordered
             )
     else:
-        if pin.variant in every or cuda < TABLE_FLOOR or pin.via == "index":
+        if pin.variant in every or cuda < TABLE_FLOOR:
             return None
         problem = f"no torch release ships {pin.variant} wheels (there never was one)"
         suggestion = _nearest(pin.variant, every)
@@ -200,14 +200,12 @@ def logical_lines(text: str) -> Iterator[tuple[int, str]]:
 OPTION_WITH_URL = ("--index-url", "-i", "--extra-index-url", "-f", "--find-links")
 
 
-def _split_option(line: str) -> tuple[str, str] | None:
-    for option in OPTION_WITH_URL:
-        if line == option or not line.startswith(option):
-            continue
-        rest = line[len(option) :]
-        if rest[:1] in ("=", " ", "\t"):
-            return option, rest.lstrip("= \t")
-    return None
+def _is_url_option(line: str) -> bool:
+    """``--index-url URL``, ``-f=URL`` …: an option with its value."""
+    return any(
+        line.startswith(option) and line[len(option) : len(option) + 1] in ("=", " ", "\t")
+        for option in OPTION_WITH_URL
+    )
 
 
 def collect_pins(indexes: Iterable[tuple[int, str]], requirements: Iterable[tuple[int, str]]) -> list[TorchPin]:
@@ -223,8 +221,7 @@ def requirements_pins(text: str) -> list[TorchPin]:
     indexes: list[tuple[int, str]] = []
     entries: list[tuple[int, str]] = []
     for number, line in logical_lines(text):
-        option = _split_option(line)
-        if option is not None:
+        if _is_url_option(line):
             indexes.append((number, line))  # the pin is the whole line
         elif line and not line.startswith("-"):
             entries.append((number, line))

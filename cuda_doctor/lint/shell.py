@@ -19,10 +19,10 @@ REFERENCE = re.compile(r"\$\{(?P<braced>[A-Za-z_]\w*)\}|\$(?P<bare>[A-Za-z_]\w*)
 LAUNCHER = "python -m torch.distributed.launch"
 
 
-def check_command(command: str, line: int, column: int = 1) -> list[Hit]:
+def check_command(command: str, line: int) -> list[Hit]:
     hits: list[Hit] = []
     if LAUNCH_RE.search(command):
-        hits.append(Hit.make("CDL006", line, column, command=LAUNCHER))
+        hits.append(Hit.make("CDL006", line, command=LAUNCHER))
     hits.extend(lint_command(command, line))
     return hits
 

@@ -60,5 +60,5 @@ def lint_workflow(text: str) -> list[Hit]:
     hits: list[Hit] = []
     for start, script in run_steps(text):
         for hit in lint_shell(script):
-            hits.append(Hit(hit.rule_id, hit.line + start - 1, hit.column, hit.captures, None, None, hit.severity))
+            hits.append(Hit(hit.rule_id, hit.line + start - 1, hit.column, hit.captures, hit.severity))
     return hits

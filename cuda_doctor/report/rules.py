@@ -54,9 +54,8 @@ def _rule_dict(rule: Rule, overrides: Mapping[str, str]) -> dict[str, object]:
     }
 
 
-def render_rule_markdown(rule: Rule, level: int = 2) -> str:
-    h = "#" * level
-    lines = [f"{h} {rule.id}: {rule.title}", ""]
+def render_rule_markdown(rule: Rule) -> str:
+    lines = [f"## {rule.id}: {rule.title}", ""]
     lines.append(f"*{rule.kind} rule · category `{rule.category}` · default severity `{rule.severity.value}`*")
     lines += ["", *rule.rationale.strip().split("\n"), ""]  # its own lines; any other control is escaped
     if rule.kind == "lint":
@@ -122,7 +121,7 @@ def render_reference(rules: Sequence[Rule]) -> str:
             printable(f"| [{rule.id}](#{rule.id.lower()}) | {rule.severity.value} | {rule.category} | {rule.title} |")
         )
     lines.append("")
-    return "\n".join(lines) + "\n" + "".join(render_rule_markdown(r, 2) for r in rules)
+    return "\n".join(lines) + "\n" + "".join(render_rule_markdown(r) for r in rules)
 
 
 FORMATS: dict[str, Callable[[Sequence[Rule], Mapping[str, str]], str]] = {

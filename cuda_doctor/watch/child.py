@@ -11,7 +11,7 @@ import errno
 import os
 import signal
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import FrameType
 
@@ -33,14 +33,14 @@ def exit_code_of(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def spawn(argv: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes] | SpawnError:
+def spawn(argv: Sequence[str]) -> subprocess.Popen[bytes] | SpawnError:
     """Start ``argv`` sharing our stdin/stdout/stderr and process group (so Ctrl-C reaches it)."""
     name = argv[0] if argv else ""
     if not argv:
         return SpawnError(2, "cuda-doctor watch: no command given (usage: cuda-doctor watch -- CMD ARGS…)")
     try:
         with process.starting():
-            proc = subprocess.Popen(list(argv), env=dict(env) if env is not None else None)
+            proc = subprocess.Popen(list(argv))
             # In cuda-doctor's own process group (see above): an interrupt handled by
             # ``process.stop_children_on_signals`` kills this process alone, never the group.
             process.track(proc, own_group=False)
@@ -75,7 +75,6 @@ class SignalForwarder:
     def __init__(self) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
         self._pending: list[int] = []
-        self.received: list[int] = []
 
     def attach(self, proc: subprocess.Popen[bytes]) -> None:
         self._proc = proc
@@ -84,7 +83,6 @@ class SignalForwarder:
         self._pending.clear()
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
-        self.received.append(signum)
         if signum == signal.SIGINT and _terminal_delivers_to_group():
             return
         if self._proc is None:

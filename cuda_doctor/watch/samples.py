@@ -47,9 +47,6 @@ class Sample:
     child_sm_util: float | None = None
     child_mem_used_mib: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Sample:
         names = {f.name for f in fields(cls)}
@@ -76,21 +73,7 @@ class Series:
         return tuple(s for s in self.samples if s.gpu == index)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA,
-            "schema_version": SCHEMA_VERSION,
-            "interval_s": self.interval_s,
-            "duration_s": self.duration_s,
-            "gpus": [asdict(g) for g in self.gpus],
-            "samples": [s.to_dict() for s in self.samples],
-            "nvml_error": self.nvml_error,
-            "notes": list(self.notes),
-            "per_process": self.per_process,
-            "sampler_cpu_s": self.sampler_cpu_s,
-            "command": list(self.command),
-            "exit_code": self.exit_code,
-            "extra": dict(self.extra),
-        }
+        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Series:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from cuda_doctor.watch.samples import GpuInfo, Sample, Series, reason_names
 
@@ -77,9 +76,6 @@ class Diagnosis:
     evidence: tuple[str, ...] = ()
     fixes: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "title": self.title, "evidence": list(self.evidence), "fixes": list(self.fixes)}
-
 
 @dataclass(frozen=True)
 class PhaseStats:
@@ -116,22 +112,12 @@ class GpuAnalysis:
     verdict: Diagnosis
     findings: tuple[Diagnosis, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["utilisation"] = list(self.utilisation)
-        data["verdict"] = self.verdict.to_dict()
-        data["findings"] = [f.to_dict() for f in self.findings]
-        return data
-
 
 @dataclass(frozen=True)
 class Analysis:
     verdict: Diagnosis
     gpus: tuple[GpuAnalysis, ...]
     notes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict.to_dict(), "gpus": [g.to_dict() for g in self.gpus], "notes": list(self.notes)}
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -213,7 +199,7 @@ def _throttle_shares(busy: Sequence[Sample]) -> dict[str, float]:
     return {k: round(v / len(busy), 3) for k, v in sorted(counts.items())} if busy else {}
 
 
-def _pct(x: float | None) -> str:
+def pct(x: float | None) -> str:
     return "?" if x is None else f"{x * 100:.0f}%"
 
 
@@ -222,12 +208,12 @@ def _side_diagnoses(throttle: dict[str, float], peak_share: float | None) -> lis
     extra: list[Diagnosis] = []
     power_cap = throttle.get("sw_power_cap", 0.0)
     if power_cap >= THROTTLE_SHARE:
-        title = f"at the power limit {_pct(power_cap)} of the busy time (normal for a fully loaded GPU)"
-        evidence = f"clock-event reason sw_power_cap in {_pct(power_cap)} of busy samples"
+        title = f"at the power limit {pct(power_cap)} of the busy time (normal for a fully loaded GPU)"
+        evidence = f"clock-event reason sw_power_cap in {pct(power_cap)} of busy samples"
         extra.append(Diagnosis("power_capped", title, (evidence,), POWER_FIXES[:1]))
     if peak_share is not None and peak_share >= MEMORY_FULL_SHARE:
-        title = f"GPU memory nearly full (peak {_pct(peak_share)} of capacity)"
-        evidence = f"peak memory used {_pct(peak_share)} of the GPU's capacity"
+        title = f"GPU memory nearly full (peak {pct(peak_share)} of capacity)"
+        evidence = f"peak memory used {pct(peak_share)} of the GPU's capacity"
         extra.append(Diagnosis("memory_full", title, (evidence,), MEMORY_FULL_FIXES))
     return extra
 
@@ -245,8 +231,8 @@ def _judge(
         f"steady state {steady.start_s:.0f}–{steady.end_s:.0f} s: mean SM utilisation {util:.0f}%"
         if util is not None
         else "no SM utilisation readings",
-        f"idle (<{IDLE_UTIL:.0f}%) {_pct(steady.idle_share)} of the time, under "
-        f"{BUSY_UTIL:.0f}% busy {_pct(steady.under_busy_share)}",
+        f"idle (<{IDLE_UTIL:.0f}%) {pct(steady.idle_share)} of the time, under "
+        f"{BUSY_UTIL:.0f}% busy {pct(steady.under_busy_share)}",
     ]
     thermal = sum(v for k, v in throttle.items() if k in THERMAL_REASONS)
     brake = throttle.get("hw_power_brake", 0.0)
@@ -258,12 +244,12 @@ def _judge(
         return Diagnosis("idle", "the GPU stayed idle: the work did not reach it", tuple(base), IDLE_FIXES), extra
     if thermal >= THROTTLE_SHARE:
         names = ", ".join(k for k in throttle if k in THERMAL_REASONS)
-        ev = (*base, f"thermal slowdown ({names}) in {_pct(thermal)} of busy samples")
+        ev = (*base, f"thermal slowdown ({names}) in {pct(thermal)} of busy samples")
         return Diagnosis(
             "thermal_limited", "thermally limited: the GPU slows itself down to cool", ev, THERMAL_FIXES
         ), extra
     if brake >= THROTTLE_SHARE:
-        ev = (*base, f"hw_power_brake in {_pct(brake)} of busy samples")
+        ev = (*base, f"hw_power_brake in {pct(brake)} of busy samples")
         return Diagnosis(
             "power_limited", "power limited: an external power brake slows the GPU", ev, POWER_FIXES
         ), extra
@@ -279,7 +265,7 @@ def _judge(
             ev = (
                 *base,
                 f"host→device PCIe traffic {rx / 1000:.1f} GB/s on average while the SMs are mostly idle",
-                f"{_pct(share)} of samples copy ≥{TRANSFER_RX_MBPS / 1000:.0f} GB/s with SM under {BUSY_UTIL:.0f}%",
+                f"{pct(share)} of samples copy ≥{TRANSFER_RX_MBPS / 1000:.0f} GB/s with SM under {BUSY_UTIL:.0f}%",
             )
             return Diagnosis(
                 "transfer_bound", "host-to-device-transfer-bound: the GPU waits for copies", ev, TRANSFER_FIXES
@@ -303,12 +289,12 @@ def _judge(
     if peak_share is not None and peak_share >= MEMORY_ROOMY_SHARE:
         fixes[1] = (
             "A larger batch size will not fit easily (memory peaked at "
-            + _pct(peak_share)
+            + pct(peak_share)
             + "); AMP frees memory for one."
         )
     gpu_ev = list(base)
     if peak_share is not None:
-        gpu_ev.append(f"peak memory {_pct(peak_share)} of capacity")
+        gpu_ev.append(f"peak memory {pct(peak_share)} of capacity")
     return Diagnosis(
         "gpu_bound", "GPU-bound: the GPU is busy; make each step cheaper", tuple(gpu_ev), tuple(fixes)
     ), extra

@@ -19,10 +19,6 @@ def render(report: LintReport) -> str:
     lines = []
     for f in report.findings:
         props = [f"file={_prop(f.path)}", f"line={f.line}", f"col={f.column}"]
-        if f.end_line:
-            props.append(f"endLine={f.end_line}")
-        if f.end_column:
-            props.append(f"endColumn={f.end_column}")
         props.append(f"title={_prop(f'{f.rule_id} {f.title}')}")
         message = f.message if not f.fix else f"{f.message}\nFix: {f.fix}"
         lines.append(f"::{COMMAND[f.severity.value]} {','.join(props)}::{_data(message)}")

@@ -34,22 +34,17 @@ def render(report: LintReport) -> str:
     }
     results = []
     for f in report.findings:
-        region: dict[str, Any] = {"startLine": f.line, "startColumn": f.column}
-        if f.end_line:
-            region["endLine"] = f.end_line
-        if f.end_column:
-            region["endColumn"] = f.end_column
+        region = {"startLine": f.line, "startColumn": f.column}
         text = f.message if not f.fix else f"{f.message}\nFix: {f.fix}"
-        result: dict[str, Any] = {
+        result = {
             "ruleId": f.rule_id,
             "level": LEVEL[f.severity.value],
             "message": {"text": text},
             "locations": [
                 {"physicalLocation": {"artifactLocation": {"uri": f.path, "uriBaseId": "%SRCROOT%"}, "region": region}}
             ],
+            "ruleIndex": index[f.rule_id],  # every finding's rule is among the report's rules
         }
-        if f.rule_id in index:
-            result["ruleIndex"] = index[f.rule_id]
         results.append(result)
     document = {
         "$schema": SCHEMA,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
@@ -22,7 +23,7 @@ def to_dict(series: Series, analysis: Analysis, host: str) -> dict[str, Any]:
         "command": "watch",
         "argv": list(series.command),
         "exit_code": series.exit_code,
-        "analysis": analysis.to_dict(),
+        "analysis": asdict(analysis),
         "series": series.to_dict(),
     }
 

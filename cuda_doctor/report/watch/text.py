@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from cuda_doctor.report import printable
 from cuda_doctor.watch.samples import Series
-from cuda_doctor.watch.verdict import Analysis, GpuAnalysis, PhaseStats
+from cuda_doctor.watch.verdict import Analysis, GpuAnalysis, PhaseStats, pct
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 60
@@ -48,10 +48,6 @@ def sparkline(values: Sequence[float | None], width: int = SPARK_WIDTH) -> str:
     return "".join(chars)
 
 
-def _pct(x: float | None) -> str:
-    return "?" if x is None else f"{x * 100:.0f}%"
-
-
 def _num(x: float | None, unit: str, digits: int = 0) -> str:
     return "?" if x is None else f"{x:,.{digits}f} {unit}"
 
@@ -59,8 +55,8 @@ def _num(x: float | None, unit: str, digits: int = 0) -> str:
 def _phase(label: str, p: PhaseStats) -> str:
     util = "?" if p.mean_sm_util is None else f"{p.mean_sm_util:.0f}%"
     text = (
-        f"{label} {p.start_s:.0f}–{p.end_s:.0f} s: SM {util} mean, idle {_pct(p.idle_share)}, "
-        f"under 60% busy {_pct(p.under_busy_share)}"
+        f"{label} {p.start_s:.0f}–{p.end_s:.0f} s: SM {util} mean, idle {pct(p.idle_share)}, "
+        f"under 60% busy {pct(p.under_busy_share)}"
     )
     if p.gaps:
         text += f", {p.gaps} gaps between bursts"
@@ -76,7 +72,7 @@ def gpu_lines(gpu: GpuAnalysis) -> list[str]:
     if gpu.steady is not None:
         lines.append(_phase("steady", gpu.steady))
     mem = f"memory peak {_num(gpu.peak_mem_mib, 'MiB')} of {_num(gpu.memory_total_mib, 'MiB')}"
-    mem += f" ({_pct(gpu.peak_mem_share)})"
+    mem += f" ({pct(gpu.peak_mem_share)})"
     if gpu.peak_command_mem_mib is not None:
         mem += f", the command's processes {_num(gpu.peak_command_mem_mib, 'MiB')}"
     lines.append(mem)
@@ -87,7 +83,7 @@ def gpu_lines(gpu: GpuAnalysis) -> list[str]:
         f"temperature max {_num(gpu.max_temperature_c, '°C')}"
     )
     if gpu.throttle_shares:
-        seen = ", ".join(f"{k} {_pct(v)}" for k, v in gpu.throttle_shares.items())
+        seen = ", ".join(f"{k} {pct(v)}" for k, v in gpu.throttle_shares.items())
         lines.append(f"clock-event reasons while busy: {seen}")
     else:
         lines.append("throttling: none seen while busy")
