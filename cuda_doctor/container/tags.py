@@ -36,7 +36,6 @@ class CudaTag:
     version: str
     flavour: str
     os: str | None
-    rc: bool = False
 
     @property
     def numbers(self) -> Version:
@@ -60,7 +59,6 @@ class CudaTag:
 @dataclass
 class Catalogue:
     as_of: str
-    sources: dict[str, str]
     tag_format: str
     default_os: str
     removed_aliases: tuple[str, ...]
@@ -79,7 +77,7 @@ class Catalogue:
         match = self.regex.match(text)
         if match is None:
             return None
-        return CudaTag(text, match.group("version"), match.group("flavour"), match.group("os"), bool(match.group("rc")))
+        return CudaTag(text, match.group("version"), match.group("flavour"), match.group("os"))
 
 
 @functools.cache
@@ -99,7 +97,6 @@ def catalogue() -> Catalogue:
 def _build(data: dict[str, Any]) -> Catalogue:
     cat = Catalogue(
         as_of=str(data["as_of"]),
-        sources={str(k): str(v) for k, v in data.get("sources", {}).items()},
         tag_format=str(data.get("tag_format", "")),
         default_os=str(data.get("default_os", "ubuntu22.04")),
         removed_aliases=tuple(str(t) for t in data.get("removed_tags", [])),
