@@ -10,6 +10,7 @@ version numbers by ``cuda_doctor.versions``.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Callable, Mapping
@@ -39,6 +40,7 @@ def _need(facts: Facts, out: str, *names: str) -> bool:
 # -- driver ↔ CUDA ------------------------------------------------------------------------------
 
 
+@functools.cache
 def min_driver_for_cuda(cuda: str) -> str | None:
     """Lowest Linux driver for the GA release of CUDA ``major.minor`` (e.g. "13.0" → 580.65.06)."""
     wanted = major_minor(cuda)
