@@ -27,38 +27,35 @@ def command() -> None:
     """
 
 
-def hook_options(budget: float) -> Callable[[F], F]:
-    def decorate(func: F) -> F:
-        func = config_option(func)
-        func = fail_on_option(func)
-        func = selection(func)
-        func = click.option("--dry-run", is_flag=True, help="Say what would be done to the node; change nothing.")(func)
-        func = click.option(
-            "--timeout",
-            type=Seconds(0.5, 60),
-            default=10.0,
-            show_default=True,
-            help="Seconds each of the check's external calls (NVML, nvidia-smi) may take.",
-        )(func)
-        func = click.option(
-            "--budget",
-            type=Seconds(1, 3600),
-            default=budget,
-            show_default=True,
-            help="Seconds the whole check may take; past it the check is killed and the node left as it is.",
-        )(func)
-        func = click.option(
-            "--node",
-            default=None,
-            help="The Slurm node name (default: $SLURMD_NODENAME, which slurmd sets, else the short host name).",
-        )(func)
-        return func
-
-    return decorate
+def hook_options(func: F) -> F:
+    func = config_option(func)
+    func = fail_on_option(func)
+    func = selection(func)
+    func = click.option("--dry-run", is_flag=True, help="Say what would be done to the node; change nothing.")(func)
+    func = click.option(
+        "--timeout",
+        type=Seconds(0.5, 60),
+        default=10.0,
+        show_default=True,
+        help="Seconds each of the check's external calls (NVML, nvidia-smi) may take.",
+    )(func)
+    func = click.option(
+        "--budget",
+        type=Seconds(1, 3600),
+        default=40.0,
+        show_default=True,
+        help="Seconds the whole check may take; past it the check is killed and the node left as it is.",
+    )(func)
+    func = click.option(
+        "--node",
+        default=None,
+        help="The Slurm node name (default: $SLURMD_NODENAME, which slurmd sets, else the short host name).",
+    )(func)
+    return func
 
 
 @command.command("health-check")
-@hook_options(budget=40.0)
+@hook_options
 def health_check(**options: Any) -> None:
     """Drain this node when the fast check fails; undrain it when it passes again.
 
@@ -72,7 +69,7 @@ def health_check(**options: Any) -> None:
 
 
 @command.command("prolog")
-@hook_options(budget=40.0)
+@hook_options
 def prolog(**options: Any) -> None:
     """Before a job: on a failing check, drain this node and exit 1 so that the job does not start here.
 
