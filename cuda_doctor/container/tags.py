@@ -196,7 +196,8 @@ def _listed(cat: Catalogue, tag: str, state: str, parsed: CudaTag | None) -> Ver
         else:
             why = f"`{tag}` was deleted from Docker Hub and NGC"
         return Verdict(tag, state, True, why + (f" (gone from NVIDIA's lists since {when})" if when else ""))
-    newer = _latest_patch(cat, parsed.numbers) if parsed and not parsed.short else None
+    patches = [v for v in cat.supported if parsed is not None and not parsed.short and v[:2] == parsed.numbers[:2]]
+    newer = max(patches, default=None)
     if parsed is not None and newer is not None and newer != parsed.numbers:
         shown = ".".join(map(str, newer))
         why = (
@@ -219,11 +220,6 @@ def _covered(cat: Catalogue, numbers: Version) -> bool:
     if newest is None:
         return bool(cat.newest_minor) and numbers[0] < min(cat.newest_minor)
     return (numbers[0], numbers[1]) < newest
-
-
-def _latest_patch(cat: Catalogue, numbers: Version) -> Version | None:
-    patches = [v for v in cat.supported if v[:2] == numbers[:2]]
-    return max(patches) if patches else None
 
 
 # -- suggesting a tag --------------------------------------------------------------------------

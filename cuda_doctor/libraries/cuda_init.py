@@ -29,13 +29,9 @@ def derive(facts: Facts) -> None:
     _module(facts)
 
 
-def error_rows() -> list[dict[str, Any]]:
-    return [dict(row) for row in load_table("cuda_errors")["error"]]
-
-
 def find_error(text: str | None, name: str | None = None) -> dict[str, Any] | None:
     """The table row of the error a text or a ``CUDA_ERROR_*`` name means."""
-    rows = error_rows()
+    rows = [dict(row) for row in load_table("cuda_errors")["error"]]
     if name:
         row = next((r for r in rows if name in (r.get("driver"), r.get("runtime"))), None)
         if row is not None:

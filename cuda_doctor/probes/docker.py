@@ -16,6 +16,7 @@ answers.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 import sys
@@ -54,12 +55,14 @@ class DockerProbe:
         facts = Facts()
         requested = list(ctx.images)
         try:
-            import docker  # noqa: F401  (an optional extra)
+            import docker  # an optional extra
         except ImportError:
             _sdk_missing(facts, ctx, requested)
             return facts
         deadline = ctx.timeout + 2.0
-        outcome = call_with_deadline(lambda: _connect(ctx), deadline, "docker-connect")
+        # version="auto" asks the daemon for its API version, so connecting is the first round trip.
+        connect = functools.partial(docker.from_env, environment=dict(ctx.env), timeout=max(1, round(ctx.timeout)))
+        outcome = call_with_deadline(connect, deadline, "docker-connect")
         if outcome.timed_out:
             _engine_down(facts, "timeout", _timeout_message(ctx), requested)
             return facts
@@ -141,13 +144,6 @@ def _sdk_missing(facts: Facts, ctx: ProbeContext, requested: list[str]) -> None:
         f"the docker SDK for Python is not installed where cuda-doctor runs ({sys.executable})",
         requested,
     )
-
-
-def _connect(ctx: ProbeContext) -> Any:
-    import docker
-
-    # version="auto" asks the daemon for its API version, so this is the first round trip.
-    return docker.from_env(environment=dict(ctx.env), timeout=max(1, round(ctx.timeout)))
 
 
 def _timeout_message(ctx: ProbeContext) -> str:
@@ -351,10 +347,6 @@ def image_facts(data: Mapping[str, Any], ref: str | None = None) -> dict[str, An
     }
 
 
-def _cu_to_version(digits: str) -> str:
-    return f"{int(digits[:-1])}.{int(digits[-1])}"
-
-
 def torch_variant(env: Mapping[str, str], labels: Mapping[str, Any], names: list[str]) -> tuple[str | None, str | None]:
     """(torch version, CUDA version of the torch build): from the env, labels, or the tag of a
     ``pytorch/pytorch`` image such as ``2.3.0-cuda12.1-cudnn8-runtime``."""
@@ -367,7 +359,8 @@ def torch_variant(env: Mapping[str, str], labels: Mapping[str, Any], names: list
     for text in candidates:
         match = _CU_SUFFIX.search(text)
         if match:
-            return version, _cu_to_version(match.group(1))
+            digits = match.group(1)
+            return version, f"{int(digits[:-1])}.{int(digits[-1])}"
         if text.endswith("+cpu"):
             return version, "cpu"
     for name in names:

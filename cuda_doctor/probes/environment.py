@@ -31,11 +31,6 @@ def is_secret(name: str) -> bool:
     return any(word in upper for word in _SECRET_WORDS)
 
 
-def safe_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The environment without anything that may hold a credential."""
-    return {name: value for name, value in env.items() if not is_secret(name)}
-
-
 @dataclass
 class EnvironmentProbe:
     name: str = "environment"
@@ -45,7 +40,7 @@ class EnvironmentProbe:
 
     def collect(self, ctx: ProbeContext) -> Facts:
         facts = Facts()
-        env = safe_env(ctx.env)
+        env = {name: value for name, value in ctx.env.items() if not is_secret(name)}  # no credential
         collect_env(facts, env)
         collect_container(facts, ctx, env)
         collect_system(facts, ctx)
