@@ -11,7 +11,6 @@ import os
 import platform
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from cuda_doctor.facts import Facts
 from cuda_doctor.probes.base import ProbeContext
@@ -31,9 +30,8 @@ def is_secret(name: str) -> bool:
     return any(word in upper for word in _SECRET_WORDS)
 
 
-@dataclass
 class EnvironmentProbe:
-    name: str = "environment"
+    name = "environment"
 
     def applies(self, ctx: ProbeContext) -> bool:
         return True
