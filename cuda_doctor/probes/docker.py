@@ -239,16 +239,13 @@ def record_info(facts: Facts, info: Mapping[str, Any]) -> None:
     spec_dirs = info.get("CDISpecDirs")
     facts.set("docker.cdi_spec_dirs", list(spec_dirs) if isinstance(spec_dirs, list) else None)
     devices = info.get("DiscoveredDevices")
-    if isinstance(devices, list):
-        ids = [
-            str(d.get("ID"))
-            for d in devices
-            if isinstance(d, dict) and str(d.get("Source", "cdi")).lower() == "cdi" and d.get("ID")
-        ]
-        facts.set("docker.cdi_devices", ids)
-    else:
-        facts.set("docker.cdi_devices", [])
-    facts.set("docker.cdi_gpu", any(str(d).startswith("nvidia.com/gpu") for d in facts.get("docker.cdi_devices")))
+    ids = [
+        str(d.get("ID"))
+        for d in (devices if isinstance(devices, list) else [])
+        if isinstance(d, dict) and str(d.get("Source", "cdi")).lower() == "cdi" and d.get("ID")
+    ]
+    facts.set("docker.cdi_devices", ids)
+    facts.set("docker.cdi_gpu", any(d.startswith("nvidia.com/gpu") for d in ids))
 
 
 # -- images ------------------------------------------------------------------------------------
