@@ -107,15 +107,18 @@ def _build(data: dict[str, Any]) -> Catalogue:
     doubtful: set[Version] = set()
     for row in data.get("version", []):
         cuda = str(row["cuda"])
+        numbers = tuple(int(p) for p in cuda.split("."))
         if row.get("verified") is not True:
             # its tags are seen, not settled: never an error, never a suggestion, and no other
             # tag of this release is said never to have existed
-            doubtful.add(tuple(int(p) for p in cuda.split(".")))
+            doubtful.add(numbers)
             for state in ("supported", "unsupported", "removed"):
                 unverified.update(f"{cuda}-{f}-{o}" for f, systems in row.get(state, {}).items() for o in systems)
             continue
-        numbers = tuple(int(p) for p in cuda.split("."))
         listed.add(numbers)
+        if len(numbers) == 3:
+            minor = (numbers[0], numbers[1])
+            cat.newest_minor[minor[0]] = max(cat.newest_minor.get(minor[0], minor), minor)
         for state in ("supported", "unsupported", "removed"):
             for flavour, systems in row.get(state, {}).items():
                 for os_name in systems:
@@ -127,10 +130,6 @@ def _build(data: dict[str, Any]) -> Catalogue:
         if row.get("removed_from_docs_on"):
             cat.removed_on[cuda] = str(max(row["removed_from_docs_on"]))
     cat.listed_versions = frozenset(listed)
-    for numbers in listed:
-        if len(numbers) == 3:
-            major, minor = numbers[0], numbers[1]
-            cat.newest_minor[major] = max(cat.newest_minor.get(major, (major, minor)), (major, minor))
     cat.unverified = frozenset(unverified)
     cat.doubtful_versions = frozenset(doubtful)
     cat.ngc_pytorch = {str(r["release"]): dict(r) for r in data.get("ngc_pytorch", []) if "release" in r}
