@@ -124,9 +124,8 @@ def _docker_host(env: Mapping[str, str]) -> str:
 def _engine_may_answer(ctx: ProbeContext) -> bool:
     """A socket where the engine would listen exists, or DOCKER_HOST names a remote engine."""
     host = _docker_host(ctx.env)
-    if not host.startswith("unix://"):
-        return True  # tcp://, ssh://: only the SDK could tell
-    return ctx.file(host[len("unix://") :]).exists()
+    # tcp://, ssh://: only the SDK could tell
+    return not host.startswith("unix://") or ctx.file(host.removeprefix("unix://")).exists()
 
 
 def _sdk_missing(facts: Facts, ctx: ProbeContext, requested: list[str]) -> None:
