@@ -256,8 +256,7 @@ def suggest(
     }
     if not candidates:
         return None
-    newest = ceiling is not None or parsed is None
-    version = max(candidates) if newest or parsed is None else _nearest(parsed.numbers, list(candidates))
+    version = max(candidates) if ceiling is not None or parsed is None else _nearest(parsed.numbers, list(candidates))
     name = candidates[version]
     os_name = _pick_os(want_os, cat.supported[version][name], cat.default_os)
     return f"{'.'.join(map(str, version))}-{name}-{os_name}"
