@@ -179,14 +179,14 @@ def driver_floor(wheel: Wheel, caps: tuple[Capability, ...]) -> str | None:
     return max((f for f in floors if f), key=lambda f: nvidia_version(f) or (), default=None)
 
 
-def choice(wheel: Wheel, caps: tuple[Capability, ...], driver: Driver | None) -> Choice | None:
+def choice(wheel: Wheel, caps: tuple[Capability, ...], driver: Driver) -> Choice | None:
     """The wheel on these GPUs and this driver; None when a GPU has no code in it.  PTX counts
     only where the driver runs the wheel's CUDA fully (a driver cannot JIT newer PTX)."""
     code = code_for(wheel, caps)
     if code is None:
         return None
     mode = None
-    if driver is not None and all(driver.cuda >= gpu_min_cuda(cc) for cc in caps):
+    if all(driver.cuda >= gpu_min_cuda(cc) for cc in caps):
         mode = cuda_mode(wheel.cuda, driver)
     if code == "ptx" and mode == "mvc":
         mode = None
