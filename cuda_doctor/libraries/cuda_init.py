@@ -81,12 +81,8 @@ def _forward_compat(facts: Facts) -> None:
         out = f"derived.gpu[{index}].forward_compat"
         if not isinstance(brand, str):
             facts.mark_unknown(out, facts.reason(indexed("gpu", index, "brand")) or "the GPU's brand is unknown")
-        elif brand in table["never"]:
-            facts.set(out, "never")
-        elif brand in table["some"]:
-            facts.set(out, "some")
-        else:
-            facts.set(out, "supported")
+        else:  # the table lists the brands that never and that sometimes can; the others can
+            facts.set(out, next((kind for kind in ("never", "some") if brand in table[kind]), "supported"))
 
 
 def _module(facts: Facts) -> None:
