@@ -13,6 +13,7 @@ passed through alone) or whose driver does not report one (null) is not judged.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from cuda_doctor.facts import Facts, indexed
@@ -32,13 +33,9 @@ def on_fabric(facts: Facts, gpu: int) -> bool:
 def spans(numbers: list[int]) -> list[str]:
     """[0, 1, 2, 3, 5] → ["0–3", "5"]: runs of consecutive numbers."""
     out: list[str] = []
-    start = None
-    for k, n in enumerate(numbers):
-        if start is None:
-            start = n
-        if k + 1 == len(numbers) or numbers[k + 1] != n + 1:
-            out.append(str(n) if n == start else f"{start}–{n}")
-            start = None
+    for _, run in itertools.groupby(enumerate(numbers), key=lambda pair: pair[1] - pair[0]):
+        first, *rest = (n for _, n in run)
+        out.append(f"{first}–{rest[-1]}" if rest else str(first))
     return out
 
 

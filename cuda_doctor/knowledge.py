@@ -10,6 +10,7 @@ version numbers by ``cuda_doctor.versions``.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Callable, Mapping
@@ -39,6 +40,7 @@ def _need(facts: Facts, out: str, *names: str) -> bool:
 # -- driver ↔ CUDA ------------------------------------------------------------------------------
 
 
+@functools.cache
 def min_driver_for_cuda(cuda: str) -> str | None:
     """Lowest Linux driver for the GA release of CUDA ``major.minor`` (e.g. "13.0" → 580.65.06)."""
     wanted = major_minor(cuda)
@@ -294,12 +296,11 @@ def derive_arch(facts: Facts) -> None:
     for i in facts.indices("gpu"):
         out = f"derived.gpu[{i}].arch_support"
         cap = facts.get(indexed("gpu", i, "compute_capability"))
-        if cap is not None:
-            parsed = major_minor(cap)
-            if parsed:
-                facts.set(f"derived.gpu[{i}].sm", f"sm_{parsed[0]}{parsed[1]}")
-                facts.set(f"derived.gpu[{i}].amp_dtype", amp_dtype(parsed))
-                facts.set(f"derived.gpu[{i}].arch_advice", arch_advice(parsed))
+        parsed = major_minor(cap)
+        if parsed:
+            facts.set(f"derived.gpu[{i}].sm", f"sm_{parsed[0]}{parsed[1]}")
+            facts.set(f"derived.gpu[{i}].amp_dtype", amp_dtype(parsed))
+            facts.set(f"derived.gpu[{i}].arch_advice", arch_advice(parsed))
         if facts.get("torch.cuda_build") is None and facts.has("torch.cuda_build"):
             facts.set(out, "not_applicable")
             continue
@@ -313,7 +314,7 @@ def derive_arch(facts: Facts) -> None:
         support = arch_support(str(cap), list(arch_list))
         facts.set(out, support)
         if support != "sass":
-            _arch_plan(facts, i, major_minor(cap), native_only=support == "ptx")
+            _arch_plan(facts, i, parsed, native_only=support == "ptx")
 
 
 def _arch_plan(facts: Facts, index: int, cc: tuple[int, int] | None, native_only: bool) -> None:

@@ -34,7 +34,7 @@ DOWN = frozenset({"inactive", "traffic_disabled"})
 _OUT = "derived.nvlink"
 
 
-def derive(facts: Facts, table: dict[str, Any] | None = None) -> None:
+def derive(facts: Facts) -> None:
     states = _states(facts)
     if states is None:
         return
@@ -43,10 +43,9 @@ def derive(facts: Facts, table: dict[str, Any] | None = None) -> None:
         for name in ("skip_reason", "errors_skip_reason"):
             facts.set(f"{_OUT}.{name}", "no NVLink on these GPUs")
         return
-    if table is None:
-        from cuda_doctor.tables import load_table
+    from cuda_doctor.tables import load_table
 
-        table = load_table("interconnect_expected")
+    table = load_table("interconnect_expected")
     down, doubtful = _down(facts, judged, table)
     facts.set(f"{_OUT}.skip_reason", None)
     facts.set(f"{_OUT}.down", down)

@@ -155,48 +155,38 @@ def code_for(wheel: Wheel, caps: Sequence[Capability]) -> str | None:
 
 
 @functools.cache
-def _mvc_floor(major: int) -> str | None:
-    from cuda_doctor.knowledge import mvc_floor
-
-    return mvc_floor(major)
-
-
-@functools.cache
 def cuda_mode(cuda: Capability, driver: Driver) -> str | None:
     """'full' when the driver supports this CUDA, 'mvc' when it runs it through minor-version
     compatibility (same major, driver at or above the family's floor), else None."""
     if cuda <= driver.cuda:
         return "full"
-    if cuda[0] == driver.cuda[0] and at_least(driver.version, _mvc_floor(cuda[0])):
+    from cuda_doctor.knowledge import mvc_floor
+
+    if cuda[0] == driver.cuda[0] and at_least(driver.version, mvc_floor(cuda[0])):
         return "mvc"
     return None
 
 
 @functools.cache
-def _min_driver(cuda: Capability) -> str | None:
-    from cuda_doctor.knowledge import min_driver_for_cuda
-
-    return min_driver_for_cuda(f"{cuda[0]}.{cuda[1]}")
-
-
-@functools.cache
 def driver_floor(wheel: Wheel, caps: tuple[Capability, ...]) -> str | None:
     """The lowest Linux driver that supports the wheel's CUDA, and every GPU's architecture, fully."""
+    from cuda_doctor.knowledge import min_driver_for_cuda
+
     needed = [wheel.cuda, *(gpu_min_cuda(cc) for cc in caps)]
-    floors = [_min_driver(c) for c in needed if c != (0, 0)]
+    floors = [min_driver_for_cuda(f"{c[0]}.{c[1]}") for c in needed if c != (0, 0)]
     if any(f is None for f in floors):
         return None
     return max((f for f in floors if f), key=lambda f: nvidia_version(f) or (), default=None)
 
 
-def choice(wheel: Wheel, caps: tuple[Capability, ...], driver: Driver | None) -> Choice | None:
+def choice(wheel: Wheel, caps: tuple[Capability, ...], driver: Driver) -> Choice | None:
     """The wheel on these GPUs and this driver; None when a GPU has no code in it.  PTX counts
     only where the driver runs the wheel's CUDA fully (a driver cannot JIT newer PTX)."""
     code = code_for(wheel, caps)
     if code is None:
         return None
     mode = None
-    if driver is not None and all(driver.cuda >= gpu_min_cuda(cc) for cc in caps):
+    if all(driver.cuda >= gpu_min_cuda(cc) for cc in caps):
         mode = cuda_mode(wheel.cuda, driver)
     if code == "ptx" and mode == "mvc":
         mode = None

@@ -27,38 +27,35 @@ def command() -> None:
     """
 
 
-def hook_options(budget: float) -> Callable[[F], F]:
-    def decorate(func: F) -> F:
-        func = config_option(func)
-        func = fail_on_option(func)
-        func = selection(func)
-        func = click.option("--dry-run", is_flag=True, help="Say what would be done to the node; change nothing.")(func)
-        func = click.option(
-            "--timeout",
-            type=Seconds(0.5, 60),
-            default=10.0,
-            show_default=True,
-            help="Seconds each of the check's external calls (NVML, nvidia-smi) may take.",
-        )(func)
-        func = click.option(
-            "--budget",
-            type=Seconds(1, 3600),
-            default=budget,
-            show_default=True,
-            help="Seconds the whole check may take; past it the check is killed and the node left as it is.",
-        )(func)
-        func = click.option(
-            "--node",
-            default=None,
-            help="The Slurm node name (default: $SLURMD_NODENAME, which slurmd sets, else the short host name).",
-        )(func)
-        return func
-
-    return decorate
+def hook_options(func: F) -> F:
+    func = config_option(func)
+    func = fail_on_option(func)
+    func = selection(func)
+    func = click.option("--dry-run", is_flag=True, help="Say what would be done to the node; change nothing.")(func)
+    func = click.option(
+        "--timeout",
+        type=Seconds(0.5, 60),
+        default=10.0,
+        show_default=True,
+        help="Seconds each of the check's external calls (NVML, nvidia-smi) may take.",
+    )(func)
+    func = click.option(
+        "--budget",
+        type=Seconds(1, 3600),
+        default=40.0,
+        show_default=True,
+        help="Seconds the whole check may take; past it the check is killed and the node left as it is.",
+    )(func)
+    func = click.option(
+        "--node",
+        default=None,
+        help="The Slurm node name (default: $SLURMD_NODENAME, which slurmd sets, else the short host name).",
+    )(func)
+    return func
 
 
 @command.command("health-check")
-@hook_options(budget=40.0)
+@hook_options
 def health_check(**options: Any) -> None:
     """Drain this node when the fast check fails; undrain it when it passes again.
 
@@ -67,12 +64,12 @@ def health_check(**options: Any) -> None:
     health) unless --select says otherwise.  Exit status: 0 healthy, 1 the check failed, 2 no
     verdict (the check could not judge the node or ran out of time) or Slurm refused.
     """
-    outcome, _, problem = _run_hook(**options)
+    outcome, problem = _run_hook(**options)
     sys.exit(2 if problem else {"OK": 0, "FAIL": 1}.get(outcome, 2))
 
 
 @command.command("prolog")
-@hook_options(budget=40.0)
+@hook_options
 def prolog(**options: Any) -> None:
     """Before a job: on a failing check, drain this node and exit 1 so that the job does not start here.
 
@@ -80,7 +77,7 @@ def prolog(**options: Any) -> None:
     nohold_on_prolog_fail).  With no verdict the job starts (exit 0).  The prolog never
     undrains: the health check does.
     """
-    outcome, _, _ = _run_hook(**options)
+    outcome, _ = _run_hook(**options)
     sys.exit(1 if outcome == "FAIL" else 0)
 
 
@@ -102,8 +99,8 @@ def _run_hook(
     ignore: tuple[str, ...],
     fail_on: str | None,
     config_path: Path | None,
-) -> tuple[str, str, str | None]:
-    """Check, read the node, act; print one line.  Returns (verdict, action kind, problem)."""
+) -> tuple[str, str | None]:
+    """Check, read the node, act; print one line.  Returns (verdict, problem)."""
     from cuda_doctor.slurm.health import NODE_RULES, apply, decide, node_name, run_check
     from cuda_doctor.slurm.node import Slurm
 
@@ -118,11 +115,11 @@ def _run_hook(
     if isinstance(state, str):
         click.echo(f"{name}: {outcome.line}", nl=True)
         click.echo(f"cuda-doctor slurm: {state}; node left as it is", err=True)
-        return outcome.verdict, "none", state
+        return outcome.verdict, state
     action = decide(outcome, state)
     problem = None if dry_run else apply(action, name, slurm)
     done = f"would be {action.why}" if dry_run and action.kind != "none" else action.why
     click.echo(f"{name}: {outcome.line} -> {done}")
     if problem:
         click.echo(f"cuda-doctor slurm: {problem}", err=True)
-    return outcome.verdict, action.kind, problem
+    return outcome.verdict, problem

@@ -74,13 +74,9 @@ def command(
 def run_smoke_check(ctx: ProbeContext, config: Config, line: ProgressLine | None = None) -> Report:
     # The GPU is read idle first, so that the smoke child is not counted as "another process".
     gpu = load_probe(GPU_PROBE)
-    facts = collect(ctx, [gpu], line) if gpu is not None else None
+    facts = collect(ctx, [] if gpu is None else [gpu], line)
     stepping = ctx if line is None else ctx.but(step_progress=line.step)
-    smoke_facts = collect(stepping, [SmokeProbe()], line)
-    if facts is None:
-        facts = smoke_facts
-    else:
-        facts.merge(smoke_facts)
+    facts.merge(collect(stepping, [SmokeProbe()], line))
     # JAX's step in a child of its own, after torch's: never beside it (one measures the other)
     from cuda_doctor.jax.gpu_probe import JaxGpuProbe
 

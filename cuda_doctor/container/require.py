@@ -200,10 +200,7 @@ def _cuda_alone(requirements: Sequence[str], host: Host) -> bool | None:
 def evaluate(requirements: Sequence[str], host: Host, *, disabled: bool = False) -> RequireResult:
     """Judge requirement expressions against a host as the toolkit would at container start."""
     reqs = tuple(r for r in requirements if r.strip())
-    try:
-        needed = required_cuda(reqs)
-    except InvalidExpression:
-        needed = None
+    needed = required_cuda(reqs)  # it compares only the digits and dots of cuda>= constraints: never raises
     if disabled:
         return RequireResult(True, "NVIDIA_DISABLE_REQUIRE turns the requirement checks off", None, needed, reqs, True)
     if not reqs:
@@ -212,6 +209,10 @@ def evaluate(requirements: Sequence[str], host: Host, *, disabled: bool = False)
         cuda_ok = _cuda_alone(reqs, host)
     except InvalidExpression:
         cuda_ok = None
+
+    def result(satisfied: bool | None, detail: str, failing: str | None) -> RequireResult:
+        return RequireResult(satisfied, detail, failing, needed, reqs, cuda_satisfied=cuda_ok)
+
     # The toolkit evaluates every requirement once per visible GPU (or once, with none).
     targets: tuple[HostGPU | None, ...]
     if host.gpus is None:
@@ -226,25 +227,14 @@ def evaluate(requirements: Sequence[str], host: Host, *, disabled: bool = False)
             try:
                 value, constraint, reason = _evaluate_one(expr, host, gpu)
             except InvalidExpression as exc:
-                return RequireResult(
-                    False, f"requirement error: invalid expression ({exc})", expr, needed, reqs, cuda_satisfied=cuda_ok
-                )
+                return result(False, f"requirement error: invalid expression ({exc})", expr)
             if value is False:
-                return RequireResult(
-                    False, _unsatisfied_message(expr), constraint, needed, reqs, cuda_satisfied=cuda_ok
-                )
+                return result(False, _unsatisfied_message(expr), constraint)
             if value is None and unknown is None:
                 unknown = (constraint or expr, reason or "unknown")
     if unknown is not None:
-        return RequireResult(
-            None,
-            f"cannot tell whether {unknown[0]} holds: {unknown[1]}",
-            unknown[0],
-            needed,
-            reqs,
-            cuda_satisfied=cuda_ok,
-        )
-    return RequireResult(True, "every NVIDIA_REQUIRE_* condition holds", None, needed, reqs, cuda_satisfied=cuda_ok)
+        return result(None, f"cannot tell whether {unknown[0]} holds: {unknown[1]}", unknown[0])
+    return result(True, "every NVIDIA_REQUIRE_* condition holds", None)
 
 
 def _unsatisfied_message(expr: str) -> str:

@@ -36,7 +36,6 @@ class CudaTag:
     version: str
     flavour: str
     os: str | None
-    rc: bool = False
 
     @property
     def numbers(self) -> Version:
@@ -60,7 +59,6 @@ class CudaTag:
 @dataclass
 class Catalogue:
     as_of: str
-    sources: dict[str, str]
     tag_format: str
     default_os: str
     removed_aliases: tuple[str, ...]
@@ -79,7 +77,7 @@ class Catalogue:
         match = self.regex.match(text)
         if match is None:
             return None
-        return CudaTag(text, match.group("version"), match.group("flavour"), match.group("os"), bool(match.group("rc")))
+        return CudaTag(text, match.group("version"), match.group("flavour"), match.group("os"))
 
 
 @functools.cache
@@ -99,7 +97,6 @@ def catalogue() -> Catalogue:
 def _build(data: dict[str, Any]) -> Catalogue:
     cat = Catalogue(
         as_of=str(data["as_of"]),
-        sources={str(k): str(v) for k, v in data.get("sources", {}).items()},
         tag_format=str(data.get("tag_format", "")),
         default_os=str(data.get("default_os", "ubuntu22.04")),
         removed_aliases=tuple(str(t) for t in data.get("removed_tags", [])),
@@ -110,15 +107,18 @@ def _build(data: dict[str, Any]) -> Catalogue:
     doubtful: set[Version] = set()
     for row in data.get("version", []):
         cuda = str(row["cuda"])
+        numbers = tuple(int(p) for p in cuda.split("."))
         if row.get("verified") is not True:
             # its tags are seen, not settled: never an error, never a suggestion, and no other
             # tag of this release is said never to have existed
-            doubtful.add(tuple(int(p) for p in cuda.split(".")))
+            doubtful.add(numbers)
             for state in ("supported", "unsupported", "removed"):
                 unverified.update(f"{cuda}-{f}-{o}" for f, systems in row.get(state, {}).items() for o in systems)
             continue
-        numbers = tuple(int(p) for p in cuda.split("."))
         listed.add(numbers)
+        if len(numbers) == 3:
+            minor = (numbers[0], numbers[1])
+            cat.newest_minor[minor[0]] = max(cat.newest_minor.get(minor[0], minor), minor)
         for state in ("supported", "unsupported", "removed"):
             for flavour, systems in row.get(state, {}).items():
                 for os_name in systems:
@@ -130,10 +130,6 @@ def _build(data: dict[str, Any]) -> Catalogue:
         if row.get("removed_from_docs_on"):
             cat.removed_on[cuda] = str(max(row["removed_from_docs_on"]))
     cat.listed_versions = frozenset(listed)
-    for numbers in listed:
-        if len(numbers) == 3:
-            major, minor = numbers[0], numbers[1]
-            cat.newest_minor[major] = max(cat.newest_minor.get(major, (major, minor)), (major, minor))
     cat.unverified = frozenset(unverified)
     cat.doubtful_versions = frozenset(doubtful)
     cat.ngc_pytorch = {str(r["release"]): dict(r) for r in data.get("ngc_pytorch", []) if "release" in r}
@@ -199,7 +195,8 @@ def _listed(cat: Catalogue, tag: str, state: str, parsed: CudaTag | None) -> Ver
         else:
             why = f"`{tag}` was deleted from Docker Hub and NGC"
         return Verdict(tag, state, True, why + (f" (gone from NVIDIA's lists since {when})" if when else ""))
-    newer = _latest_patch(cat, parsed.numbers) if parsed and not parsed.short else None
+    patches = [v for v in cat.supported if parsed is not None and not parsed.short and v[:2] == parsed.numbers[:2]]
+    newer = max(patches, default=None)
     if parsed is not None and newer is not None and newer != parsed.numbers:
         shown = ".".join(map(str, newer))
         why = (
@@ -222,11 +219,6 @@ def _covered(cat: Catalogue, numbers: Version) -> bool:
     if newest is None:
         return bool(cat.newest_minor) and numbers[0] < min(cat.newest_minor)
     return (numbers[0], numbers[1]) < newest
-
-
-def _latest_patch(cat: Catalogue, numbers: Version) -> Version | None:
-    patches = [v for v in cat.supported if v[:2] == numbers[:2]]
-    return max(patches) if patches else None
 
 
 # -- suggesting a tag --------------------------------------------------------------------------
@@ -264,8 +256,7 @@ def suggest(
     }
     if not candidates:
         return None
-    newest = ceiling is not None or parsed is None
-    version = max(candidates) if newest or parsed is None else _nearest(parsed.numbers, list(candidates))
+    version = max(candidates) if ceiling is not None or parsed is None else _nearest(parsed.numbers, list(candidates))
     name = candidates[version]
     os_name = _pick_os(want_os, cat.supported[version][name], cat.default_os)
     return f"{'.'.join(map(str, version))}-{name}-{os_name}"

@@ -27,10 +27,6 @@ def stamp_of(stat: os.stat_result) -> Stamp:
     return [stat.st_size, stat.st_mtime_ns, stat.st_ino]
 
 
-def default_path() -> Path:
-    return cache_dir() / f"fatbin-{__version__}.json"
-
-
 class ScanCache:
     def __init__(self, path: Path, entries: dict[str, dict[str, Any]] | None = None, error: str | None = None) -> None:
         self.path = path
@@ -40,7 +36,7 @@ class ScanCache:
 
     @classmethod
     def load(cls, path: Path | None = None) -> ScanCache:
-        path = path or default_path()
+        path = path or cache_dir() / f"fatbin-{__version__}.json"
         try:
             with path.open("rb") as handle:
                 data = handle.read(CACHE_CAP + 1)

@@ -155,6 +155,6 @@ def _own(files: list[dict[str, Any]], roots: list[str], cache: ScanCache) -> Non
         for item in unowned:
             dist = owned.get(item["path"])
             item["owner"] = [dist.name, dist.version] if dist else None
-            cached = cache.entries.get(item["path"])
-            if cached is not None and cached.get("stamp") == item["stamp"]:
+            cached = cache.get(item["path"], item["stamp"])
+            if cached is not None:
                 cache.put(item["path"], {**cached, "owner": item["owner"]})

@@ -16,6 +16,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from cuda_doctor.childside.packages import normalize
 from cuda_doctor.facts import Facts
 from cuda_doctor.tables import load_table
 
@@ -37,10 +38,6 @@ def missing(facts: Facts, name: str, *outs: str) -> bool:
     if reason:
         facts.mark_all_unknown(outs, reason)
     return True
-
-
-def normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def marker_environment(facts: Facts) -> dict[str, str]:

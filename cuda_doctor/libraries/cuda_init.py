@@ -29,13 +29,9 @@ def derive(facts: Facts) -> None:
     _module(facts)
 
 
-def error_rows() -> list[dict[str, Any]]:
-    return [dict(row) for row in load_table("cuda_errors")["error"]]
-
-
 def find_error(text: str | None, name: str | None = None) -> dict[str, Any] | None:
     """The table row of the error a text or a ``CUDA_ERROR_*`` name means."""
-    rows = error_rows()
+    rows = [dict(row) for row in load_table("cuda_errors")["error"]]
     if name:
         row = next((r for r in rows if name in (r.get("driver"), r.get("runtime"))), None)
         if row is not None:
@@ -85,12 +81,8 @@ def _forward_compat(facts: Facts) -> None:
         out = f"derived.gpu[{index}].forward_compat"
         if not isinstance(brand, str):
             facts.mark_unknown(out, facts.reason(indexed("gpu", index, "brand")) or "the GPU's brand is unknown")
-        elif brand in table["never"]:
-            facts.set(out, "never")
-        elif brand in table["some"]:
-            facts.set(out, "some")
-        else:
-            facts.set(out, "supported")
+        else:  # the table lists the brands that never and that sometimes can; the others can
+            facts.set(out, next((kind for kind in ("never", "some") if brand in table[kind]), "supported"))
 
 
 def _module(facts: Facts) -> None:

@@ -30,20 +30,16 @@ _NVLINK = re.compile(r"^NV(\d+)$")
 OUTLIER_FACTOR = 1.5
 
 
-def load_interconnect_table() -> dict[str, Any]:
-    from cuda_doctor.tables import load_table
-
-    return load_table("interconnect_expected")
-
-
-def derive(facts: Facts, table: dict[str, Any] | None = None) -> None:
+def derive(facts: Facts) -> None:
     _skip_reason(facts)
     _pair_skip_reason(facts)
     _multi_gpu(facts)
     _transport_disabled(facts)
     _p2p_missing(facts)
     try:
-        data = table if table is not None else load_interconnect_table()
+        from cuda_doctor.tables import load_table
+
+        data = load_table("interconnect_expected")
     except Exception as exc:  # a missing or broken table leaves the expectation unknown
         facts.mark_unknown("derived.nccl.expected_busbw_gbps", f"interconnect table: {type(exc).__name__}: {exc}")
     else:

@@ -12,7 +12,7 @@ import os
 import socket
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -22,7 +22,6 @@ from cuda_doctor.process import CommandResult
 
 CHILD = Path(__file__).with_name("allreduce_child.py")
 DEFAULT_SIZES = (1 << 20, 16 << 20, 256 << 20)  # 1 MiB, 16 MiB, 256 MiB
-_STDERR_TAIL = 2000
 
 
 @dataclass(frozen=True)
@@ -34,7 +33,6 @@ class GroupResult:
     world_size: int
     ranks: tuple[dict[str, Any], ...] = ()  # each rank's "result" object, by rank
     seconds: float = 0.0
-    stderr_tails: dict[int, str] = field(default_factory=dict)
 
     @property
     def sum_ok(self) -> bool | None:
@@ -104,14 +102,13 @@ def run_group(
     sizes: Sequence[int] = DEFAULT_SIZES,
     iters: int = 20,
     warmup: int = 5,
-    script: Path = CHILD,
 ) -> GroupResult:
-    """Run ``world_size`` ranks of ``script`` with ``python``; kill them all at ``timeout``."""
+    """Run ``world_size`` ranks of ``CHILD`` with ``python``; kill them all at ``timeout``."""
     start = time.monotonic()
     try:
-        source = script.read_text(encoding="utf-8")
+        source = CHILD.read_text(encoding="utf-8")
     except OSError as exc:
-        return GroupResult("failed", f"cannot read {script}: {exc.strerror or exc}", world_size)
+        return GroupResult("failed", f"cannot read {CHILD}: {exc.strerror or exc}", world_size)
     base = dict(os.environ if env is None else env)
     port = free_port()
     argv_tail = [
@@ -132,24 +129,23 @@ def run_group(
     group = children.run_group(python, source, members, timeout=timeout)
     seconds = time.monotonic() - start
     ranks = group.results
-    tails = {rank: r.stderr[-_STDERR_TAIL:] for rank, r in enumerate(ranks) if r.stderr}
     if group.timed_out:
-        return GroupResult("timeout", _timeout_message(ranks, timeout), world_size, seconds=seconds, stderr_tails=tails)
+        return GroupResult("timeout", _timeout_message(ranks, timeout), world_size, seconds=seconds)
     if group.failed is not None:
         rank, failed = group.failed, ranks[group.failed]
         if failed.returncode is None:
             error = f"cannot start rank {rank} with {python}: {failed.error}"
         else:
             error = _failure_message(rank, failed)
-        return GroupResult("failed", error, world_size, seconds=seconds, stderr_tails=tails)
+        return GroupResult("failed", error, world_size, seconds=seconds)
     results = []
     for rank, r in enumerate(ranks):
         result = _first(r, "result")
         if result is None:
             error = f"rank {rank} exited without a result" + _last_line(r)
-            return GroupResult("failed", error, world_size, seconds=seconds, stderr_tails=tails)
+            return GroupResult("failed", error, world_size, seconds=seconds)
         results.append({k: v for k, v in result.items() if k != "event"})
-    return GroupResult("ok", None, world_size, tuple(results), seconds, tails)
+    return GroupResult("ok", None, world_size, tuple(results), seconds)
 
 
 def per_rank(result: GroupResult, key: str) -> list[float | None]:

@@ -91,22 +91,18 @@ def nvlink_facts(nvml: Any, handles: list[Any]) -> Facts:
 
 def parse_topo_matrix(text: str) -> tuple[str, dict[str, str]]:
     """``nvidia-smi topo -m`` → (the matrix without its legend, {"0-1": "NV18", …})."""
-    lines = [_ANSI.sub("", ln).rstrip() for ln in text.splitlines()]
     matrix_lines: list[str] = []
-    for ln in lines:
+    for ln in (_ANSI.sub("", ln).rstrip() for ln in text.splitlines()):
         if ln.strip().startswith("Legend"):
             break
         matrix_lines.append(ln)
-    while matrix_lines and not matrix_lines[-1].strip():
-        matrix_lines.pop()
-    while matrix_lines and not matrix_lines[0].strip():
-        matrix_lines.pop(0)
-    raw = "\n".join(matrix_lines)
-    if not matrix_lines:
+    raw = "\n".join(matrix_lines).strip("\n")  # the lines are right-stripped: blank ones are empty
+    if not raw:
         return raw, {}
-    columns = [c for c in matrix_lines[0].split() if _DEVICE_COLUMN.match(c)]
+    header, *rows = raw.split("\n")
+    columns = [c for c in header.split() if _DEVICE_COLUMN.match(c)]
     pairs: dict[str, str] = {}
-    for ln in matrix_lines[1:]:
+    for ln in rows:
         cells = ln.split()
         if not cells or not cells[0].startswith("GPU") or not _DEVICE_COLUMN.match(cells[0]):
             continue

@@ -16,6 +16,7 @@ answers.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 import sys
@@ -54,12 +55,14 @@ class DockerProbe:
         facts = Facts()
         requested = list(ctx.images)
         try:
-            import docker  # noqa: F401  (an optional extra)
+            import docker  # an optional extra
         except ImportError:
             _sdk_missing(facts, ctx, requested)
             return facts
         deadline = ctx.timeout + 2.0
-        outcome = call_with_deadline(lambda: _connect(ctx), deadline, "docker-connect")
+        # version="auto" asks the daemon for its API version, so connecting is the first round trip.
+        connect = functools.partial(docker.from_env, environment=dict(ctx.env), timeout=max(1, round(ctx.timeout)))
+        outcome = call_with_deadline(connect, deadline, "docker-connect")
         if outcome.timed_out:
             _engine_down(facts, "timeout", _timeout_message(ctx), requested)
             return facts
@@ -121,9 +124,8 @@ def _docker_host(env: Mapping[str, str]) -> str:
 def _engine_may_answer(ctx: ProbeContext) -> bool:
     """A socket where the engine would listen exists, or DOCKER_HOST names a remote engine."""
     host = _docker_host(ctx.env)
-    if not host.startswith("unix://"):
-        return True  # tcp://, ssh://: only the SDK could tell
-    return ctx.file(host[len("unix://") :]).exists()
+    # tcp://, ssh://: only the SDK could tell
+    return not host.startswith("unix://") or ctx.file(host.removeprefix("unix://")).exists()
 
 
 def _sdk_missing(facts: Facts, ctx: ProbeContext, requested: list[str]) -> None:
@@ -141,13 +143,6 @@ def _sdk_missing(facts: Facts, ctx: ProbeContext, requested: list[str]) -> None:
         f"the docker SDK for Python is not installed where cuda-doctor runs ({sys.executable})",
         requested,
     )
-
-
-def _connect(ctx: ProbeContext) -> Any:
-    import docker
-
-    # version="auto" asks the daemon for its API version, so this is the first round trip.
-    return docker.from_env(environment=dict(ctx.env), timeout=max(1, round(ctx.timeout)))
 
 
 def _timeout_message(ctx: ProbeContext) -> str:
@@ -243,16 +238,13 @@ def record_info(facts: Facts, info: Mapping[str, Any]) -> None:
     spec_dirs = info.get("CDISpecDirs")
     facts.set("docker.cdi_spec_dirs", list(spec_dirs) if isinstance(spec_dirs, list) else None)
     devices = info.get("DiscoveredDevices")
-    if isinstance(devices, list):
-        ids = [
-            str(d.get("ID"))
-            for d in devices
-            if isinstance(d, dict) and str(d.get("Source", "cdi")).lower() == "cdi" and d.get("ID")
-        ]
-        facts.set("docker.cdi_devices", ids)
-    else:
-        facts.set("docker.cdi_devices", [])
-    facts.set("docker.cdi_gpu", any(str(d).startswith("nvidia.com/gpu") for d in facts.get("docker.cdi_devices")))
+    ids = [
+        str(d.get("ID"))
+        for d in (devices if isinstance(devices, list) else [])
+        if isinstance(d, dict) and str(d.get("Source", "cdi")).lower() == "cdi" and d.get("ID")
+    ]
+    facts.set("docker.cdi_devices", ids)
+    facts.set("docker.cdi_gpu", any(d.startswith("nvidia.com/gpu") for d in ids))
 
 
 # -- images ------------------------------------------------------------------------------------
@@ -351,10 +343,6 @@ def image_facts(data: Mapping[str, Any], ref: str | None = None) -> dict[str, An
     }
 
 
-def _cu_to_version(digits: str) -> str:
-    return f"{int(digits[:-1])}.{int(digits[-1])}"
-
-
 def torch_variant(env: Mapping[str, str], labels: Mapping[str, Any], names: list[str]) -> tuple[str | None, str | None]:
     """(torch version, CUDA version of the torch build): from the env, labels, or the tag of a
     ``pytorch/pytorch`` image such as ``2.3.0-cuda12.1-cudnn8-runtime``."""
@@ -367,7 +355,8 @@ def torch_variant(env: Mapping[str, str], labels: Mapping[str, Any], names: list
     for text in candidates:
         match = _CU_SUFFIX.search(text)
         if match:
-            return version, _cu_to_version(match.group(1))
+            digits = match.group(1)
+            return version, f"{int(digits[:-1])}.{int(digits[-1])}"
         if text.endswith("+cpu"):
             return version, "cpu"
     for name in names:

@@ -11,7 +11,6 @@ import os
 import platform
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from cuda_doctor.facts import Facts
 from cuda_doctor.probes.base import ProbeContext
@@ -31,21 +30,15 @@ def is_secret(name: str) -> bool:
     return any(word in upper for word in _SECRET_WORDS)
 
 
-def safe_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The environment without anything that may hold a credential."""
-    return {name: value for name, value in env.items() if not is_secret(name)}
-
-
-@dataclass
 class EnvironmentProbe:
-    name: str = "environment"
+    name = "environment"
 
     def applies(self, ctx: ProbeContext) -> bool:
         return True
 
     def collect(self, ctx: ProbeContext) -> Facts:
         facts = Facts()
-        env = safe_env(ctx.env)
+        env = {name: value for name, value in ctx.env.items() if not is_secret(name)}  # no credential
         collect_env(facts, env)
         collect_container(facts, ctx, env)
         collect_system(facts, ctx)

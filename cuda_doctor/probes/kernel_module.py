@@ -11,7 +11,6 @@ open one); ``/sys/module/nvidia/version`` holds the bare number.  Files are read
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from cuda_doctor.facts import Facts
 from cuda_doctor.probes.base import ProbeContext
@@ -31,9 +30,8 @@ def module_version(text: str) -> str | None:
     return None
 
 
-@dataclass
 class KernelModuleProbe:
-    name: str = "kernel"
+    name = "kernel"
 
     def applies(self, ctx: ProbeContext) -> bool:
         return not ctx.fast

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
 from cuda_doctor.facts import Facts
 from cuda_doctor.probes.base import ProbeContext
@@ -19,9 +18,8 @@ _VERSIONS = ("toolkit.nvcc_version", "toolkit.nvcc_full_version")
 _RELEASE = re.compile(r"release (?P<release>\d+\.\d+), V(?P<full>\d+(?:\.\d+)*)")
 
 
-@dataclass
 class ToolkitProbe:
-    name: str = "toolkit"
+    name = "toolkit"
 
     def applies(self, ctx: ProbeContext) -> bool:
         # --fast is NVML, nvidia-smi, environment and container only
