@@ -227,7 +227,7 @@ class Child:
         if self.result is not None:
             return self.result
         assert self._proc is not None
-        self.close_stdin()
+        self._close_stdin()
         with self._changed:  # first: did it start?
             while not self._records and not self._ended and time.monotonic() < self._start_by():
                 self._changed.wait(self._start_by() - time.monotonic())
@@ -260,8 +260,7 @@ class Child:
     def _until(self) -> float:
         return self._deadline if self._records else self._start_by()
 
-    def close_stdin(self) -> None:
-        """Tell a child that reads orders on stdin that none will come: it ends by itself."""
+    def _close_stdin(self) -> None:
         stdin = None if self._proc is None else self._proc.stdin
         if stdin is not None:
             with contextlib.suppress(OSError):  # already closed by its exit: nothing to tell it

@@ -1,11 +1,10 @@
 """Phase 2: the backend JAX chose, and the JAX smoke step measured, in the JAX child.
 
-The child is the one the phase-1 probe left in ``ctx.handoff`` (``cuda-doctor check``: jax is
-imported once, its backend initialised and the smoke step compiled and measured in phase 1,
-beside torch's import and before the torch smoke run; this probe reads what it said), else a
-child of its own (``cuda-doctor smoke``), which then reports the phase-1 facts too, initialises
-its backend and runs the smoke step here, alone, after the torch smoke run, like every phase-2
-probe, so that neither measures the other.
+Like every phase-2 probe it runs alone, after the torch smoke run, so that neither measures the
+other.  The child is the one the phase-1 probe left in ``ctx.handoff`` (``cuda-doctor check``:
+jax is imported once, its backend initialised and the smoke step compiled in phase 1, beside
+torch's import), else a child of its own (``cuda-doctor smoke``), which then reports the
+phase-1 facts too and initialises its backend here.
 
 Facts: the backend ones of ``_child.BACKEND_FACTS`` and, with the smoke run, those of
 ``smoke_step`` (``smoke.jax_level.*``, ``smoke[i].jax_*``).

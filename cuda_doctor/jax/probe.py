@@ -4,12 +4,11 @@ The child (``_child.py``) starts in every full check, beside the torch child: it
 finds out, without importing jax, whether jax is installed at all, and ends at once when it is
 not.  Otherwise it imports jax and reports.  In a pipeline run (phase 2 follows) it then
 initialises the backend at once, while torch imports, and when a smoke run follows and JAX has a
-GPU, this probe has it compile and measure the JAX smoke step too (``smoke_step.prepare`` and
-``measure``): phase 1 ends only after, so that nothing of JAX's runs beside the torch smoke run,
-and the step costs the check nothing while torch's import is the longer.  The child is left in
-``ctx.handoff`` (as ``JAX_CHILD``) for ``gpu_probe``, which reports the backend and the smoke
-step from what it said: a check imports jax once.  The backend's contexts on the GPUs are the
-child's: the GPU probe leaves cuda-doctor's own children out of the GPU's
+GPU, this probe has it compile the JAX smoke step too (``smoke_step.prepare``); the probe ends
+only once both are done, so that nothing of JAX's runs beside the torch smoke run.  The child is
+left in ``ctx.handoff`` (as ``JAX_CHILD``) for ``gpu_probe``, which reports the backend and has
+the smoke step measured in the same process: a check imports jax once.  The backend's contexts
+on the GPUs are the child's: the GPU probe leaves cuda-doctor's own children out of the GPU's
 processes.  Outside a pipeline run no backend is initialised here.
 
 The user's own memory settings (``XLA_PYTHON_CLIENT_PREALLOCATE`` and the others in
@@ -135,10 +134,6 @@ class JaxProbe:
             ctx.handoff.leave(JAX_CHILD, child)
         if keep and serving(child, facts):
             get_ready(ctx, child, facts, timeout)
-            if ctx.smoke and child.result is None:
-                from cuda_doctor.jax.smoke_step import measure  # the smoke scripts' runner, for a full check only
-
-                measure(ctx, child)  # while torch may still import: phase 2 has the GPU to itself
             return facts
         child.stop(grace=1.0)  # it has nothing more to do: it ends by itself
         backend_unknown(facts, _no_backend(facts, keep))  # no backend will be initialised: say why

@@ -1,11 +1,12 @@
 """The JAX smoke step (``cuda_doctor/smoke/jax_level.py``), ordered in the JAX child.
 
-In a full check both of its stages run in phase 1, beside torch's import, in the JAX probe:
-``prepare`` (inputs drawn, XLA's compilation and autotuning, the host's reference product), then
-``measure`` (the timed matmuls and the check of their rows), and the child ends.  The torch
-smoke run starts in phase 2, once every phase-1 probe has returned, so the two never run side by
-side; phase 2's ``smoke`` only reads what the child said.  On its own (``cuda-doctor smoke``)
-both stages run in phase 2 (``smoke``).  The whole step has ``ctx.smoke_timeout`` seconds.
+In a full check it is compiled in phase 1 (``prepare``: inputs drawn, XLA's compilation and
+autotuning, the host's reference product, beside torch's import) and measured in phase 2
+(``smoke``: the timed matmuls and the check of their rows, after the torch smoke run and never
+beside it); on its own (``cuda-doctor smoke``) both stages run in phase 2.  The whole step has
+``ctx.smoke_timeout`` seconds.  Measured in phase 1 instead, right after its compile, the step
+gave 592 TFLOP/s on an H200 where phase 2 gives 683-753 (jax 0.11.2): measured there, it would
+judge a GPU that has not warmed up.
 
 Facts: ``smoke.jax_level.`` ``{status,error,error_step,seconds,limit_s,last_step,jax_version,``
 ``backend,device_count}`` (status "ok" | "failed" | "timeout" | "skipped") and, per GPU JAX has
@@ -57,27 +58,9 @@ def prepare(ctx: ProbeContext, child: children.Child, config: dict[str, Any] | N
         child.finish()  # killed at its deadline, or reaped after its end
 
 
-def measure(ctx: ProbeContext, child: children.Child) -> None:
-    """Have the child measure what ``prepare`` compiled, now (its deadline still
-    ``ctx.smoke_timeout`` from the compile), so that nothing of JAX's runs beside the torch smoke
-    run.  Once its result is out it is told to end, and is reaped in phase 2 (``smoke`` reads what
-    it said): its end, the driver taking back its context (0.26-0.38 s on an H200), overlaps the
-    torch smoke run's start, the driver-level child and the allocation, which time nothing.  A
-    child with no result by its deadline is killed now."""
-    prepared = child.seen(is_prepared)
-    if child.result is not None or prepared is None or child.seen(is_result) is not None:
-        return  # nothing compiled to measure, or it ended already
-    spent = float(prepared["prepared"].get("seconds") or 0.0)
-    child.give_more_time(max(float(ctx.smoke_timeout) - spent, 1.0))
-    if child.send({"measure": True}) and child.wait_for(is_result) is not None:
-        child.close_stdin()  # no more orders: it ends by itself
-        return
-    child.finish()  # killed at its deadline, or reaped after its end
-
-
 def smoke(ctx: ProbeContext, child: children.Child, facts: Facts) -> Facts:
     """The JAX smoke step in the child: measured when ``prepare`` compiled it, else run whole;
-    or, when it ended in ``prepare`` or ``measure`` already, what it said there."""
+    or, when it ended in ``prepare`` already, what it said there."""
     out = Facts()
     limit = float(ctx.smoke_timeout)
     out.set(f"{PREFIX}.limit_s", limit)
@@ -90,9 +73,6 @@ def smoke(ctx: ProbeContext, child: children.Child, facts: Facts) -> Facts:
     _follow(ctx, child)
     prepared = child.seen(is_prepared)
     spent = float(prepared["prepared"].get("seconds") or 0.0) if prepared else 0.0
-    measured = child.seen(is_result) if prepared else None  # by ``measure``, in phase 1
-    if measured is not None:
-        spent += float(measured["result"].get("seconds") or 0.0)
     sent = time.monotonic()
     order = _order(child, prepared is not None)
     if order is not None:

@@ -4,18 +4,17 @@ Run by the *target* interpreter inside the JAX child (``cuda_doctor/jax/_child.p
 after the backend is up, as ``python -c <source> CONFIG`` would), composed with the child-side
 module it names: what runs there imports nothing from cuda_doctor.  Per GPU: two 4096² bf16
 inputs drawn on the host (uniform in [-1, 1)) and put on the GPU once, their product compiled by
-``jax.jit`` and timed after a warm-up call (batches each sized by the pace of the one before,
-until one lasts 40 ms), then its first rows checked on the host against the float32 product of the same
+``jax.jit`` and timed after a warm-up call (batches four times longer each time, until one
+lasts 40 ms), then its first rows checked on the host against the float32 product of the same
 bf16 inputs.  The child runs with
 ``XLA_PYTHON_CLIENT_PREALLOCATE=false``: it takes only what it uses.
 
 Two stages: compile (the inputs, the one jitted matmul on each GPU, and the host's float32
 reference) and measure (the timed matmuls, then the product copied back and compared).  With
 ``"prepare": true`` in CONFIG the script compiles, prints ``{"prepared": {"seconds": …}}`` and
-waits for ``{"measure": true}`` on stdin before it measures (``cuda-doctor check`` compiles and
-measures in phase 1, beside torch's import, before the torch smoke run); stdin closed, or any
-other line, ends it without a result.  The result's ``seconds`` is the time of the stages it ran
-after the word (all of them without ``prepare``).
+waits for ``{"measure": true}`` on stdin before it measures (``cuda-doctor check`` compiles
+beside torch's import and measures after the torch smoke run); stdin closed, or any other line,
+ends it without a result.
 
 Output, one JSON object per line on stdout (``cuda_doctor.children``): ``{"started": true}``,
 ``{"step": …}`` before each step, ``{"device": {…}}`` after each GPU, then ``{"result": {…}}``.
@@ -96,12 +95,10 @@ class Matmul:
 
         step(self.label)
         c = self.product(*self.inputs).block_until_ready()  # a warm-up
-        # batches of back-to-back calls until one lasts WORK_SECONDS: sized on the warm-up call
-        # alone, the timed batch could be too short to hide JAX's dispatch and the final wait
-        # (`smoke` measured 275 TFLOP/s where `check` measured 767 on the same H200).  Each batch
-        # is sized by the pace of the one before, a quarter past enough: a short batch can only
-        # overstate a call's time (dispatch, the final wait), so the next may fall short and be
-        # followed by another, but never runs far past WORK_SECONDS.
+        # batches of back-to-back calls, four times longer each time, until one lasts WORK_SECONDS:
+        # sized on the warm-up call alone, the timed batch could be too short to hide JAX's
+        # dispatch and the final wait (`smoke` measured 275 TFLOP/s where `check` measured 767 on
+        # the same H200)
         reps = 8
         while True:
             started = time.perf_counter()
@@ -111,7 +108,7 @@ class Matmul:
             seconds = (time.perf_counter() - started) / reps
             if seconds * reps >= WORK_SECONDS or reps >= MAX_REPS:
                 break
-            reps = min(MAX_REPS, max(int(1.25 * WORK_SECONDS / max(seconds, 1e-9)) + 1, reps + 1))
+            reps *= 4
         self.out["bf16_tflops"] = round(2.0 * self.size**3 / seconds / 1e12, 2)
         step(f"{self.label}: check on the host")
         # the whole product comes back (32 MiB at 4096²) and is cut on the host: slicing on the
@@ -158,13 +155,11 @@ def run(config: dict[str, Any]) -> dict[str, Any] | None:
         if not told_to_measure():
             return None
         stages = [Matmul.measure]
-    started = time.perf_counter()
     for matmul in matmuls:
         for stage in stages:
             matmul.attempt(stage)
         emit({"device": matmul.out})  # kept by the parent even if a later GPU hangs
         result["devices"].append(matmul.out)
-    result["seconds"] = round(time.perf_counter() - started, 3)  # these stages' own time
     return judged(result, wanted)
 
 

@@ -1,6 +1,5 @@
 """The JAX smoke step in two stages in the real JAX child (on JAX's CPU device: no GPU here):
-compiled by ``prepare`` and measured by ``measure`` (phase 1 of a check), read by ``smoke``
-(phase 2), which measures itself what ``measure`` was not asked to."""
+compiled by ``prepare`` (phase 1 of a check), measured by ``smoke`` (phase 2)."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ import pytest
 from cuda_doctor import children
 from cuda_doctor.facts import Facts
 from cuda_doctor.jax.probe import is_backend, is_report, start_child
-from cuda_doctor.jax.smoke_step import is_prepared, is_result, measure, prepare, smoke
+from cuda_doctor.jax.smoke_step import is_prepared, prepare, smoke
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.smoke.runner import HANG_VARIABLE, parse_output, script_source
 
@@ -55,48 +54,6 @@ def test_compiled_first_then_measured_on_the_word(jax_cpu_python: Path) -> None:
     steps = parse_output(child.finish().stdout).steps
     compiled, measured = steps.index("jax matmul bf16 on CPU 0: compile"), steps.index("jax matmul bf16 on CPU 0")
     assert compiled < measured < steps.index("jax matmul bf16 on CPU 0: check on the host")
-
-
-@pytest.mark.slow
-def test_measured_in_phase_1_the_child_is_told_to_end_and_phase_2_reads_it(jax_cpu_python: Path) -> None:
-    ctx = _ctx(jax_cpu_python)
-    child = _child_with_backend(ctx)
-    prepare(ctx, child, CPU)
-    measure(ctx, child)
-    measured = child.seen(is_result)
-    assert measured is not None and measured["result"]["status"] == "ok" and measured["result"]["seconds"] > 0
-    ended = child.stop(grace=30.0)  # it ends by itself: not killed, though it was given 30 s
-    assert ended.returncode == 0 and not ended.timed_out
-    out = smoke(ctx, child, _one_gpu())
-    assert out.get("smoke.jax_level.status") == "ok", out.get("smoke.jax_level.error")
-    assert out.get("smoke[0].jax_bf16_ok") is True and out.get("smoke[0].jax_bf16_tflops") > 0
-    prepared = child.seen(is_prepared)
-    assert prepared is not None
-    spent = prepared["prepared"]["seconds"] + measured["result"]["seconds"]
-    assert out.get("smoke.jax_level.seconds") >= round(spent, 2)  # both stages counted, though phase 1 ran them
-    assert children.parse_records(ended.stdout).count(measured) == 1  # measured once
-
-
-@pytest.mark.slow
-def test_a_hang_while_measuring_is_killed_in_phase_1_and_named_in_phase_2(jax_cpu_python: Path) -> None:
-    ctx = _ctx(jax_cpu_python, **{HANG_VARIABLE: "jax matmul bf16 on CPU 0"}).but(smoke_timeout=4)
-    child = _child_with_backend(ctx)
-    prepare(ctx, child, CPU)
-    measure(ctx, child)
-    assert child.result is not None and child.result.timed_out  # killed before phase 1 ends
-    out = smoke(ctx, child, _one_gpu())
-    assert out.get("smoke.jax_level.status") == "timeout"
-    assert out.get("smoke.jax_level.error_step") == "jax matmul bf16 on CPU 0"
-
-
-@pytest.mark.slow
-def test_nothing_compiled_nothing_measured(jax_cpu_python: Path) -> None:
-    ctx = _ctx(jax_cpu_python)
-    child = _child_with_backend(ctx)
-    measure(ctx, child)  # no prepare: no order is sent, and the child still waits for one
-    assert child.result is None and child.seen(is_result) is None
-    result = child.stop(grace=5.0)
-    assert result.returncode == 0 and parse_output(result.stdout).result is None
 
 
 @pytest.mark.slow
