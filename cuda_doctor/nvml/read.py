@@ -26,7 +26,7 @@ def collect_nvml(ctx: ProbeContext, nvml: Any = None) -> Facts:
     """
     read = take_prefetched(ctx) if nvml is None else None
     if read is None:
-        read = NvmlRead(ctx, nvml).start()
+        read = NvmlRead(ctx, nvml, binding.library_missing() if nvml is None else None).start()
     return read.facts(ctx.timeout)
 
 
@@ -41,7 +41,7 @@ class NvmlRead:
     def __init__(self, ctx: ProbeContext, nvml: Any = None, missing: binding.NvmlUnavailable | None = None) -> None:
         self.ctx = ctx
         self.nvml = nvml
-        self.missing = missing  # known already: the loader finds no NVML library (binding.library_missing)
+        self.missing = missing  # the loader finds no NVML library, as the caller asked (binding.library_missing)
         self.ready = threading.Event()  # the facts (or the error) are there
         self.closed = threading.Event()  # the thread has finished, NVML shut down if it was opened
         self._facts: Facts | None = None
@@ -65,10 +65,8 @@ class NvmlRead:
     def _run(self) -> None:
         opened = None
         try:
-            if self.nvml is None:
-                missing = self.missing or binding.library_missing()
-                if missing is not None:
-                    raise missing
+            if self.missing is not None:
+                raise self.missing
             nvml = binding.load() if self.nvml is None else self.nvml
             binding.init(nvml)
             opened = nvml
