@@ -212,18 +212,9 @@ def torch_cpu_python() -> Path:
     ready = marker.is_file() and marker.read_text(encoding="utf-8").strip() == TORCH_CPU_VERSION
     if ready and python.exists():
         return python
-    steps = (
-        [sys.executable, "-m", "venv", "--clear", str(venv)],
-        [str(python), "-m", "pip", "install", "--quiet", f"torch=={TORCH_CPU_VERSION}"],
-    )
-    for argv in steps:
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            pytest.skip(f"could not build a CPU-only torch venv ({' '.join(argv[:4])}): {exc}")
-        if done.returncode != 0:
-            tail = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or [""]
-            pytest.skip(f"could not install torch=={TORCH_CPU_VERSION} into a venv (exit {done.returncode}): {tail[0]}")
+    _install([sys.executable, "-m", "venv", "--clear", str(venv)], "a venv for a CPU-only torch")
+    wheel = f"torch=={TORCH_CPU_VERSION}"
+    _install([str(python), "-m", "pip", "install", "--quiet", wheel], wheel)
     marker.write_text(TORCH_CPU_VERSION + "\n", encoding="utf-8")
     return python
 
