@@ -78,7 +78,11 @@ def _read_section(fd: int, section: Section, code: DeviceCode, deadline: float |
             _stop(code, "the scan's time budget ran out in this file")
             code.timed_out = True
             return
-        magic, _version, header_size, size = struct.unpack("<IHHQ", os.pread(fd, CONTAINER_HEADER, position))
+        header = os.pread(fd, CONTAINER_HEADER, position)
+        if len(header) < CONTAINER_HEADER:  # the file is shorter than its section table says
+            _stop(code, f"the file ends inside its fatbin section, at offset {position - section.offset}")
+            return
+        magic, _version, header_size, size = struct.unpack("<IHHQ", header)
         if magic != FATBIN_MAGIC:
             found = _resync(fd, position, end)
             if found is None:
@@ -100,6 +104,9 @@ def _read_section(fd: int, section: Section, code: DeviceCode, deadline: float |
 def _read_entries(fd: int, position: int, end: int, code: DeviceCode) -> bool:
     while position + ENTRY_HEADER <= end:
         header = os.pread(fd, ENTRY_HEADER, position)
+        if len(header) < ENTRY_HEADER:  # the file is shorter than its section table says
+            _stop(code, "the file ends inside a fatbin entry's header")
+            return False
         kind, _version, header_size, padded = struct.unpack_from("<HHII", header, 0)
         minor, major, arch = struct.unpack_from("<HHI", header, 0x18)
         (flags,) = struct.unpack_from("<Q", header, 0x28)

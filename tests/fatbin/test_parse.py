@@ -81,3 +81,24 @@ def test_the_deadline_stops_a_read_and_says_so(unpacked: Callable[[str], Path]) 
     code = read(real(unpacked, TORCHAUDIO), deadline=time.monotonic() - 1)
     assert code.timed_out and not code.complete
     assert code.entries == 0
+
+
+def _past_the_end(source: Path, tmp_path: Path, keep: int) -> DeviceCode:
+    """``source``'s fatbin section read from a copy whose file ends ``keep`` bytes into that
+    section, as its section table still says it is whole (an object cut short where it lies)."""
+    with source.open("rb") as handle:
+        section = elf_sections(handle)[".nv_fatbin"]
+    copy = tmp_path / source.name
+    copy.write_bytes(source.read_bytes()[: section.offset + keep])
+    with copy.open("rb", buffering=0) as handle:
+        return read_device_code(handle.fileno(), {".nv_fatbin": section})
+
+
+def test_a_file_that_ends_inside_a_container_header(unpacked: Callable[[str], Path], tmp_path: Path) -> None:
+    code = _past_the_end(real(unpacked, CUFILE), tmp_path, 8)
+    assert not code.complete and "ends inside its fatbin section, at offset 0" in str(code.problem)
+
+
+def test_a_file_that_ends_inside_an_entry_header(unpacked: Callable[[str], Path], tmp_path: Path) -> None:
+    code = _past_the_end(real(unpacked, CUFILE), tmp_path, 16 + 20)
+    assert not code.complete and "ends inside a fatbin entry's header" in str(code.problem)
