@@ -15,6 +15,7 @@ from typing import Any
 from cuda_doctor import __version__
 from cuda_doctor.atomic import write_text
 from cuda_doctor.paths import cache_dir
+from cuda_doctor.reading import read_bytes
 
 SCHEMA = 1
 #: A cache file larger than this is not read (a fresh scan costs less than trusting it).
@@ -38,17 +39,14 @@ class ScanCache:
     def load(cls, path: Path | None = None) -> ScanCache:
         path = path or cache_dir() / f"fatbin-{__version__}.json"
         try:
-            with path.open("rb") as handle:
-                data = handle.read(CACHE_CAP + 1)
+            data = read_bytes(path, CACHE_CAP, "a fatbin scan cache")  # FileRefused past the cap, or not a file
         except FileNotFoundError:
             return cls(path)
         except OSError as exc:
             return cls(path, error=f"cannot read {path}: {exc.strerror or exc}")
-        if len(data) > CACHE_CAP:
-            return cls(path, error=f"{path} is larger than {CACHE_CAP >> 20} MiB: not read")
         try:
             loaded = json.loads(data)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser's depth
             return cls(path, error=f"{path} is not valid JSON ({exc}): read again from the files")
         if not isinstance(loaded, dict) or loaded.get("schema") != SCHEMA or not isinstance(loaded.get("files"), dict):
             return cls(path)  # another layout (an older cuda-doctor): start afresh

@@ -116,3 +116,14 @@ def test_files_that_are_not_elf_are_problems_not_crashes(site: Path, tmp_path: P
     result = scan([str(site)], ScanCache(tmp_path / "c.json"), budget=60)
     assert result.complete
     assert any("libscript.so: ValueError: not an ELF file" in problem for problem in result.problems)
+
+
+def test_a_cache_nested_past_the_parser_or_not_a_file_only_costs_time(tmp_path: Path) -> None:
+    path = tmp_path / "fatbin.json"
+    path.write_text("[" * 200_000)
+    cache = ScanCache.load(path)
+    assert cache.entries == {} and cache.error is not None and "not valid JSON" in cache.error
+    path.unlink()
+    os.mkfifo(path)  # opened without waiting for a writer, and refused
+    cache = ScanCache.load(path)
+    assert cache.entries == {} and cache.error is not None and "FIFO" in cache.error
