@@ -171,7 +171,14 @@ def join(started: Started, progress: Progress | None = None, order: Sequence[str
     return facts
 
 
-def gather(ctx: ProbeContext, probes: Sequence[Probe] | None = None, progress: Progress | None = None) -> Facts:
+def gather(
+    ctx: ProbeContext,
+    probes: Sequence[Probe] | None = None,
+    progress: Progress | None = None,
+    while_waiting: Callable[[], None] | None = None,
+) -> Facts:
+    """The facts of ``probes``, or of every default probe in its phase; ``while_waiting`` runs on
+    this thread while phase 1's probes run (the check imports what judges the facts then)."""
     if probes is not None:
         with ctx.handoff.open():
             return collect(ctx, probes, progress)
@@ -182,9 +189,9 @@ def gather(ctx: ProbeContext, probes: Sequence[Probe] | None = None, progress: P
                 _skip(facts, name, ctx)
     with ctx.handoff.open():  # a child left for a later phase is stopped when the phases end
         first = start(ctx, default_probes(PHASE_1, ctx, STARTED_FIRST), progress)
-        later = list(default_probes(PHASE_2, ctx))  # imported while phase 1 runs,
-        if not ctx.fast:
-            import_derivers()  # and so is what judges the facts
+        later = list(default_probes(PHASE_2, ctx))  # imported while phase 1 runs
+        if while_waiting is not None:
+            while_waiting()
         facts.merge(join(first, progress, order=list(PHASE_1)))
         # phase 2 probes load the GPU: one at a time, so that none measures another's work
         for probe in later:
@@ -241,7 +248,7 @@ def run_check(
 
     loader = threading.Thread(target=load, name="load-rules", daemon=True)
     loader.start()
-    facts = gather(ctx, probes, progress)
+    facts = gather(ctx, probes, progress, while_waiting=None if ctx.fast else import_derivers)
     loader.join()
     if failure:
         raise failure[0]

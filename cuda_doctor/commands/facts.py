@@ -10,7 +10,7 @@ import click
 from cuda_doctor.checkreport import Report
 from cuda_doctor.commands.options import file_option, format_option, python_option, refuse_fast_python, timeout_option
 from cuda_doctor.commands.output import echo_or_write
-from cuda_doctor.knowledge import derive_all
+from cuda_doctor.knowledge import derive_all, import_derivers
 from cuda_doctor.pipeline import gather
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.report.facts import FORMATS, render
@@ -37,7 +37,8 @@ def command(
     refuse_fast_python(fast, python)
     ctx = ProbeContext(python=python or sys.executable, timeout=timeout, fast=fast, smoke=not (fast or no_smoke))
     with progress_line(fmt == "text" and output is None) as line:
-        facts = gather(ctx if line is None else ctx.but(step_progress=line.step), progress=line)
+        prepare = import_derivers if derived and not fast else None
+        facts = gather(ctx if line is None else ctx.but(step_progress=line.step), progress=line, while_waiting=prepare)
     problems = derive_all(facts) if derived else []
     report = Report(facts=facts, results=[], command="facts", problems=problems)
     terminal = sys.stdout.isatty() and output is None

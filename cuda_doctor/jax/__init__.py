@@ -6,10 +6,12 @@ not cost the torch facts.
 
 * ``probe`` (phase 1, with the other read-only probes): the distributions (``jax``, ``jaxlib``,
   the CUDA plugin and its PJRT), the CUDA/cuDNN the plugin was built with, ``import jax`` and
-  what it warned.  No backend is initialised there, so the GPU probe reads the GPU idle.
+  what it warned; then, in a full check, the backend comes up and the JAX smoke step is compiled
+  there, beside torch's import (the GPU probe leaves cuda-doctor's own children out of the
+  GPU's processes).
 * ``gpu_probe`` (phase 2, one probe at a time after the torch smoke run): the backend JAX
-  chooses, its devices and what it said while choosing, the CUDA libraries it loaded, and the
-  JAX smoke step (``cuda_doctor/smoke/jax_level.py``), in the same child.
+  chose, its devices and what it said while choosing, the CUDA libraries it loaded, and the
+  JAX smoke step (``cuda_doctor/smoke/jax_level.py``) measured, in the same child.
 * ``derive``: which plugin this driver runs, whether the versions match, what shadows a
   library, how much memory preallocation takes.
 

@@ -33,6 +33,10 @@ class GpuProbe:
     def applies(self, ctx: ProbeContext) -> bool:
         return True
 
+    def deadline(self, ctx: ProbeContext) -> float:
+        # NVML's read, then nvidia-smi's -q -x, --query-gpu and its retry without an unknown field
+        return 4 * ctx.timeout + 5
+
     def collect(self, ctx: ProbeContext) -> Facts:
         ours = set(running_pids())  # cuda-doctor's children when the reading starts, and at its end
         facts = self._collect(ctx)

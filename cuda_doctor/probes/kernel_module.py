@@ -14,6 +14,7 @@ import re
 
 from cuda_doctor.facts import Facts
 from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.reading import read_text
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 SYS_VERSION = "/sys/module/nvidia/version"
@@ -41,9 +42,8 @@ class KernelModuleProbe:
         reasons = []
         for path in (PROC_VERSION, SYS_VERSION):
             try:
-                with ctx.file(path).open("rb") as handle:
-                    text = handle.read(READ_CAP).decode("utf-8", "replace")
-            except OSError as exc:
+                text = read_text(ctx.file(path), READ_CAP, "a kernel module's version file")
+            except OSError as exc:  # FileRefused too: a FIFO or a device under another root
                 reasons.append(f"{path}: {exc.strerror or exc}")
                 continue
             version = module_version(text)
