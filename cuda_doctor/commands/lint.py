@@ -85,9 +85,10 @@ def command(
     if output is None:
         _to_stdout(render(report, fmt, color=fmt == "text" and sys.stdout.isatty()))
     else:
-        why = try_write(output, render(report, fmt))  # whole or not at all; through a symlink
+        text = render(report, fmt)
+        why = try_write(output, text)  # whole or not at all; through a symlink
         if why is not None:
-            _to_stdout(render(report, fmt))  # the findings are not lost
+            _to_stdout(text)  # the findings are not lost
             raise UserError(f"cannot write {output}: {why}; the report was written to stdout instead")
     threshold = Severity(fail_on or config.fail_on or "error").rank
     sys.exit(1 if any(f.severity.rank >= threshold for f in report.findings) else 0)

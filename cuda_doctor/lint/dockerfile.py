@@ -130,10 +130,12 @@ def base_image_reference(text: str) -> str | None:
     global_args: dict[str, str] = {}
     by_name: dict[str, str | None] = {}
     last: str | None = None
+    stages = 0
     for ins in instructions(text):
-        if ins.keyword == "ARG" and not by_name and last is None:
+        if ins.keyword == "ARG" and not stages:  # only an ARG before the first FROM is global
             _declare(ins.args, global_args, global_args, {})
         elif ins.keyword == "FROM":
+            stages += 1
             words = [w for w in ins.args.split() if not w.startswith("--")]
             if not words:
                 return None

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cuda_doctor.container import tags
-from cuda_doctor.lint.dockerfile import lint_dockerfile
+from cuda_doctor.lint.dockerfile import base_image_reference, lint_dockerfile
 from cuda_doctor.lint.engine import builtin_rules
 from cuda_doctor.lint.findings import Hit
 from cuda_doctor.results import Severity
@@ -138,3 +138,10 @@ def test_ngc_images_use_verified_rows_only() -> None:
     assert [h.rule_id for h in hits] == ["CDL105"] and hits[0].capture_dict()["image_cuda"] == "13.1.0"
     unverified = verified.replace("25.12", "25.01")  # CUDA 12.8 only from a paste
     assert lint_dockerfile(unverified, Path("Dockerfile"), lambda _path: None) == []
+
+
+def test_only_an_arg_before_the_first_from_names_the_base_image() -> None:
+    """Docker gives a later stage's FROM no value from an ARG declared after the first FROM."""
+    image = "pytorch/pytorch:2.1.0-cuda12.1-cudnn8-runtime"
+    assert base_image_reference(f"ARG X={image}\nFROM $X\n") == image
+    assert base_image_reference(f"FROM ${{BASE}}\nARG X={image}\nFROM $X\n") is None
