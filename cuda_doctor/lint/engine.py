@@ -275,11 +275,14 @@ def _declared_encoding(data: bytes) -> str | None:
 # -- linting one file ---------------------------------------------------------------------
 
 
-def lint_one(kind: str, path: Path, text: str, context: ProjectContext, pin: tuple[str, str] | None) -> list[Hit]:
-    """``pin``: (release, as written) of the exact torch pin of the file's project (CDL201)."""
+def lint_one(
+    kind: str, path: Path, text: str, context: ProjectContext, pin: tuple[str, str] | None, data: bytes | None = None
+) -> list[Hit]:
+    """``pin``: (release, as written) of the exact torch pin of the file's project (CDL201);
+    ``data``: the file's bytes, when the caller read them (else the text is encoded again)."""
     if kind == "python":
         try:
-            return lint_source(text, context.relative(path), context)
+            return lint_source(text, context.relative(path), context, data)
         except SyntaxError as exc:
             line, column = exc.lineno or 1, exc.offset or 1
             return [
@@ -308,10 +311,12 @@ def lint_one(kind: str, path: Path, text: str, context: ProjectContext, pin: tup
     return []
 
 
-def _guarded(kind: str, path: Path, text: str, context: ProjectContext, pin: tuple[str, str] | None) -> list[Hit]:
+def _guarded(
+    kind: str, path: Path, text: str, context: ProjectContext, pin: tuple[str, str] | None, data: bytes
+) -> list[Hit]:
     """Error isolation: a detector bug on one file is a finding, never a crash."""
     try:
-        hits = lint_one(kind, path, text, context, pin)
+        hits = lint_one(kind, path, text, context, pin, data)
         # the launcher is deprecated, and torchrun there, only from a torch release on
         judged = [launch_for_project(h, context.torch) if h.rule_id == "CDL006" else h for h in hits]
         return [h for h in judged if h is not None]
@@ -354,7 +359,7 @@ def check_file(task: FileTask) -> FileResult:
     if got.kind == "python" and not needs_ast(got.data, context.relative(path)):
         return FileResult([])
     pin = context.torch.exact() if got.kind in DEPENDENCY_KINDS else None
-    hits = _guarded(got.kind, path, got.text, context, pin)
+    hits = _guarded(got.kind, path, got.text, context, pin, got.data)  # the bytes the pre-filter judged
     lines = got.text.splitlines() if hits and b"cuda-doctor" in got.data else None
     return FileResult(hits, got.kind == "python", lines)
 

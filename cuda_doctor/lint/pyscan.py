@@ -118,7 +118,7 @@ class Scan:
     hits: list[Hit] = field(default_factory=list)  # reported as they are seen
     refs: list[Ref] = field(default_factory=list)  # torch.cuda.amp / tf experimental / jax candidates
     uses_gpu: bool = False
-    loops: list[tuple[int, int, str, str, int]] = field(default_factory=list)  # line, col, framework, call, function
+    loops: list[tuple[int, int, str, int]] = field(default_factory=list)  # torch's: line, col, call, function
     fit_calls: list[ast.Call] = field(default_factory=list)
     autocasts: list[tuple[ast.AST, str | None, int]] = field(default_factory=list)  # node, dtype, function
     grad_scalers: list[ast.Call] = field(default_factory=list)
@@ -541,12 +541,12 @@ class Scanner:
         if attr in ("Policy", "LossScaleOptimizer"):
             scan.called[id(func)] = node
         elif attr == "backward":
-            scan.loops.append((node.lineno, node.col_offset + 1, "torch", "backward()", ctx.function))
+            scan.loops.append((node.lineno, node.col_offset + 1, "backward()", ctx.function))
             scan.module_loop |= ctx.function == 0
         elif attr == "step":
             owner = (dotted(func.value) or "").split(".")[-1].lower()
             if "optim" in owner or owner == "opt":
-                scan.loops.append((node.lineno, node.col_offset + 1, "torch", f"{owner}.step()", ctx.function))
+                scan.loops.append((node.lineno, node.col_offset + 1, f"{owner}.step()", ctx.function))
         elif attr in ("fit", "fit_generator"):
             scan.fit_calls.append(node)
         elif attr == "cuda":

@@ -236,14 +236,13 @@ def is_entry_point(scan: Scan, info: FileInfo) -> bool:
 
 def trains(scan: Scan) -> bool:
     """A torch training loop: a backward() call and an optimizer step."""
-    calls = {loop[3] for loop in scan.loops}
+    calls = {loop[2] for loop in scan.loops}
     return "backward()" in calls and len(calls) > 1
 
 
 def _amp_hits(scan: Scan, info: FileInfo) -> list[Hit]:
     hits: list[Hit] = []
     entry = is_entry_point(scan, info)
-    torch_loops = [loop for loop in scan.loops if loop[2] == "torch"]
     if (
         entry
         and scan.uses_gpu
@@ -251,7 +250,7 @@ def _amp_hits(scan: Scan, info: FileInfo) -> list[Hit]:
         and "torch" in scan.frameworks
         and not mentions(info.data, AMP_EVIDENCE)
     ):
-        line, col, _, call, _ = min(torch_loops)
+        line, col, call, _ = min(scan.loops)
         hits.append(Hit.make("CDL003", line, col, framework="PyTorch", call=call, amp_fix=TORCH_AMP_FIX))
     elif (
         entry
@@ -263,7 +262,7 @@ def _amp_hits(scan: Scan, info: FileInfo) -> list[Hit]:
         fit = min(scan.fit_calls, key=lambda c: (c.lineno, c.col_offset))
         line, col = fit.lineno, fit.col_offset + 1
         hits.append(Hit.make("CDL003", line, col, framework="TensorFlow", call="model.fit()", amp_fix=TF_AMP_FIX))
-    backward_functions = {loop[4] for loop in torch_loops if loop[3] == "backward()"}
+    backward_functions = {loop[3] for loop in scan.loops if loop[2] == "backward()"}
     if backward_functions and not scan.grad_scalers and not mentions(info.data, SCALER_EVIDENCE):
         for node, dtype, function in scan.autocasts:
             if dtype == "float16" and function in backward_functions:
