@@ -70,7 +70,7 @@ def has_text(item: dict[str, Any]) -> str:
 
 
 def _arch_list(item: dict[str, Any]) -> list[str]:
-    """The file's device code in the spelling of ``knowledge.arch_support``."""
+    """The file's device code in the spelling of ``wheels.arch_support``."""
     return _sass(item) + [f"compute_{arch}" for arch, _ in item.get("ptx", [])]
 
 

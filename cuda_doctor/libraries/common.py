@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 from cuda_doctor.childside.packages import normalize
 from cuda_doctor.facts import Facts
 from cuda_doctor.tables import load_table
+from cuda_doctor.versions import release_of
 
 
 class Pin(NamedTuple):
@@ -215,7 +216,7 @@ def index_option(facts: Facts) -> str | None:
         return "" if "+" not in version and not facts.has("torch.cuda_build") else None
     if variant == "cpu":
         return f"--index-url {index_url(variant)}"
-    release = ".".join(version.split("+")[0].split(".")[:2])
+    release = release_of(version)
     row = next((r for r in releases() if str(r["torch"]) == release), None)
     if row is None or variant not in row["variants"]:  # type: ignore[operator]
         return None
