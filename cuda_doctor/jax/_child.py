@@ -11,7 +11,8 @@ and cuDNN versions the CUDA plugin was built with (its ``_versions`` module answ
 constants, without initialising CUDA) and then imports jax, which checks jaxlib's version and
 the plugin's.
 
-With CONFIG ``{"then": "wait"}`` (and jax imported) it then initialises the backend at once and
+With CONFIG ``{"then": "wait", "autotune_cache": FOLDER}`` (and jax imported) XLA keeps its
+autotuning results in FOLDER (None: nowhere), and the child initialises the backend at once and
 reports it as ``{"backend": {"values": …, "unknown": …}}``: the backend creates a context on every
 GPU, which the parent does not count as another process on the GPU (it knows its children's
 pids).  Then it serves orders, one JSON line each on stdin (``childside.report.serve``):
@@ -437,9 +438,18 @@ def put_components(report: dict[str, dict[str, Any]], package: str | None) -> No
     put(report, "jax.driver_cuda", version_text("driver", code) if code else None)  # 0: no driver
 
 
+def use_autotune_cache(folder: Any) -> None:
+    """XLA keeps its GEMM autotuning results in ``folder`` (the parent's cache): read when the
+    backend comes up, so set before jax is imported."""
+    if isinstance(folder, str) and folder:
+        flags = os.environ.get("XLA_FLAGS", "")
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_gpu_per_fusion_autotune_cache_dir={folder}".strip()
+
+
 def main() -> None:
     records_fd, emit = open_records()
     config = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    use_autotune_cache(config.get("autotune_cache"))
     report, jax, package = collect(emit)
     emit(report)
     status = 0

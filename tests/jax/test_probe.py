@@ -13,7 +13,17 @@ import pytest
 
 from cuda_doctor.facts import Facts
 from cuda_doctor.jax._child import BACKEND_FACTS
-from cuda_doctor.jax.probe import ALL_JAX_FACTS, JAX_CHILD, PROBE, child_env, get_ready, is_backend, user_settings
+from cuda_doctor.jax.probe import (
+    ALL_JAX_FACTS,
+    AUTOTUNE_FLAG,
+    JAX_CHILD,
+    PROBE,
+    autotune_cache,
+    child_env,
+    get_ready,
+    is_backend,
+    user_settings,
+)
 from cuda_doctor.jax.smoke_step import is_prepared
 from cuda_doctor.pipeline import collect
 from cuda_doctor.probes.base import ProbeContext
@@ -189,3 +199,39 @@ def test_the_smoke_step_is_compiled_in_phase_1_only_when_a_smoke_run_follows() -
     assert order["run"] == script_source("jax")
     assert json.loads(order["argv"][0]) == {"size": 4096, "prepare": True}
     assert facts.values == {} and facts.unknown == {}  # the backend's facts are phase 2's
+
+
+# -- XLA's autotuning results, kept between checks ---------------------------------------------------
+def test_xla_keeps_its_autotuning_results_in_cuda_doctors_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    folder = autotune_cache({"XLA_FLAGS": "--xla_gpu_enable_triton_gemm=false"})
+    assert folder == str(tmp_path / "cuda-doctor" / "xla-autotune")
+    assert Path(folder).is_dir()
+
+
+def test_the_users_own_autotuning_folder_is_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert autotune_cache({"XLA_FLAGS": f"{AUTOTUNE_FLAG}=/data/tuned"}) is None
+    assert not (tmp_path / "cuda-doctor").exists()
+
+
+@pytest.mark.parametrize("where", ["a file/below", "with space"])
+def test_no_autotuning_folder_where_it_cannot_be_made_or_named(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a file").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / where))
+    assert autotune_cache({}) is None
+
+
+def test_the_child_adds_the_autotuning_folder_to_the_users_xla_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cuda_doctor.jax import _child
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_enable_triton_gemm=false")
+    _child.use_autotune_cache("/cache/xla-autotune")
+    assert os.environ["XLA_FLAGS"] == f"--xla_gpu_enable_triton_gemm=false {AUTOTUNE_FLAG}=/cache/xla-autotune"
+    monkeypatch.delenv("XLA_FLAGS")
+    _child.use_autotune_cache(None)
+    assert "XLA_FLAGS" not in os.environ
