@@ -3,17 +3,17 @@
 Run by the *target* interpreter inside the JAX child (``cuda_doctor/jax/_child.py`` runs it
 after the backend is up, as ``python -c <source> CONFIG`` would), composed with the child-side
 module it names: what runs there imports nothing from cuda_doctor.  Per GPU: two 4096² bf16
-inputs drawn on the host (uniform in [-1, 1)) and put on the GPU once, their product compiled by
-``jax.jit`` and timed after a warm-up call (batches four times longer each time, until one
-lasts 40 ms), then its first rows checked on the host against the float32 product of the same
-bf16 inputs.  The child runs with
+inputs drawn on the host (random signs and mantissas, magnitudes in [1, 2)) and put on the GPU
+once, their product compiled by ``jax.jit`` and timed after a warm-up call (batches four times
+longer each time, until one lasts 40 ms), then its first rows checked on the host against the
+float32 product of the same bf16 inputs.  The child runs with
 ``XLA_PYTHON_CLIENT_PREALLOCATE=false``: it takes only what it uses.
 
 Two stages: compile (the inputs, the one jitted matmul on each GPU, and the host's float32
 reference) and measure (the timed matmuls, then the product copied back and compared).  With
 ``"prepare": true`` in CONFIG the script compiles, prints ``{"prepared": {"seconds": …}}`` and
 waits for ``{"measure": true}`` on stdin before it measures (``cuda-doctor check`` compiles
-beside torch's import and measures after the torch smoke run); stdin closed, or any other line,
+beside torch's import and measures before the torch smoke run); stdin closed, or any other line,
 ends it without a result.
 
 Output, one JSON object per line on stdout (``cuda_doctor.children``): ``{"started": true}``,
@@ -37,6 +37,8 @@ REFERENCE_ROWS = 256
 #: the product is rounded to bf16 (8 mantissa bits), as the framework-level bf16 matmul is.
 TOLERANCE = 5e-2
 WORK_SECONDS = 0.04
+SIGN_AND_MANTISSA = 0x807F  # bf16: 1 sign bit, 8 exponent bits, 7 mantissa bits
+EXPONENT_ONE = 0x3F80  # the exponent of 1.0
 MAX_REPS = 2048
 
 
@@ -45,6 +47,15 @@ def relative_error(got: Any, reference: Any, np: Any) -> float | None:
     if not bool(np.isfinite(got).all()):
         return None
     return float(np.linalg.norm(got - reference) / np.linalg.norm(reference))
+
+
+def random_bf16(np: Any, shape: tuple[int, ...]) -> Any:
+    """bf16 bit patterns (uint16) of random sign and mantissa, magnitude in [1, 2): every bit that
+    toggles in a trained model's matmul toggles here.  Drawn on the host from random bytes: an
+    H200's host drew uniform float32 inputs and rounded them to bf16 in 0.2-0.3 s, the bytes in
+    under half that; drawing on the GPU would first compile JAX's random-number kernels."""
+    bits = np.frombuffer(np.random.default_rng(0).bytes(2 * int(np.prod(shape))), dtype=np.uint16)
+    return ((bits & SIGN_AND_MANTISSA) | EXPONENT_ONE).reshape(shape)
 
 
 class Matmul:
@@ -75,11 +86,7 @@ class Matmul:
 
         rows = min(REFERENCE_ROWS, size)
         step(f"{self.label}: inputs")
-        # drawn on the host, uniform in [-1, 1): numpy's float32 generator takes a few tens of ms
-        # for both, where drawing on the GPU would first compile JAX's random-number kernels
-        generator = np.random.default_rng(0)
-        a, b = (generator.random((size, size), dtype=np.float32) * 2 - 1 for _ in range(2))
-        a, b = a.astype(jax.numpy.bfloat16), b.astype(jax.numpy.bfloat16)
+        a, b = random_bf16(np, (2, size, size)).view(jax.numpy.bfloat16)
         self.inputs = (jax.device_put(a, self.device), jax.device_put(b, self.device))
         step(f"{self.label}: compile")
         self.product = jax.jit(jax.numpy.matmul)
