@@ -255,6 +255,47 @@ def test_a_child_left_and_not_taken_is_stopped_when_the_run_ends() -> None:
     assert child.poll() == 0
 
 
+SLOW_TO_END = source("""
+    print(json.dumps({"started": True}), flush=True)
+    print(json.dumps({"result": {"status": "ok"}}), flush=True)
+    sys.stdin.readline()
+    time.sleep(2)  # as a GPU process tearing its contexts down
+""")
+
+
+def test_a_child_let_end_goes_on_ending_while_the_run_goes_on_and_the_run_waits_for_it() -> None:
+    handoff = children.Handoff()
+    child = children.Child(sys.executable, SLOW_TO_END, env=ENV, timeout=600, stdin=True)
+    with handoff.open():
+        assert child.wait_for(lambda record: "result" in record) is not None
+        handoff.let_end(child, grace=30)
+        handoff.let_end(child, grace=30)  # once is enough: a second call changes nothing
+        assert child.poll() is None  # not waited for here: still ending
+    result = child.result
+    assert isinstance(result, CommandResult)
+    assert result.returncode == 0 and not result.timed_out  # it ended on its own, and was waited for
+    assert [record for record in child.records() if "result" in record] == [{"result": {"status": "ok"}}]
+
+
+def test_a_child_let_end_past_its_grace_is_killed() -> None:
+    handoff = children.Handoff()
+    child = children.Child(
+        sys.executable, WAITER.replace("sys.stdin.readline()", "time.sleep(600)"), env=ENV, timeout=600, stdin=True
+    )
+    with handoff.open():
+        child.wait_for(lambda record: True)
+        handoff.let_end(child, grace=0.5)
+    assert child.result is not None and child.result.timed_out
+    assert child.poll() is not None
+
+
+def test_a_child_let_end_outside_a_run_is_stopped_at_once() -> None:
+    child = children.Child(sys.executable, WAITER, env=ENV, timeout=600, stdin=True)
+    child.wait_for(lambda record: True)
+    children.Handoff().let_end(child, grace=30)
+    assert child.result is not None and child.result.returncode == 0
+
+
 @pytest.mark.parametrize("mode", ["tail", "head"])
 def test_kept_bytes_never_pass_the_cap(mode: str, tmp_path: Path) -> None:
     from cuda_doctor.process import Pipe

@@ -9,7 +9,7 @@ not cost the torch facts.
   what it warned; then, in a full check, the backend comes up and the JAX smoke step is compiled
   there, beside torch's import (the GPU probe leaves cuda-doctor's own children out of the
   GPU's processes).
-* ``gpu_probe`` (phase 2, one probe at a time after the torch smoke run): the backend JAX
+* ``gpu_probe`` (phase 2, one probe at a time, before the torch smoke run): the backend JAX
   chose, its devices and what it said while choosing, the CUDA libraries it loaded, and the
   JAX smoke step (``cuda_doctor/smoke/jax_level.py``) measured, in the same child.
 * ``derive``: which plugin this driver runs, whether the versions match, what shadows a

@@ -1,10 +1,11 @@
 """Phase 2: the backend JAX chose, and the JAX smoke step measured, in the JAX child.
 
-Like every phase-2 probe it runs alone, after the torch smoke run, so that neither measures the
-other.  The child is the one the phase-1 probe left in ``ctx.handoff`` (``cuda-doctor check``:
-jax is imported once, its backend initialised and the smoke step compiled in phase 1, beside
-torch's import), else a child of its own (``cuda-doctor smoke``), which then reports the
-phase-1 facts too and initialises its backend here.
+Like every phase-2 probe it runs alone, before the torch smoke run, so that neither measures the
+other; the JAX child ends while the torch run starts (``Handoff.let_end``).  The child is the
+one the phase-1 probe left in ``ctx.handoff`` (``cuda-doctor check``: jax is imported once, its
+backend initialised and the smoke step compiled in phase 1, beside torch's import), else a child
+of its own (``cuda-doctor smoke``), which then reports the phase-1 facts too and initialises its
+backend here.
 
 Facts: the backend ones of ``_child.BACKEND_FACTS`` and, with the smoke run, those of
 ``smoke_step`` (``smoke.jax_level.*``, ``smoke[i].jax_*``).
@@ -31,6 +32,7 @@ from cuda_doctor.jax.probe import (
 )
 from cuda_doctor.jax.smoke_step import smoke
 from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.smoke.runner import END_GRACE
 
 
 @dataclass
@@ -58,7 +60,8 @@ class JaxGpuProbe:
             if self._backend(ctx, child, facts) and ctx.smoke:
                 facts.merge(smoke(ctx, child, facts))
         finally:
-            child.stop(grace=1.0)  # told by its closed stdin; killed a second later
+            # told by its closed stdin; its context torn down while the next probe runs
+            ctx.handoff.let_end(child, END_GRACE)
         return facts
 
     def _own_child(self, ctx: ProbeContext) -> tuple[children.Child | None, Facts]:

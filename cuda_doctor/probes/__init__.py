@@ -23,9 +23,10 @@ PHASE_1: dict[str, str] = {
     "kernel": "cuda_doctor.probes.kernel_module",
 }
 PHASE_2: dict[str, str] = {
-    "smoke": "cuda_doctor.smoke.probe",
-    # JAX's backend and its smoke step: after the torch smoke run, never beside it
+    # JAX's backend and its smoke step, never beside the torch smoke run: first, so that the JAX
+    # child's end (its contexts torn down) overlaps the torch run's start
     "jax_gpu": "cuda_doctor.jax.gpu_probe",
+    "smoke": "cuda_doctor.smoke.probe",
     "nccl": "cuda_doctor.nccl.probe",
 }
 PROBES: dict[str, str] = {**PHASE_1, **PHASE_2}

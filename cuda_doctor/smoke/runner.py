@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,8 @@ ProgressCallback = Callable[[str, str], None]
 
 _HERE = Path(__file__).resolve().parent
 _MIN_FRAMEWORK_SECONDS = 1.0
+#: Seconds a smoke child that printed its result has to end before its group is killed.
+END_GRACE = 10.0
 _LIBCUDA_DIRS = (
     "usr/lib/x86_64-linux-gnu",
     "usr/lib/aarch64-linux-gnu",
@@ -92,18 +94,35 @@ def parse_output(text: str) -> ParsedOutput:
 
     A last line without its newline was cut off (the child was killed mid-write): ``truncated``.
     """
+    truncated = bool(text.rsplit("\n", 1)[-1].strip())
+    return replace(parse_records(children.parse_records(text)), truncated=truncated)
+
+
+def parse_records(records: Iterable[dict[str, Any]]) -> ParsedOutput:
     steps: list[str] = []
     devices: list[dict[str, Any]] = []
     result: dict[str, Any] | None = None
-    for record in children.parse_records(text):
+    for record in records:
         if isinstance(record.get("step"), str):
             steps.append(record["step"])
         elif isinstance(record.get("device"), dict):
             devices.append(record["device"])
-        elif isinstance(record.get("result"), dict):
+        elif is_result(record):
             result = record["result"]
-    truncated = bool(text.rsplit("\n", 1)[-1].strip())
-    return ParsedOutput(tuple(steps), tuple(devices), result, truncated)
+    return ParsedOutput(tuple(steps), tuple(devices), result)
+
+
+def is_result(record: dict[str, Any]) -> bool:
+    return isinstance(record.get("result"), dict)
+
+
+def result_run(level: str, child: children.Child) -> ChildRun | None:
+    """Once ``child`` has printed its result, the run read from its records, without waiting for
+    the child to end (``Handoff.let_end`` lets it); None when its output ends, or its deadline
+    passes, without one: how it ended then says why (``child_run``)."""
+    if child.wait_for(is_result) is None:
+        return None
+    return ChildRun(level, parse_records(child.records()), 0.0)
 
 
 def script_source(level: str) -> str:
@@ -278,7 +297,11 @@ def _framework_level(
     torch.on_step = on_step
     torch.give_more_time(left)
     torch.send({"run": script_source("framework"), "argv": [config]})
-    run = child_run("framework", torch.finish(), limit, ctx.python)
+    run = result_run("framework", torch)
+    if run is None:
+        run = child_run("framework", torch.finish(), limit, ctx.python)
+    else:  # its context torn down while the next probe runs
+        ctx.handoff.let_end(torch, END_GRACE)
     return replace(run, seconds=time.monotonic() - sent)
 
 

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from cuda_doctor import children
 from cuda_doctor.facts import Facts
 from cuda_doctor.pipeline import collect
 from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.probes.framework import FrameworkProbe
 from cuda_doctor.smoke.probe import SmokeProbe
-from cuda_doctor.smoke.runner import HANG_VARIABLE, parse_output, run_smoke
+from cuda_doctor.smoke.runner import HANG_VARIABLE, parse_output, result_run, run_smoke
 from tests.conftest import gone, wait_until
 
 
@@ -279,3 +280,22 @@ def test_no_driver_releases_the_torch_child_unused(
     assert facts.get("smoke.driver_level.status") == "no_driver"
     assert facts.get("smoke.framework_level.error") == "no NVIDIA driver to run on (libcuda.so.1 not found)"
     assert wait_until(lambda: all(gone(pid) for pid in _starts(log)))
+
+
+def test_a_childs_result_is_read_before_it_ends(clean_env: dict[str, str]) -> None:
+    body = (
+        "import json, sys, time\n"
+        "print(json.dumps({'started': True}), flush=True)\n"
+        "print(json.dumps({'step': 'matmul bf16 on GPU 0'}), flush=True)\n"
+        "print(json.dumps({'result': {'status': 'ok'}}), flush=True)\n"
+        "sys.stdin.readline()\n"
+        "time.sleep(2)  # its contexts torn down\n"
+    )
+    child = children.Child(sys.executable, body, env=clean_env, timeout=600, stdin=True)
+    run = result_run("framework", child)
+    assert run is not None and run.result == {"status": "ok"} and run.last_step == "matmul bf16 on GPU 0"
+    assert run.error is None and child.poll() is None  # still running: its end is someone else's wait
+    child.stop()
+    quiet = children.Child(sys.executable, "print('no records')", env=clean_env, timeout=600)
+    assert result_run("framework", quiet) is None  # its output ended without one: how it ended says why
+    assert quiet.finish().returncode == 0
