@@ -186,18 +186,13 @@ def _walk(root: Path, seen: set[tuple[int, int]], top: Path, exclude: Sequence[s
         if kind is None:
             continue
         path = Path(entry.path)
-        if entry.is_symlink() and not os.path.exists(path):
-            yield Target(path, kind, _broken_link_reason(path))
-            continue
+        if entry.is_symlink():
+            try:
+                os.stat(path)
+            except OSError as exc:  # a dangling link, or a loop of them
+                yield Target(path, kind, _os_reason(exc))
+                continue
         yield Target(path, kind)
-
-
-def _broken_link_reason(path: Path) -> str:
-    try:
-        path.stat()
-    except OSError as exc:
-        return _os_reason(exc)
-    return "dangling symbolic link"
 
 
 def _os_reason(exc: OSError) -> str:
@@ -275,14 +270,12 @@ def _declared_encoding(data: bytes) -> str | None:
 # -- linting one file ---------------------------------------------------------------------
 
 
-def lint_one(
-    kind: str, path: Path, text: str, context: ProjectContext, pin: tuple[str, str] | None, data: bytes | None = None
-) -> list[Hit]:
-    """``pin``: (release, as written) of the exact torch pin of the file's project (CDL201);
-    ``data``: the file's bytes, when the caller read them (else the text is encoded again)."""
+def lint_one(source: Source, context: ProjectContext, pin: tuple[str, str] | None) -> list[Hit]:
+    """``pin``: (release, as written) of the exact torch pin of the file's project (CDL201)."""
+    kind, path, text = source.kind, source.path, source.text
     if kind == "python":
-        try:
-            return lint_source(text, context.relative(path), context, data)
+        try:  # on the bytes the pre-filter judged
+            return lint_source(text, context.relative(path), context, source.data)
         except SyntaxError as exc:
             line, column = exc.lineno or 1, exc.offset or 1
             return [
@@ -311,21 +304,6 @@ def lint_one(
     return []
 
 
-def _guarded(
-    kind: str, path: Path, text: str, context: ProjectContext, pin: tuple[str, str] | None, data: bytes
-) -> list[Hit]:
-    """Error isolation: a detector bug on one file is a finding, never a crash."""
-    try:
-        hits = lint_one(kind, path, text, context, pin, data)
-        # the launcher is deprecated, and torchrun there, only from a torch release on
-        judged = [launch_for_project(h, context.torch) if h.rule_id == "CDL006" else h for h in hits]
-        return [h for h in judged if h is not None]
-    except Exception as exc:
-        return [
-            Hit.make("CDL000", 1, 1, severity=Severity.ERROR, reason=f"internal error: {type(exc).__name__}: {exc}")
-        ]
-
-
 # -- the run ------------------------------------------------------------------------------
 
 
@@ -333,9 +311,7 @@ def _guarded(
 class FileTask:
     """One file to check, with its project (picklable: sent to worker processes)."""
 
-    path: Path
-    kind: str | None
-    problem: str | None
+    target: Target
     context: ProjectContext
     max_bytes: int
 
@@ -349,8 +325,8 @@ class FileResult:
 
 def check_file(task: FileTask) -> FileResult:
     """Read, pre-filter and lint one file (in this process or a worker)."""
-    path = task.path
-    got = read_source(Target(path, task.kind, task.problem), task.max_bytes)
+    path = task.target.path
+    got = read_source(task.target, task.max_bytes)
     if isinstance(got, Hit):
         return FileResult([got])
     if got.kind == "none":
@@ -359,7 +335,16 @@ def check_file(task: FileTask) -> FileResult:
     if got.kind == "python" and not needs_ast(got.data, context.relative(path)):
         return FileResult([])
     pin = context.torch.exact() if got.kind in DEPENDENCY_KINDS else None
-    hits = _guarded(got.kind, path, got.text, context, pin, got.data)  # the bytes the pre-filter judged
+    try:  # error isolation: a detector bug on one file is a finding, never a crash
+        # the launcher is deprecated, and torchrun there, only from a torch release on
+        judged = [
+            launch_for_project(h, context.torch) if h.rule_id == "CDL006" else h for h in lint_one(got, context, pin)
+        ]
+        hits = [h for h in judged if h is not None]
+    except Exception as exc:
+        hits = [
+            Hit.make("CDL000", 1, 1, severity=Severity.ERROR, reason=f"internal error: {type(exc).__name__}: {exc}")
+        ]
     lines = got.text.splitlines() if hits and b"cuda-doctor" in got.data else None
     return FileResult(hits, got.kind == "python", lines)
 
@@ -374,15 +359,12 @@ def lint_paths(
     options = options or LintOptions()
     rules = rules if rules is not None else builtin_rules()
     finder = ProjectFinder()
-    tasks = [
-        FileTask(t.path, t.kind, t.problem, finder.context(t.path), options.max_bytes)
-        for t in discover(paths, options.exclude)
-    ]
+    tasks = [FileTask(t, finder.context(t.path), options.max_bytes) for t in discover(paths, options.exclude)]
     raw: list[tuple[Path, Hit]] = []
     lines: dict[Path, list[str]] = {}
     parsed = 0
     for task, result in zip(tasks, _run(tasks, options.jobs), strict=True):
-        path = task.path
+        path = task.target.path
         raw.extend((path, hit) for hit in result.hits)
         parsed += result.parsed
         if result.lines is not None:
@@ -410,18 +392,15 @@ def _size(path: Path) -> int:
 
 def _run(tasks: list[FileTask], jobs: int) -> list[FileResult]:
     workers = jobs or (os.cpu_count() or 1)
-    sizes = [_size(t.path) for t in tasks] if workers > 1 and len(tasks) >= 4 else []
+    sizes = [_size(t.target.path) for t in tasks] if workers > 1 and len(tasks) >= 4 else []
     if sum(sizes) < PARALLEL_MIN_BYTES:
         return [check_file(task) for task in tasks]
     # Big files first so that no worker is left with one large file at the end.
     order = sorted(range(len(tasks)), key=lambda i: -sizes[i])
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        results = list(pool.map(check_file, [tasks[i] for i in order], chunksize=32))
-    out: list[FileResult] = [FileResult([]) for _ in tasks]
-    for index, result in zip(order, results, strict=True):
-        out[index] = result
-    return out
+        results = dict(zip(order, pool.map(check_file, [tasks[i] for i in order], chunksize=32), strict=True))
+    return [results[index] for index in range(len(tasks))]
 
 
 def _suppressed(lines: list[str] | None, hit: Hit) -> bool:
