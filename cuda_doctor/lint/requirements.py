@@ -136,13 +136,17 @@ def index_variant(url: str) -> str | None:
     return match.group("variant")
 
 
-def pin_from_requirement(text: str, line: int, column: int, index_variants: Iterable[str]) -> TorchPin | None:
-    """A torch requirement (PEP 508) → the pin it makes, or None when it is not torch."""
+def parse_requirement(text: str) -> Requirement | None:
     try:
-        req = Requirement(text)
+        return Requirement(text)
     except InvalidRequirement:
         return None
-    if req.name.lower() != "torch":
+
+
+def pin_from_requirement(text: str, line: int, column: int, index_variants: Iterable[str]) -> TorchPin | None:
+    """A torch requirement (PEP 508) → the pin it makes, or None when it is not torch."""
+    req = parse_requirement(text)
+    if req is None or req.name.lower() != "torch":
         return None
     version: str | None = None
     variant: str | None = None
@@ -163,10 +167,8 @@ def pin_from_requirement(text: str, line: int, column: int, index_variants: Iter
             version = spec.version[:-2]
         elif spec.operator == "~=":
             version = spec.version
-    if variant is None:
-        for candidate in index_variants:
-            variant, via = candidate, "index"  # the file's index URL, reported on its own line
-            break
+    if variant is None and (variant := next(iter(index_variants), None)) is not None:
+        via = "index"  # the file's index URL, reported on its own line
     if variant is None and version is None:
         return None
     return TorchPin(line, column, text.strip(), version, variant, via)
@@ -234,16 +236,12 @@ def lint_requirements(text: str, project_pin: tuple[str, str] | None = None) -> 
 
 
 def _dedupe(hits: Iterable[Hit | None]) -> list[Hit]:
-    seen: set[tuple[int, str]] = set()
-    out: list[Hit] = []
+    """The first hit of each line and spec."""
+    out: dict[tuple[int, str], Hit] = {}
     for hit in hits:
-        if hit is None:
-            continue
-        key = (hit.line, hit.capture_dict().get("spec", ""))
-        if key not in seen:
-            seen.add(key)
-            out.append(hit)
-    return out
+        if hit is not None:
+            out.setdefault((hit.line, hit.capture_dict().get("spec", "")), hit)
+    return list(out.values())
 
 
 # -- pyproject.toml -----------------------------------------------------------------------
@@ -383,13 +381,8 @@ def framework_requirements(text: str, kind: str, framework: str) -> list[Require
     names = FRAMEWORK_NAMES[framework]
     out: list[Requirement] = []
     for line in lines:
-        if not any(name in line.lower() for name in names):
-            continue
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if req.name.lower() in names:
+        req = parse_requirement(line) if any(name in line.lower() for name in names) else None
+        if req is not None and req.name.lower() in names:
             out.append(req)
     return out
 
