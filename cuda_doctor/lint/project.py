@@ -19,11 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from cuda_doctor.lint.dockerfile import base_image_reference, parse_image
-from cuda_doctor.lint.requirements import caps_below, framework_requirements
+from cuda_doctor.lint.requirements import caps_below, framework_requirements, parse_requirement
 from cuda_doctor.tables import load_table
 
 FRAMEWORKS = ("torch", "tensorflow", "jax", "deepspeed")
@@ -50,7 +49,7 @@ class FrameworkSource:
     def exact(self) -> tuple[str, str] | None:
         """(release, as written) of the first exact pin, e.g. ("2.1.0", "torch==2.1.0 (requirements.txt)")."""
         for text, where in self.requirements:
-            req = _requirement(text)
+            req = parse_requirement(text)
             if req is None:
                 continue
             for spec in req.specifier:
@@ -64,7 +63,7 @@ class FrameworkSource:
         """How the project allows no release at or above ``bound`` (as written), else None."""
         limit = Version(bound)
         for text, where in self.requirements:
-            req = _requirement(text)
+            req = parse_requirement(text)
             if req is not None and caps_below(req, limit):
                 return f"{req} ({where})"
         if not self.requirements and self.image_version:
@@ -99,13 +98,6 @@ class ProjectContext:
             if absolute.startswith(prefix):
                 text = absolute[len(prefix) :]
         return text.replace(os.sep, "/")
-
-
-def _requirement(text: str) -> Requirement | None:
-    try:
-        return Requirement(text)
-    except InvalidRequirement:
-        return None
 
 
 # -- images that bring a framework ---------------------------------------------------------
@@ -166,7 +158,7 @@ def _image(folder: _Folder, framework: str) -> tuple[str, str]:
 # -- the file system, read once per folder -------------------------------------------------
 
 
-@dataclass
+@dataclass(eq=False)  # compared and hashed by identity: a folder read once is one key
 class _Folder:
     is_git_root: bool = False
     is_project: bool = False
@@ -193,30 +185,22 @@ class ProjectFinder:
 
     def __init__(self, read_text: ReadText = read_small_text) -> None:
         self._read = read_text
-        self._folders: dict[str, _Folder] = {}
-        self._contexts: dict[str, ProjectContext] = {}
-        self._by_project: dict[tuple[int, int, str], ProjectContext] = {}
+        self._folder = functools.cache(self._read_folder)
+        self._context_in = functools.cache(self._context_of)
+        self._sources_of = functools.cache(self._sources)  # once per project and Dockerfile folder
 
     def context(self, path: Path) -> ProjectContext:
-        folder = os.path.dirname(os.path.abspath(path))
-        found = self._contexts.get(folder)
-        if found is None:
-            found = self._contexts[folder] = self._context_of(folder)
-        return found
+        return self._context_in(os.path.dirname(os.path.abspath(path)))
 
     def _context_of(self, folder: str) -> ProjectContext:
         chain = self._ancestors(folder)
         project = next((info for info in chain if info.is_project), None)
         images = next((info for info in chain if info.images), None)
-        key = (id(project), id(images), self._git_root(folder, chain))
-        found = self._by_project.get(key)
-        if found is None:
-            found = self._by_project[key] = self._sources(project, images, key[2])
-        return found
+        return self._sources_of(project, images, self._git_root(folder, chain))
 
     @staticmethod
     def _sources(project: _Folder | None, images: _Folder | None, root: str) -> ProjectContext:
-        """One project's framework sources (computed once per project and Dockerfile folder)."""
+        """One project's framework sources."""
         sources: dict[str, FrameworkSource] = {}
         for framework in FRAMEWORKS:
             requirements: list[tuple[str, str]] = []
@@ -248,12 +232,6 @@ class ProjectFinder:
                 break
             current = parent
         return out
-
-    def _folder(self, folder: str) -> _Folder:
-        found = self._folders.get(folder)
-        if found is None:
-            found = self._folders[folder] = self._read_folder(folder)
-        return found
 
     def _read_folder(self, folder: str) -> _Folder:
         info = _Folder()
