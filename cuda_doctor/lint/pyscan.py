@@ -267,14 +267,8 @@ class Scanner:
         if handler is not None:
             handler(self, node, ctx)
             return
-        for name in _children(node):  # Return, Delete, Raise, Assert, Global, Pass …
-            value = getattr(node, name, None)
-            if isinstance(value, ast.AST):
-                self.expr(value, ctx)  # type: ignore[arg-type]
-            elif isinstance(value, list):
-                for item in value:
-                    if isinstance(item, ast.AST):
-                        self.expr(item, ctx)  # type: ignore[arg-type]
+        for child in ast.iter_child_nodes(node):  # Return, Delete, Raise, Assert, Global, Pass …
+            self.expr(child, ctx)  # type: ignore[arg-type]
 
     def _expr_statement(self, node: ast.Expr, ctx: Ctx) -> None:
         if const_str(node.value) is None:  # a bare string is a comment
