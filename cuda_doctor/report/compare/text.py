@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -42,27 +43,18 @@ def _marked(text: str, style: str) -> Text:
     return _text(text, style=style if text else "")
 
 
-def _add_row(table: Table, *cells: str | Text) -> None:
-    """A row whose plain cells are escaped (``_text`` cells already are)."""
-    table.add_row(*(cell if isinstance(cell, Text) else printable(cell) for cell in cells))
-
-
-def _table(*columns: str) -> Table:
-    table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
-    for c in columns:
-        table.add_column(c)
-    return table
-
-
 def _section(con: Console, title: str) -> None:
     con.print()
     con.print(_text(title, style="bold"))
 
 
-def _print_table(con: Console, columns: tuple[str, ...], rows: list[list[str | Text]]) -> None:
-    table = _table(*columns)
+def _print_table(
+    con: Console, columns: tuple[str, ...], rows: Sequence[Sequence[str | Text]], header: bool = True
+) -> None:
+    """A table whose plain cells are escaped (``_text`` cells already are)."""
+    table = Table(*columns, box=None, pad_edge=False, show_header=header, header_style="bold")
     for row in rows:
-        _add_row(table, *row)
+        table.add_row(*(cell if isinstance(cell, Text) else printable(cell) for cell in row))
     con.print(table)
 
 
@@ -183,11 +175,10 @@ def render_fleet(fleet: Fleet, *, color: bool = False, width: int | None = 120, 
     if fleet.majority is not None:
         tie = f"; {wording.tie_note(fleet)}" if fleet.majority_tied else ""
         _section(con, f"Majority configuration ({fleet.majority_count} of {len(fleet.nodes)} nodes{tie})")
-        t = _table("", "")
-        t.show_header = False
-        for key, value in vars(fleet.majority).items():
-            _add_row(t, f"  {CONFIG_LABELS[key]}", wording.config_value(value))
-        con.print(t)
+        config = [
+            [f"  {CONFIG_LABELS[key]}", wording.config_value(value)] for key, value in vars(fleet.majority).items()
+        ]
+        _print_table(con, ("", ""), config, header=False)
     if fleet.differing:
         _section(con, "Nodes that differ from the majority")
         rows: list[list[str | Text]] = [
