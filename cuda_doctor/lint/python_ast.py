@@ -16,7 +16,7 @@ from cuda_doctor.lint import apis
 from cuda_doctor.lint.dataloaders import loader_hits
 from cuda_doctor.lint.findings import Hit, position
 from cuda_doctor.lint.project import FrameworkSource, ProjectContext
-from cuda_doctor.lint.pyscan import Ref, Scan, scan_tree
+from cuda_doctor.lint.pyscan import Ref, Scan, keyword, scan_tree
 from cuda_doctor.results import Severity
 
 TORCH_AMP_FIX = (
@@ -209,20 +209,18 @@ def _local_rank_hits(scan: Scan, info: FileInfo, deepspeed_project: bool) -> lis
     environment keeps the argument for compatibility."""
     if not scan.local_ranks or deepspeed_project or "deepspeed" in scan.frameworks or DEEPSPEED.search(info.data):
         return []
-    reads_env = b"LOCAL_RANK" in info.data or scan.distributed_helper
-    hits = []
-    for node, flag in scan.local_ranks:
-        line, column = position(node)
-        if reads_env:
-            detail = (
-                "kept next to a read of the LOCAL_RANK environment variable (or a distributed-setup helper "
-                "that may read it): a compatibility shim for launchers that pass it"
-            )
-            hits.append(Hit.make("CDL007", line, column, severity=Severity.INFO, flag=flag, detail=detail))
-        else:
-            detail = "torchrun passes the local rank in the LOCAL_RANK environment variable"
-            hits.append(Hit.make("CDL007", line, column, flag=flag, detail=detail))
-    return hits
+    if b"LOCAL_RANK" in info.data or scan.distributed_helper:  # reads the environment too
+        severity: Severity | None = Severity.INFO
+        detail = (
+            "kept next to a read of the LOCAL_RANK environment variable (or a distributed-setup helper "
+            "that may read it): a compatibility shim for launchers that pass it"
+        )
+    else:
+        severity, detail = None, "torchrun passes the local rank in the LOCAL_RANK environment variable"
+    return [
+        Hit.make("CDL007", *position(node), severity=severity, flag=flag, detail=detail)
+        for node, flag in scan.local_ranks
+    ]
 
 
 # -- entry points: mixed precision (CDL003, CDL004, CDL005) and cudnn.benchmark (CDL010) --------
@@ -259,9 +257,8 @@ def _amp_hits(scan: Scan, info: FileInfo) -> list[Hit]:
         and not mentions(info.data, AMP_EVIDENCE)
         and TF_GPU.search(info.data)
     ):
-        fit = min(scan.fit_calls, key=lambda c: (c.lineno, c.col_offset))
-        line, col = fit.lineno, fit.col_offset + 1
-        hits.append(Hit.make("CDL003", line, col, framework="TensorFlow", call="model.fit()", amp_fix=TF_AMP_FIX))
+        fit = min(scan.fit_calls, key=position)
+        hits.append(Hit.make("CDL003", *position(fit), framework="TensorFlow", call="model.fit()", amp_fix=TF_AMP_FIX))
     backward_functions = {loop[3] for loop in scan.loops if loop[2] == "backward()"}
     if backward_functions and not scan.grad_scalers and not mentions(info.data, SCALER_EVIDENCE):
         for node, dtype, function in scan.autocasts:
@@ -269,10 +266,7 @@ def _amp_hits(scan: Scan, info: FileInfo) -> list[Hit]:
                 hits.append(Hit.make("CDL004", *position(node)))
     dtypes = [dtype for _, dtype, _ in scan.autocasts]
     if scan.grad_scalers and dtypes and all(d == "bfloat16" for d in dtypes):
-        for scaler in scan.grad_scalers:
-            enabled = next((k for k in scaler.keywords if k.arg == "enabled"), None)
-            if enabled is None:
-                hits.append(Hit.make("CDL005", scaler.lineno, scaler.col_offset + 1))
+        hits += [Hit.make("CDL005", *position(s)) for s in scan.grad_scalers if keyword(s, "enabled") is None]
     return hits
 
 
