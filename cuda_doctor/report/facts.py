@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -42,18 +41,13 @@ def render_facts_text(facts: Facts, color: bool) -> str:
     return buffer.getvalue()
 
 
-def _json(report: Report, color: bool, indent: bool) -> str:
-    from cuda_doctor.report.check.json import render_json
-
-    return render_json(report, indent=2 if indent else None)
-
-
-#: ``color``: the text goes to a terminal; ``indent``: a person reads the JSON (a terminal or a file).
-FORMATS: dict[str, Callable[[Report, bool, bool], str]] = {
-    "text": lambda report, color, indent: render_facts_text(report.facts, color),
-    "json": _json,
-}
+FORMATS = ("text", "json")
 
 
 def render(report: Report, fmt: str, *, color: bool, indent: bool) -> str:
-    return FORMATS[fmt](report, color, indent)
+    """``color``: the text goes to a terminal; ``indent``: a person reads the JSON (a terminal or a file)."""
+    if fmt == "text":
+        return render_facts_text(report.facts, color)
+    from cuda_doctor.report.check.json import render_json
+
+    return render_json(report, indent=2 if indent else None)

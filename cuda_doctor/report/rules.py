@@ -29,10 +29,7 @@ def _text(rules: Sequence[Rule], overrides: Mapping[str, str]) -> str:
     for rule in rules:
         # a user's rule file is text from outside: its control characters are escaped
         table.add_row(
-            *(
-                printable(cell)
-                for cell in (rule.id, overrides.get(rule.id, rule.severity.value), rule.category, rule.title)
-            )
+            *map(printable, (rule.id, overrides.get(rule.id, rule.severity.value), rule.category, rule.title))
         )
     console.print(table)
     return buffer.getvalue()

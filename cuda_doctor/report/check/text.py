@@ -137,18 +137,11 @@ def _collapsed(shown: list[Result], verbose: bool) -> list[tuple[Result, int]]:
     -v lists each of them with its rule."""
     if verbose:
         return [(result, 1) for result in shown]
-    counted: dict[tuple[str, str, str | None, tuple[str, ...]], list[Result]] = {}
-    rows: list[list[Result]] = []
+    rows: dict[object, list[Result]] = {}  # in the order each row is first seen
     for result in shown:
-        if result.status is not Status.UNKNOWN:
-            rows.append([result])
-            continue
-        key = (subject_prefix(result), result.message, result.fix, tuple(result.commands))
-        if key not in counted:
-            counted[key] = []
-            rows.append(counted[key])
-        counted[key].append(result)
-    return [(row[0], len(row)) for row in rows]
+        same = (subject_prefix(result), result.message, result.fix, tuple(result.commands))
+        rows.setdefault(same if result.status is Status.UNKNOWN else id(result), []).append(result)
+    return [(row[0], len(row)) for row in rows.values()]
 
 
 def _result_lines(result: Result, verbose: bool, times: int = 1) -> list[Line]:

@@ -56,12 +56,12 @@ def render_diff(diff: Diff, **_: Any) -> str:
         out += _quote(skipped)
     for gap in diff.not_run:
         out += _quote(wording.not_run_note(gap))
-    side, env, note = wording.fact_side, wording.env_side, wording.env_note
+    side, env = wording.fact_side, wording.env_side
     status, value = wording.status_text, wording.config_value
     facts = [[f.label, side(f, False), side(f, True), _bold(wording.fact_note(f))] for f in diff.facts]
     out += _section("Configuration", ["", "before", "after", ""], facts)
     environment = [
-        [f"`{e.variable}`", env(e.before), env(e.after), _bold(note(e)) if e.worse else note(e)]
+        [f"`{e.variable}`", env(e.before), env(e.after), _bold(e.note or "") if e.worse else e.note or ""]
         for e in diff.environment
     ]
     out += _section("Environment", ["variable", "before", "after", ""], environment)

@@ -127,7 +127,7 @@ def _diff_configuration(con: Console, diff: Diff) -> None:
             wording.env_side(e.before),
             "→",
             wording.env_side(e.after),
-            _text(wording.env_note(e), style="red" if e.worse else "yellow"),
+            _text(e.note or "", style="red" if e.worse else "yellow"),
         ]
         for e in diff.environment
     ]

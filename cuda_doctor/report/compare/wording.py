@@ -6,7 +6,6 @@ from typing import Any
 
 from cuda_doctor.compare.coverage import NotRun
 from cuda_doctor.compare.diff import Diff, FactChange, FigureChange
-from cuda_doctor.compare.environment import EnvChange
 from cuda_doctor.compare.fleet import Fleet, Outlier
 from cuda_doctor.compare.keys import show
 from cuda_doctor.report import count
@@ -41,10 +40,6 @@ def not_run_note(gap: NotRun) -> str:
     what = "its checks and figures" if gap.probe == "smoke" else "its results"
     rules = f"{count(gap.rules, 'rule outcome', 'rule outcomes')} and {what}" if gap.rules else what
     return f"{gap.label} was not run in {side}{why}: {rules} not compared"
-
-
-def env_note(change: EnvChange) -> str:
-    return change.note or ""
 
 
 def no_results_note(diff: Diff) -> str | None:

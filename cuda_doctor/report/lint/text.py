@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cuda_doctor.lint.engine import LintReport
-from cuda_doctor.report import printable
+from cuda_doctor.report import count, printable
 
 
 def render(report: LintReport, color: bool = False) -> str:
@@ -22,11 +22,10 @@ def render(report: LintReport, color: bool = False) -> str:
             lines.append(f"    fix: {printable(first)}")
             lines.extend(f"         {printable(line)}" for line in rest)
     counts = {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")}
-    total = len(report.findings)
-    noun = "file" if report.files == 1 else "files"
-    if total:
-        parts = ", ".join(f"{n} {s}{'s' if n != 1 and s != 'info' else ''}" for s, n in counts.items() if n)
-        lines.append(f"{total} finding{'s' if total != 1 else ''} ({parts}) in {report.files} {noun}")
+    files = count(report.files, "file")
+    if report.findings:
+        parts = ", ".join(count(n, s, "info" if s == "info" else None) for s, n in counts.items() if n)
+        lines.append(f"{count(len(report.findings), 'finding')} ({parts}) in {files}")
     else:
-        lines.append(f"No findings in {report.files} {noun}")
+        lines.append(f"No findings in {files}")
     return "\n".join(lines) + "\n"
