@@ -47,7 +47,7 @@ def tf_fix(leaf: str, call: ast.Call | None) -> str:
     if scale is None or leaf not in ("Policy", "LossScaleOptimizer"):
         return f"Use `{stable}` with the same arguments (available since TensorFlow 2.4)."
     first = ast.unparse(call.args[0]) if call.args else ('"mixed_float16"' if leaf == "Policy" else "optimizer")
-    if leaf == "Policy" and _is_none(scale):
+    if leaf == "Policy" and type(scale) is ast.Constant and scale.value is None:
         return f"Use `{stable}({first})`: drop `loss_scale=None` (available since TensorFlow 2.4)."
     if leaf == "Policy":
         return (
@@ -55,7 +55,7 @@ def tf_fix(leaf: str, call: ast.Call | None) -> str:
             "`tf.keras.mixed_precision.LossScaleOptimizer(optimizer)` instead, which scales the loss "
             "dynamically (available since TensorFlow 2.4)."
         )
-    if _is_dynamic(scale):
+    if type(scale) is ast.Constant and scale.value == "dynamic":
         return f"Use `{stable}({first})`: dynamic loss scaling is its default (available since TensorFlow 2.4)."
     return (
         f"Use `{stable}({first}, dynamic=False, initial_scale={ast.unparse(scale)})` for a fixed "
@@ -66,14 +66,6 @@ def tf_fix(leaf: str, call: ast.Call | None) -> str:
 def _loss_scale(call: ast.Call) -> ast.expr | None:
     found = next((item.value for item in call.keywords if item.arg == "loss_scale"), None)
     return found if found is not None or len(call.args) < 2 else call.args[1]
-
-
-def _is_none(node: ast.expr) -> bool:
-    return type(node) is ast.Constant and node.value is None
-
-
-def _is_dynamic(node: ast.expr) -> bool:
-    return type(node) is ast.Constant and node.value == "dynamic"
 
 
 @dataclass(frozen=True)

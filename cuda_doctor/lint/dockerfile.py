@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable
@@ -227,13 +228,11 @@ def tag_fix(image: Image, verdict: tags.Verdict, suggested: str | None, wheel_cu
 
 
 def _exec_form(args: str) -> str:
-    if args.startswith("["):
-        try:
-            words = json.loads(args)
-            if isinstance(words, list):
-                return " ".join(str(w) for w in words)
-        except ValueError:
-            return args
+    """The JSON form (``["python", "train.py"]``) as the command line it runs."""
+    with contextlib.suppress(ValueError):
+        words = json.loads(args) if args.startswith("[") else None
+        if isinstance(words, list):
+            return " ".join(str(w) for w in words)
     return args
 
 

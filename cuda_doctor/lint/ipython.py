@@ -56,10 +56,6 @@ def _strip_prompts(lines: list[str]) -> list[str]:
     return lines
 
 
-def _indent(line: str) -> str:
-    return line[: len(line) - len(line.lstrip())]
-
-
 def _triple_quotes(line: str) -> int:
     return line.count('"""') + line.count("'''")
 
@@ -99,7 +95,7 @@ def transform_cell(raw_lines: list[str]) -> Transformed:
 def _escaped(line: str) -> tuple[str, str] | None:
     """(shell command or '', the Python that stands for the line) for IPython syntax, else None."""
     stripped = line.strip()
-    pad = _indent(line)
+    pad = line[: len(line) - len(line.lstrip())]  # the line's indentation
     if not stripped:
         return None
     if stripped.startswith("!"):

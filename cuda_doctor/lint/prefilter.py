@@ -8,7 +8,6 @@ Plain substring tests come first: they reject most files at memory speed.
 
 from __future__ import annotations
 
-import bisect
 import functools
 import re
 
@@ -117,7 +116,6 @@ def _torch_entry_point(data: bytes) -> bool:
     if strings is None:
         return True
     lines: list[bytes] | None = None
-    starts: list[int] = []
     at = data.find(b"backward")
     while at >= 0:
         if _is_method_call(data, at) and not any(start <= at < end for start, end in strings):
@@ -126,12 +124,8 @@ def _torch_entry_point(data: bytes) -> bool:
             indent = len(text) - len(text.lstrip(b" \t"))
             if indent == 0:
                 return True
-            if lines is None:
-                lines = data.split(b"\n")
-                starts = [0]
-                for line in lines:
-                    starts.append(starts[-1] + len(line) + 1)
-            if not _inside_def(lines, bisect.bisect_right(starts, at) - 1, indent):
+            lines = lines or data.split(b"\n")
+            if not _inside_def(lines, data.count(b"\n", 0, at), indent):
                 return True
         at = data.find(b"backward", at + 8)
     return False
