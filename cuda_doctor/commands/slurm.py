@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
-from cuda_doctor.commands.options import Seconds, config_option, fail_on_option, selection
-
-F = TypeVar("F", bound=Callable[..., Any])
+from cuda_doctor.commands.options import F, Seconds, config_option, fail_on_option, selection
 
 
 @click.group("slurm")
