@@ -90,15 +90,8 @@ def jax_removed() -> tuple[dict[str, RemovedApi], tuple[RemovedApi, ...]]:
 
 
 def jax_lookup(qual: str) -> RemovedApi | None:
-    exact, modules = jax_removed()
-    found = exact.get(qual)
-    if found is not None:
-        return found
-    for api in modules:
-        prefix = api.old[:-2]
-        if qual == prefix or qual.startswith(prefix + "."):
-            return api
-    return None
+    exact, modules = jax_removed()  # a module row's ``old`` ends in ".*"
+    return exact.get(qual) or next((m for m in modules if qual == m.old[:-2] or qual.startswith(m.old[:-1])), None)
 
 
 @functools.lru_cache(maxsize=1)

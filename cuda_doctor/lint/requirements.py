@@ -301,6 +301,7 @@ def lint_pyproject(text: str, project_pin: tuple[str, str] | None = None) -> lis
 
 
 REQUIREMENT_FILE_OPTIONS = ("-r", "--requirement", "-c", "--constraint")
+VALUE_OPTIONS = frozenset({*OPTION_WITH_URL, *REQUIREMENT_FILE_OPTIONS})
 PIP_INSTALL = re.compile(r"\bpip3?(?:\.\d+)?\s+install\b|\b-m\s+pip\s+install\b|\buv\s+pip\s+install\b")
 
 
@@ -329,26 +330,19 @@ def _parse_pip_words(words: list[str], line: int) -> PipInstall:
     urls: list[str] = []
     requirement_files: list[str] = []
     candidates: list[tuple[int, str]] = []
-    index = 0
-    while index < len(words):
-        word = words[index]
-        for option in (*OPTION_WITH_URL, *REQUIREMENT_FILE_OPTIONS):
-            if word == option and index + 1 < len(words):
-                value = words[index + 1]
-                index += 1
-            elif word.startswith(option + "=") and option.startswith("--"):
-                value = word.split("=", 1)[1]
-            else:
-                continue
-            if option in REQUIREMENT_FILE_OPTIONS:
-                requirement_files.append(value)
-            else:
-                urls.append(value)
-            break
-        else:
+    rest = iter(words)
+    for word in rest:
+        option, equals, value = word.partition("=")  # a long option may be joined to its value
+        if word in VALUE_OPTIONS:
+            following = next(rest, None)
+            if following is None:
+                continue  # an option at the very end has no value
+            option, value = word, following
+        elif not (equals and option.startswith("--") and option in VALUE_OPTIONS):
             if not word.startswith("-"):
                 candidates.append((line, word))
-        index += 1
+            continue
+        (requirement_files if option in REQUIREMENT_FILE_OPTIONS else urls).append(value)
     pins = collect_pins([(line, url) for url in urls], candidates)
     return PipInstall(tuple(pins), tuple(requirement_files))
 
