@@ -103,15 +103,11 @@ def _ok_head(report: Report, judged: list[Result], unknown: list[Result], fail_o
     bits = [count(sum(r.status is Status.PASS for r in judged), "check") + " passed"]
     below = _worst_first(r for r in judged if r.status is Status.WARN)
     if below:
-        bits.append(count(len(below), "warning") + _ids(below))
+        bits.append(f"{count(len(below), 'warning')} ({_id_list(below)})")
     if unknown:
-        bits.append(f"{len(unknown)} could not check{_ids(unknown)}")
+        bits.append(f"{len(unknown)} could not check ({_id_list(unknown)})")
     machine = _machine(report)
     return clean(f"OK {machine + ': ' if machine else ''}{', '.join(bits)}")
-
-
-def _ids(results: list[Result]) -> str:
-    return f" ({_id_list(results)})"
 
 
 def _id_list(results: list[Result]) -> str:
