@@ -251,18 +251,15 @@ def lint_dockerfile(text: str, path: Path, read_file: ReadFile) -> list[Hit]:
                 _declare(ins.args, {**global_args, **stage_args}, stage_args, global_args)
             else:
                 _declare(ins.args, global_args, global_args, {})
-            continue
-        if ins.keyword == "ENV" and stages:
+        elif ins.keyword == "ENV" and stages:
             _declare(ins.args, {**global_args, **stage_args}, stage_args, {})
-            continue
-        if ins.keyword == "FROM":
+        elif ins.keyword == "FROM":
             stage_args = {}
             stage = _from(ins, global_args, by_name, hits)
             stages.append(stage)
             if stage.name:
                 by_name[stage.name.lower()] = stage
-            continue
-        if ins.keyword in ("RUN", "CMD", "ENTRYPOINT"):
+        elif ins.keyword in ("RUN", "CMD", "ENTRYPOINT"):
             command = _exec_form(ins.args)
             expanded = substitute(command, {**global_args, **stage_args}) or command
             if LAUNCH_RE.search(expanded):

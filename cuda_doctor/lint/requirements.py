@@ -388,6 +388,8 @@ def caps_below(req: Requirement, bound: Version) -> bool:
 
 def _spec_caps(operator: str, version: str, bound: Version) -> bool:
     try:
+        if operator == "~=":  # ~=2.3.1 means >=2.3.1, ==2.3.*
+            operator, version = "==", ".".join(map(str, Version(version).release[:-1])) + ".*"
         if operator in ("==", "===") and version.endswith(".*"):
             parts = [int(x) for x in version[:-2].split(".")]
             parts[-1] += 1  # ==2.3.* allows everything below 2.4
@@ -398,10 +400,6 @@ def _spec_caps(operator: str, version: str, bound: Version) -> bool:
             return Version(version) <= bound
         if operator == "<=":
             return Version(version) < bound
-        if operator == "~=":
-            parts = [int(x) for x in Version(version).release[:-1]]
-            parts[-1] += 1  # ~=2.3.1 means >=2.3.1, ==2.3.*
-            return Version(".".join(map(str, parts))) <= bound
     except (InvalidVersion, ValueError, IndexError):
         return False
     return False

@@ -58,10 +58,7 @@ def _expanded_launch(command: str, line: int, variables: dict[str, str]) -> list
     if not values or any(LAUNCH_RE.search(value) for value in values):
         return []  # nothing known, or reported where the variable was set
 
-    def expand(match: re.Match[str]) -> str:
-        name = match.group("braced") or match.group("bare")
-        return variables.get(name, match.group(0))
-
-    if LAUNCH_RE.search(REFERENCE.sub(expand, command)):
+    expanded = REFERENCE.sub(lambda m: variables.get(m.group("braced") or m.group("bare"), m.group(0)), command)
+    if LAUNCH_RE.search(expanded):
         return [Hit.make("CDL006", line, 1, command=LAUNCHER)]
     return []

@@ -8,6 +8,7 @@ made of one is not judged.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from cuda_doctor.lint.findings import Hit
 from cuda_doctor.lint.shell import lint_shell
@@ -57,8 +58,4 @@ def _unquote(value: str) -> str:
 
 
 def lint_workflow(text: str) -> list[Hit]:
-    hits: list[Hit] = []
-    for start, script in run_steps(text):
-        for hit in lint_shell(script):
-            hits.append(Hit(hit.rule_id, hit.line + start - 1, hit.column, hit.captures, hit.severity))
-    return hits
+    return [replace(hit, line=hit.line + start - 1) for start, script in run_steps(text) for hit in lint_shell(script)]
