@@ -12,6 +12,7 @@ on a GPU with NVLinks, power, clock-event reasons and the fabric state.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -99,51 +100,43 @@ def _ask_fields(library: Any, ctypes: Any, handle: Any, asked: list[Any]) -> dic
     return {int(e.fieldId): int(e.value.uiVal) for e in entries if e.nvmlReturn == 0 and e.scopeId == 0}
 
 
+@functools.cache
 def _field_value(ctypes: Any) -> Any:
     """nvmlFieldValue_t (nvml.h), made when first needed: ctypes is imported on the thread."""
-    global _FIELD_VALUE
-    if _FIELD_VALUE is None:
-        value_fields = [("dVal", ctypes.c_double), ("uiVal", ctypes.c_uint), ("ulVal", ctypes.c_ulong)]
-        value_fields += [("ullVal", ctypes.c_ulonglong), ("sllVal", ctypes.c_longlong), ("siVal", ctypes.c_int)]
-        value = type("nvmlValue_t", (ctypes.Union,), {"_fields_": [*value_fields, ("usVal", ctypes.c_ushort)]})
-        _FIELD_VALUE = type(
-            "nvmlFieldValue_t",
-            (ctypes.Structure,),
-            {
-                "_fields_": [
-                    ("fieldId", ctypes.c_uint32),
-                    ("scopeId", ctypes.c_uint32),
-                    ("timestamp", ctypes.c_int64),
-                    ("latencyUsec", ctypes.c_int64),
-                    ("valueType", ctypes.c_int),
-                    ("nvmlReturn", ctypes.c_int),
-                    ("value", value),
-                ]
-            },
-        )
-    return _FIELD_VALUE
+    value_fields = [("dVal", ctypes.c_double), ("uiVal", ctypes.c_uint), ("ulVal", ctypes.c_ulong)]
+    value_fields += [("ullVal", ctypes.c_ulonglong), ("sllVal", ctypes.c_longlong), ("siVal", ctypes.c_int)]
+    value = type("nvmlValue_t", (ctypes.Union,), {"_fields_": [*value_fields, ("usVal", ctypes.c_ushort)]})
+    return type(
+        "nvmlFieldValue_t",
+        (ctypes.Structure,),
+        {
+            "_fields_": [
+                ("fieldId", ctypes.c_uint32),
+                ("scopeId", ctypes.c_uint32),
+                ("timestamp", ctypes.c_int64),
+                ("latencyUsec", ctypes.c_int64),
+                ("valueType", ctypes.c_int),
+                ("nvmlReturn", ctypes.c_int),
+                ("value", value),
+            ]
+        },
+    )
 
 
+@functools.cache
 def _fabric_info(ctypes: Any) -> Any:
     """nvmlGpuFabricInfoV_t, version 2 (nvml.h)."""
-    global _FABRIC_INFO
-    if _FABRIC_INFO is None:
-        _FABRIC_INFO = type(
-            "nvmlGpuFabricInfoV_t",
-            (ctypes.Structure,),
-            {
-                "_fields_": [
-                    ("version", ctypes.c_uint),
-                    ("clusterUuid", ctypes.c_uint8 * 16),
-                    ("status", ctypes.c_int),
-                    ("cliqueId", ctypes.c_uint32),
-                    ("state", ctypes.c_uint32),
-                    ("healthMask", ctypes.c_uint32),
-                ]
-            },
-        )
-    return _FABRIC_INFO
-
-
-_FIELD_VALUE: Any = None
-_FABRIC_INFO: Any = None
+    return type(
+        "nvmlGpuFabricInfoV_t",
+        (ctypes.Structure,),
+        {
+            "_fields_": [
+                ("version", ctypes.c_uint),
+                ("clusterUuid", ctypes.c_uint8 * 16),
+                ("status", ctypes.c_int),
+                ("cliqueId", ctypes.c_uint32),
+                ("state", ctypes.c_uint32),
+                ("healthMask", ctypes.c_uint32),
+            ]
+        },
+    )

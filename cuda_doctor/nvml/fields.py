@@ -59,11 +59,6 @@ def link_batch(links: int) -> list[tuple[int, int]]:
     return [(field, link) for link in range(links) for field in LINK_FIELDS]
 
 
-def newest_known(answered: list[int]) -> int:
-    """The newest field the driver answered, of those in ``answered``; -1 when none was."""
-    return max(answered, default=-1)
-
-
 def gpu_lacks(field: int, not_supported: bool, newest: int) -> bool:
     """A field answered NOT_SUPPORTED by a driver that answered a newer one: the GPU does not
     have that reading, and its function would say so too."""

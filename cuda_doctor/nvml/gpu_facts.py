@@ -9,6 +9,7 @@ tables here (brands, clock-event reasons, the failure marking).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -85,15 +86,8 @@ SYSTEM_FACTS: tuple[str, ...] = (
 def reason_names(mask: int) -> list[str]:
     """``0x5`` → ``["gpu_idle", "sw_power_cap"]``; unnamed bits come out as ``bit_0x…``."""
     names = [name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit]
-    known = sum(CLOCK_EVENT_REASONS)
-    rest = mask & ~known
-    bit = 1
-    while rest:
-        if rest & bit:
-            names.append(f"bit_{bit:#x}")
-            rest &= ~bit
-        bit <<= 1
-    return names
+    rest = mask & ~sum(CLOCK_EVENT_REASONS)
+    return names + [f"bit_{1 << n:#x}" for n in range(rest.bit_length()) if rest >> n & 1]
 
 
 def cuda_version_text(value: int) -> str:
@@ -217,8 +211,10 @@ def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None
         facts.mark_unknown(f"gpu[{index}]", f"NVML could not open GPU {index}: {exc}")
         return
 
+    gpu = functools.partial(indexed, "gpu", index)
+
     def read(field: str, names: Sequence[str], *args: Any, convert: Callable[[Any], Any]) -> None:
-        reader.read(indexed("gpu", index, field), names, handle, *args, convert=convert)
+        reader.read(gpu(field), names, handle, *args, convert=convert)
 
     read("name", ("nvmlDeviceGetName",), convert=binding.text)
     read("uuid", ("nvmlDeviceGetUUID",), convert=binding.text)
@@ -229,8 +225,7 @@ def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None
         ("nvmlDeviceGetCudaComputeCapability",),
         convert=lambda cc: f"{int(cc[0])}.{int(cc[1])}",
     )
-    memory_total = indexed("gpu", index, "memory_total_mib")
-    memory_used = indexed("gpu", index, "memory_used_mib")
+    memory_total, memory_used = gpu("memory_total_mib"), gpu("memory_used_mib")
     memory = _memory_info(nvml, reader, memory_total, handle)
     if memory is _FAILED:
         facts.mark_unknown(memory_used, facts.unknown[memory_total])
@@ -239,17 +234,21 @@ def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None
         facts.set(memory_used, _mib(memory, "used"))
     # one round trip for the memory-health fields, the recovery action and the NVLink count
     answers = dict(zip(fields.GPU_BATCH, binding.field_values(nvml, handle, fields.GPU_BATCH), strict=True))
-    newest = fields.newest_known([f for f, answer in answers.items() if not isinstance(answer, Refusal)])
+    # the newest field the driver answered (-1: none), for ``fields.gpu_lacks``
+    newest = max((f for f, answer in answers.items() if not isinstance(answer, Refusal)), default=-1)
     _read_memory_health(reader, index, handle, answers, newest)
     _read_recovery_action(reader, index, answers[fields.GPU_RECOVERY_ACTION])
     read("persistence_mode", ("nvmlDeviceGetPersistenceMode",), convert=bool)
     _read_mig_mode(reader, index, handle)
     _read_pcie(ctx, reader, index, handle)
-    _read_clock_reasons(reader, index, handle)
+    clock_names = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
+    read("clock_event_reasons", clock_names, convert=int)
+    reader.follow(gpu("clock_event_reason_names"), gpu("clock_event_reasons"), reason_names, "clock event reasons")
     read("temperature_c", ("nvmlDeviceGetTemperature",), binding.TEMPERATURE_GPU, convert=int)
     read("power_w", ("nvmlDeviceGetPowerUsage",), convert=_watts)
     read("power_limit_w", ("nvmlDeviceGetEnforcedPowerLimit",), convert=_watts)
-    _read_processes(ctx, reader, index, handle)
+    read("processes", ("nvmlDeviceGetComputeRunningProcesses",), convert=lambda ps: [_process(ctx, p) for p in ps])
+    reader.follow(gpu("process_count"), gpu("processes"), len, "processes")
     interconnect.read_fabric(nvml, facts, index, handle)
     interconnect.read_nvlinks(nvml, facts, index, handle, answers[fields.NVLINK_LINK_COUNT], newest)
 
@@ -266,40 +265,6 @@ def _read_pcie(ctx: ProbeContext, reader: _Reader, index: int, handle: Any) -> N
         ("pcie_width_max", "nvmlDeviceGetMaxPcieLinkWidth"),
     ):
         reader.read(indexed("gpu", index, field), (function,), handle, convert=int)
-
-
-def _read_clock_reasons(reader: _Reader, index: int, handle: Any) -> None:
-    facts = reader.facts
-    mask_name = indexed("gpu", index, "clock_event_reasons")
-    names_name = indexed("gpu", index, "clock_event_reason_names")
-    reader.read(
-        mask_name,
-        ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"),
-        handle,
-        convert=int,
-    )
-    if mask_name in facts.values:
-        mask = facts.values[mask_name]
-        facts.set(names_name, None if mask is None else reason_names(mask))
-    else:
-        facts.mark_unknown(names_name, facts.unknown.get(mask_name, "clock event reasons unknown"))
-
-
-def _read_processes(ctx: ProbeContext, reader: _Reader, index: int, handle: Any) -> None:
-    facts = reader.facts
-    procs_name = indexed("gpu", index, "processes")
-    count_name = indexed("gpu", index, "process_count")
-    reader.read(
-        procs_name,
-        ("nvmlDeviceGetComputeRunningProcesses",),
-        handle,
-        convert=lambda procs: [_process(ctx, proc) for proc in procs],
-    )
-    if procs_name in facts.values:
-        procs = facts.values[procs_name]
-        facts.set(count_name, None if procs is None else len(procs))
-    else:
-        facts.mark_unknown(count_name, facts.unknown.get(procs_name, "processes unknown"))
 
 
 def _read_memory_health(reader: _Reader, index: int, handle: Any, answers: dict[int, Any], newest: int) -> None:
@@ -476,3 +441,11 @@ class _Reader:
             self.facts.set(name, convert(raw))
         except (TypeError, ValueError, AttributeError, IndexError) as exc:
             self.facts.mark_unknown(name, f"NVML answered {raw!r}, which could not be read: {exc}")
+
+    def follow(self, name: str, source: str, convert: Callable[[Any], Any], what: str) -> None:
+        """``name`` made from the fact ``source`` just read: null where it is null, unknown where it is."""
+        if source in self.facts.values:
+            value = self.facts.values[source]
+            self.facts.set(name, None if value is None else convert(value))
+        else:
+            self.facts.mark_unknown(name, self.facts.unknown.get(source, f"{what} unknown"))

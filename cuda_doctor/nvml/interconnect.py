@@ -95,7 +95,7 @@ def status_text(nvml: Any, code: int) -> str:
 # -- NVLink ------------------------------------------------------------------------------------
 def read_nvlinks(nvml: Any, facts: Facts, index: int, handle: Any, count_answer: Any, newest: int = -1) -> None:
     """The NVLink facts of one GPU; ``count_answer`` is its NVLINK_LINK_COUNT field value,
-    ``newest`` the newest field the driver answered for it (``fields.newest_known``)."""
+    ``newest`` the newest field the driver answered for it (-1: none)."""
     names = {key: indexed("gpu", index, f"nvlink_{key}") for key in ("count", "states", "errors")}
     states: dict[int, str] = {}
     if isinstance(count_answer, int) and not isinstance(count_answer, bool):
