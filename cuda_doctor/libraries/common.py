@@ -139,16 +139,12 @@ def family(name: str) -> str | None:
     return None
 
 
-def python(facts: Facts) -> str:
-    """The target interpreter, quoted for a shell."""
-    return shlex.quote(str(facts.get("framework.python") or "python3"))
-
-
 def pip(facts: Facts) -> str:
     """pip for the target interpreter: the framework probe's ``framework.pip`` (plain ``pip``
-    only when it is that interpreter's own), else ``<python> -m pip``."""
+    only when it is that interpreter's own), else ``<python> -m pip``, the interpreter quoted."""
     found = facts.get("framework.pip")
-    return found if isinstance(found, str) and found else f"{python(facts)} -m pip"
+    python = shlex.quote(str(facts.get("framework.python") or "python3"))
+    return found if isinstance(found, str) and found else f"{python} -m pip"
 
 
 def pip_install(facts: Facts, *requirements: str, options: str = "") -> str:

@@ -72,11 +72,8 @@ def _missing(facts: Facts, library: str) -> None:
     facts.set("derived.torch_import.library", library)
     key = cuda_library_key(library)
     pin = _pinned_install(facts, key)
-    location = None
-    for index in facts.indices("dist"):
-        if pin is not None and facts.get(f"dist[{index}].name") == pin:
-            location = facts.get(f"dist[{index}].location")
-    facts.set("derived.torch_import.installed_at", location)
+    dists = [i for i in facts.indices("dist") if pin is not None and facts.get(f"dist[{i}].name") == pin]
+    facts.set("derived.torch_import.installed_at", facts.get(f"dist[{dists[-1]}].location") if dists else None)
 
 
 def _pinned_install(facts: Facts, key: str | None) -> str | None:
