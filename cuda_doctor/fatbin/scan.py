@@ -26,6 +26,8 @@ SHARED_OBJECT = re.compile(r"\.so(\.\d+)*$")
 MAX_DEPTH = 8
 _SKIP = ("__pycache__",)
 _TORCH_LIBRARIES = re.compile(r"^lib(c10|torch)(_\w+)?\.so$")
+#: The CUDA runtime's major version in a needed library's name: libcudart.so.12
+_CUDART = re.compile(r"libcudart\.so\.(\d+)(?:\.|\Z)")
 #: Problems quoted in the facts at most.
 MAX_PROBLEMS = 20
 
@@ -87,12 +89,12 @@ def read_file(path: str, stamp: Stamp, deadline: float | None = None) -> dict[st
     except (OSError, ValueError) as exc:
         entry.update(problem=f"{type(exc).__name__}: {exc}", complete=True)
         return entry
-    cudart = [_major(name) for name in needed if name.startswith("libcudart.so.")]
+    cudart = (_CUDART.match(name) for name in needed)
     entry.update(
         sass=sorted(code.sass),
         sass_specific=sorted(code.sass_specific),
         ptx=sorted([arch, version] for arch, version in code.ptx),
-        cudart=next((major for major in cudart if major is not None), None),
+        cudart=next((int(match.group(1)) for match in cudart if match), None),
         c10_cuda="libc10_cuda.so" in needed,
         torch=any(_TORCH_LIBRARIES.match(name) for name in needed),
         complete=code.complete,
@@ -101,11 +103,6 @@ def read_file(path: str, stamp: Stamp, deadline: float | None = None) -> dict[st
     if code.timed_out:
         entry["timed_out"] = True
     return entry
-
-
-def _major(soname: str) -> int | None:
-    digits = soname[len("libcudart.so.") :].split(".", 1)[0]
-    return int(digits) if digits.isdigit() else None
 
 
 def relevant(entry: dict[str, Any]) -> bool:
