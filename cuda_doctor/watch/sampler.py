@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from cuda_doctor.deadline import Overrun, Worker
-from cuda_doctor.knowledge import VisibleDevices, visible_gpus
+from cuda_doctor.knowledge import visible_gpus
 from cuda_doctor.nvml import binding
 from cuda_doctor.nvml.binding import Refusal
 from cuda_doctor.watch.samples import GpuInfo, Sample, Series
@@ -41,7 +41,9 @@ def visible_indices(
         return list(range(len(uuids))), (
             f"CUDA_VISIBLE_DEVICES={value!r} names MIG instances NVML did not list: sampling every GPU"
         )
-    return list(dict.fromkeys(i for i in gpus if i is not None)), _visible_note(value, found)
+    note = _VISIBLE_NOTES.get(found.status)
+    indices = list(dict.fromkeys(i for i in gpus if i is not None))
+    return indices, None if note is None else note.format(value=value, problem=found.problem)
 
 
 #: What each CUDA_VISIBLE_DEVICES status that hides GPUs means for the command.
@@ -52,11 +54,6 @@ _VISIBLE_NOTES = {
     "hides_all": "CUDA_VISIBLE_DEVICES={value!r}: {problem}, so the command sees no GPU",
     "invalid": "CUDA_VISIBLE_DEVICES={value!r}: {problem}; CUDA stops reading the list there",
 }
-
-
-def _visible_note(value: str | None, found: VisibleDevices) -> str | None:
-    note = _VISIBLE_NOTES.get(found.status)
-    return None if note is None else note.format(value=value, problem=found.problem)
 
 
 def child_tree(pid: int, proc_root: str = "/proc") -> frozenset[int]:

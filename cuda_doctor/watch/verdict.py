@@ -224,9 +224,8 @@ def _judge(
     throttle: dict[str, float],
     peak_share: float | None,
     used: bool | None,
-) -> tuple[Diagnosis, list[Diagnosis]]:
+) -> Diagnosis:
     util = steady.mean_sm_util
-    extra = _side_diagnoses(throttle, peak_share)
     base: list[str] = [
         f"steady state {steady.start_s:.0f}–{steady.end_s:.0f} s: mean SM utilisation {util:.0f}%"
         if util is not None
@@ -237,22 +236,18 @@ def _judge(
     thermal = sum(v for k, v in throttle.items() if k in THERMAL_REASONS)
     brake = throttle.get("hw_power_brake", 0.0)
     if util is None:
-        return Diagnosis("no_data", "no utilisation readings for this GPU"), extra
+        return Diagnosis("no_data", "no utilisation readings for this GPU")
     if used is False and util < IDLE_UTIL:
-        return Diagnosis("unused", "the command did not use this GPU", tuple(base)), extra
+        return Diagnosis("unused", "the command did not use this GPU", tuple(base))
     if util < IDLE_UTIL and not any(s.child_on_gpu for s in samples):
-        return Diagnosis("idle", "the GPU stayed idle: the work did not reach it", tuple(base), IDLE_FIXES), extra
+        return Diagnosis("idle", "the GPU stayed idle: the work did not reach it", tuple(base), IDLE_FIXES)
     if thermal >= THROTTLE_SHARE:
         names = ", ".join(k for k in throttle if k in THERMAL_REASONS)
         ev = (*base, f"thermal slowdown ({names}) in {pct(thermal)} of busy samples")
-        return Diagnosis(
-            "thermal_limited", "thermally limited: the GPU slows itself down to cool", ev, THERMAL_FIXES
-        ), extra
+        return Diagnosis("thermal_limited", "thermally limited: the GPU slows itself down to cool", ev, THERMAL_FIXES)
     if brake >= THROTTLE_SHARE:
         ev = (*base, f"hw_power_brake in {pct(brake)} of busy samples")
-        return Diagnosis(
-            "power_limited", "power limited: an external power brake slows the GPU", ev, POWER_FIXES
-        ), extra
+        return Diagnosis("power_limited", "power limited: an external power brake slows the GPU", ev, POWER_FIXES)
     rx = steady.mean_pcie_rx_mbps
     if util < BUSY_UTIL and rx is not None and rx >= TRANSFER_RX_MBPS:
         high_rx_low_sm = [
@@ -269,14 +264,14 @@ def _judge(
             )
             return Diagnosis(
                 "transfer_bound", "host-to-device-transfer-bound: the GPU waits for copies", ev, TRANSFER_FIXES
-            ), extra
+            )
     if util < BUSY_UTIL:
         input_ev = list(base)
         if steady.gaps:
             input_ev.append(f"{steady.gaps} idle gaps between bursts of work")
         if rx is not None:
             input_ev.append(f"host→device PCIe only {rx:.0f} MB/s: not what the GPU waits for")
-        return Diagnosis("input_bound", "input-bound: the GPU waits for data", tuple(input_ev), INPUT_FIXES), extra
+        return Diagnosis("input_bound", "input-bound: the GPU waits for data", tuple(input_ev), INPUT_FIXES)
     if util < GPU_BOUND_UTIL:
         ev = (*base, f"{steady.gaps} idle gaps between bursts" if steady.gaps else "short stalls between steps")
         return Diagnosis(
@@ -284,7 +279,7 @@ def _judge(
             "mostly busy, with stalls: the input pipeline leaves some GPU time unused",
             ev,
             INPUT_FIXES[:4],
-        ), extra
+        )
     fixes = list(GPU_FIXES)
     if peak_share is not None and peak_share >= MEMORY_ROOMY_SHARE:
         fixes[1] = (
@@ -295,9 +290,7 @@ def _judge(
     gpu_ev = list(base)
     if peak_share is not None:
         gpu_ev.append(f"peak memory {pct(peak_share)} of capacity")
-    return Diagnosis(
-        "gpu_bound", "GPU-bound: the GPU is busy; make each step cheaper", tuple(gpu_ev), tuple(fixes)
-    ), extra
+    return Diagnosis("gpu_bound", "GPU-bound: the GPU is busy; make each step cheaper", tuple(gpu_ev), tuple(fixes))
 
 
 def analyse_gpu(series: Series, info: GpuInfo, warmup_s: float | None = None) -> GpuAnalysis:
@@ -320,9 +313,10 @@ def analyse_gpu(series: Series, info: GpuInfo, warmup_s: float | None = None) ->
     attributed = [s.child_on_gpu for s in samples if s.child_on_gpu is not None]
     used = any(attributed) if attributed else None
     if steady is None:
-        verdict, extra = Diagnosis("no_data", "no samples for this GPU"), list[Diagnosis]()
+        verdict, extra = Diagnosis("no_data", "no samples for this GPU"), []
     else:
-        verdict, extra = _judge(steady, steady_samples, throttle, peak_share, used)
+        verdict = _judge(steady, steady_samples, throttle, peak_share, used)
+        extra = _side_diagnoses(throttle, peak_share)
     return GpuAnalysis(
         index=info.index,
         name=info.name,
