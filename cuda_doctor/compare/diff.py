@@ -229,10 +229,7 @@ def diff_facts(before: SavedReport, after: SavedReport) -> tuple[FactChange, ...
     for name, label in KEY_FACTS:
         old, new = key_fact(before, name), key_fact(after, name)
         old_state, new_state = _state(old), _state(new)
-        if old_state != "known" or new_state != "known":
-            if old_state == new_state:
-                continue
-        elif old == new:
+        if old_state == new_state and (old_state != "known" or old == new):
             continue
         changes.append(
             FactChange(

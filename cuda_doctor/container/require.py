@@ -103,16 +103,10 @@ def compare_versions(left: str, op: str, right: str) -> bool:
     """libnvidia-container's dotted-number comparison (missing components count as zero)."""
     if not _VERSION.match(left) or not _VERSION.match(right):
         raise InvalidExpression(f"not a version: {left!r} {op} {right!r}")
-    a = _components(left)
-    b = _components(right)
-    width = max(len(a), len(b))
-    a += (0,) * (width - len(a))
-    b += (0,) * (width - len(b))
+    a, b = ([int(part) for part in version.split(".") if part] for version in (left, right))
+    width = max(len(a), len(b))  # missing components count as zero
+    a, b = a + [0] * (width - len(a)), b + [0] * (width - len(b))
     return {"=": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
-
-
-def _components(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split(".") if part != "")
 
 
 def split_constraint(text: str) -> tuple[str, str, str]:
