@@ -79,8 +79,7 @@ def _not_read(facts: Facts, reason: str) -> None:
         for name in names:
             facts.set(name, why if nvml else "not checked: the NVLinks are read through NVML, which was not used")
         return
-    for name in names:
-        facts.mark_unknown(name, reason)
+    facts.mark_all_unknown(names, reason)
 
 
 def expected_links(name: object, table: dict[str, Any]) -> int | None:

@@ -122,8 +122,7 @@ def topo_facts(ctx: ProbeContext) -> Facts:
     result = run_command(["nvidia-smi", "topo", "-m"], timeout=ctx.timeout, env=ctx.env)
     if not result.ok:
         reason = result.error or "nvidia-smi topo -m failed"
-        facts.mark_unknown("nccl.topo_matrix", reason)
-        facts.mark_unknown("nccl.link_types", reason)
+        facts.mark_all_unknown(("nccl.topo_matrix", "nccl.link_types"), reason)
         return facts
     raw, pairs = parse_topo_matrix(result.stdout)
     facts.set("nccl.topo_matrix", raw)

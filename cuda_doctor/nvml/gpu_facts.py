@@ -100,9 +100,7 @@ def mark_failed(facts: Facts, status: str, error: str, source: str) -> None:
     facts.set("driver.source", source)
     facts.set("driver.status", status)
     facts.set("driver.error", error)
-    for name in SYSTEM_FACTS:
-        facts.mark_unknown(name, error)
-    facts.mark_unknown("gpu", error)
+    facts.mark_all_unknown((*SYSTEM_FACTS, "gpu"), error)
 
 
 def recovery_action(facts: Facts, index: int, code: object, reason: str | None) -> None:
@@ -110,8 +108,7 @@ def recovery_action(facts: Facts, index: int, code: object, reason: str | None) 
     when the driver did not answer (a driver that does not report it must never read as "none")."""
     names = (indexed("gpu", index, "recovery_action"), indexed("gpu", index, "recovery_action_label"))
     if not isinstance(code, int) or isinstance(code, bool):
-        for name in names:
-            facts.mark_unknown(name, reason or "the driver reported no GPU recovery action")
+        facts.mark_all_unknown(names, reason or "the driver reported no GPU recovery action")
         return
     facts.set(names[0], RECOVERY_ACTIONS.get(code, "other"))
     facts.set(names[1], f"{RECOVERY_ACTIONS.get(code, 'action')} ({code})")
@@ -255,8 +252,7 @@ def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None
 
 def _read_pcie(ctx: ProbeContext, reader: _Reader, index: int, handle: Any) -> None:
     if ctx.fast:
-        for field in NOT_FAST:
-            reader.facts.mark_unknown(indexed("gpu", index, field), NOT_FAST_REASON)
+        reader.facts.mark_all_unknown((indexed("gpu", index, field) for field in NOT_FAST), NOT_FAST_REASON)
         return
     for field, function in (
         ("pcie_gen_current", "nvmlDeviceGetCurrPcieLinkGeneration"),
@@ -348,8 +344,8 @@ def _read_mig_mode(reader: _Reader, index: int, handle: Any) -> None:
     try:
         now, later = (False, False) if mode is None else (bool(mode[0]), bool(mode[1]))
     except (TypeError, IndexError) as exc:
-        for name in (enabled, pending):
-            reader.facts.mark_unknown(name, f"NVML answered {mode!r} for the MIG mode, which could not be read: {exc}")
+        why = f"NVML answered {mode!r} for the MIG mode, which could not be read: {exc}"
+        reader.facts.mark_all_unknown((enabled, pending), why)
         return
     reader.facts.set(enabled, now)
     reader.facts.set(pending, later)

@@ -50,8 +50,8 @@ def read_fabric(nvml: Any, facts: Facts, index: int, handle: Any) -> None:
             facts.set(state_name, None)  # a GPU or driver that predates fabric registration
             facts.set(status_name, None)
             return
-        for name in (state_name, status_name):
-            facts.mark_unknown(name, f"the GPU's NVSwitch fabric state could not be read: {answer.reason}")
+        why = f"the GPU's NVSwitch fabric state could not be read: {answer.reason}"
+        facts.mark_all_unknown((state_name, status_name), why)
         return
     state, status = answer
     facts.set(state_name, FABRIC_STATES.get(state, "other"))
@@ -107,8 +107,7 @@ def read_nvlinks(nvml: Any, facts: Facts, index: int, handle: Any, count_answer:
     else:
         count = _count_by_state(nvml, handle, states)
     if isinstance(count, Refusal):
-        for name in names.values():
-            facts.mark_unknown(name, f"the GPU's NVLinks could not be counted: {count.reason}")
+        facts.mark_all_unknown(names.values(), f"the GPU's NVLinks could not be counted: {count.reason}")
         return
     facts.set(names["count"], count)
     if count == 0:
