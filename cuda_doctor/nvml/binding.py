@@ -10,7 +10,7 @@ each caller (the fast path imports it ahead, on the main thread).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 # NVML return codes (nvml.h); the numbers are stable across releases.
 SUCCESS = 0
@@ -180,21 +180,15 @@ def text(value: object) -> str:
     return str(value)
 
 
-class Refusal:
+class Refusal(NamedTuple):
     """Why NVML gave no answer: ``code`` is its return code (None when the binding failed)."""
 
-    __slots__ = ("code", "reason")
-
-    def __init__(self, code: int | None, reason: str) -> None:
-        self.code = code
-        self.reason = reason
+    code: int | None
+    reason: str
 
     @property
     def not_supported(self) -> bool:
         return self.code == NOT_SUPPORTED
-
-    def __repr__(self) -> str:
-        return f"Refusal({self.code!r}, {self.reason!r})"
 
 
 def ask(nvml: Any, functions: Sequence[str], *args: Any) -> Any:
