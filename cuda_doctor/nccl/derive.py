@@ -119,16 +119,13 @@ def _capability(facts: Facts) -> str | None:
 
 
 def _nvlink_row(facts: Facts, table: dict[str, Any]) -> dict[str, Any] | None:
+    """The NVLink generation's row: by compute capability, else by NVML's raw NVLink version."""
     rows = table.get("nvlink", [])
-    cap = _capability(facts)
-    for row in rows:
-        if cap is not None and cap in row.get("compute_capability", []):
-            return dict(row)
-    raw = facts.get(indexed("nvlink", 0, "version_raw"))
-    for row in rows:
-        if raw is not None and raw in row.get("nvml_version", []):
-            return dict(row)
-    return None
+    cap, raw = _capability(facts), facts.get(indexed("nvlink", 0, "version_raw"))
+    row = next((r for r in rows if cap is not None and cap in r.get("compute_capability", [])), None)
+    if row is None:
+        row = next((r for r in rows if raw is not None and raw in r.get("nvml_version", [])), None)
+    return None if row is None else dict(row)
 
 
 def on_nvswitch(facts: Facts) -> bool:
