@@ -70,10 +70,7 @@ def cuda_supported_by_driver(driver: str) -> str | None:
 
 
 def mvc_floor(major: int) -> str | None:
-    for row in load_table("cuda_driver")["mvc"]:
-        if int(row["major"]) == major:
-            return str(row["linux"])
-    return None
+    return next((str(row["linux"]) for row in load_table("cuda_driver")["mvc"] if int(row["major"]) == major), None)
 
 
 def derive_driver_support(facts: Facts) -> None:

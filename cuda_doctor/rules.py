@@ -466,10 +466,7 @@ def fact_values(facts: Facts, bind: Callable[[str], str]) -> Callable[[str], str
 
 
 def template_facts(templates: Iterable[str], bind: Callable[[str], str]) -> list[str]:
-    names: list[str] = []
-    for template in templates:
-        names.extend(bind(m.group(1)) for m in _PLACEHOLDER.finditer(template))
-    return names
+    return [bind(m.group(1)) for template in templates for m in _PLACEHOLDER.finditer(template)]
 
 
 def condition_facts(cond: Mapping[str, Any], bind: Callable[[str], str]) -> list[str]:

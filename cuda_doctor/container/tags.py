@@ -330,11 +330,8 @@ def _os_preferences(wanted: str, default: str) -> list[tuple[str, Version, bool]
 def _same_distro(name: str, version: Version, available: tuple[str, ...], *, below: bool) -> str | None:
     """The release of distribution ``name`` closest to ``version`` from above, or (``below``)
     from either side: the next one up, else the newest below."""
-    releases = []
-    for os_name in available:
-        match = _OS.match(os_name)
-        if match and match.group("name") == name:
-            releases.append((_os_version(match.group("version")), os_name))
+    matches = ((_OS.match(os_name), os_name) for os_name in available)
+    releases = [(_os_version(m.group("version")), os_name) for m, os_name in matches if m and m.group("name") == name]
     above = sorted(r for r in releases if r[0] >= version)
     if above:
         return above[0][1]
