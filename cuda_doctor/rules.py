@@ -73,31 +73,21 @@ def _num(value: Any) -> float:
     return float(value)
 
 
-def _no_check(operand: Any) -> str | None:
-    return None
+def _operand(ok: Callable[[Any], bool], problem: str) -> Callable[[Any], str | None]:
+    """The check of an operand that is fine when ``ok(operand)``, else ``problem``."""
+    return lambda operand: None if ok(operand) else problem
 
 
-def _a_bool(operand: Any) -> str | None:
-    return None if isinstance(operand, bool) else "must be true or false"
-
-
-def _a_list(operand: Any) -> str | None:
-    return None if isinstance(operand, list) else "must be a list of values"
-
-
-def _a_scalar(operand: Any) -> str | None:
-    ok = isinstance(operand, (str, int, float)) and not isinstance(operand, bool)
-    return None if ok else "must be a string or a number"
-
-
-def _a_number(operand: Any) -> str | None:
-    ok = isinstance(operand, (int, float)) and not isinstance(operand, bool)
-    return None if ok else "must be a number"
-
-
-def _a_length(operand: Any) -> str | None:
-    ok = isinstance(operand, int) and not isinstance(operand, bool) and operand >= 0
-    return None if ok else "must be a whole number, 0 or more"
+_no_check = _operand(lambda x: True, "")
+_a_bool = _operand(lambda x: isinstance(x, bool), "must be true or false")
+_a_list = _operand(lambda x: isinstance(x, list), "must be a list of values")
+_a_scalar = _operand(
+    lambda x: isinstance(x, (str, int, float)) and not isinstance(x, bool), "must be a string or a number"
+)
+_a_number = _operand(lambda x: isinstance(x, (int, float)) and not isinstance(x, bool), "must be a number")
+_a_length = _operand(
+    lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= 0, "must be a whole number, 0 or more"
+)
 
 
 def _a_regex(operand: Any) -> str | None:
