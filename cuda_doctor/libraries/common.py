@@ -133,10 +133,8 @@ def family(name: str) -> str | None:
     match = re.search(r"-cu(\d+)$", name)
     if match:
         return f"cu{match.group(1)}"
-    for row in load_table("cuda_libraries").get("family", []):
-        if name in row["distributions"]:
-            return str(row["name"])
-    return None
+    rows = load_table("cuda_libraries").get("family", [])
+    return next((str(row["name"]) for row in rows if name in row["distributions"]), None)
 
 
 def pip(facts: Facts) -> str:
