@@ -81,11 +81,8 @@ def derive(facts: Facts) -> None:
     if strange:  # a state NVML added later: not judged either way
         facts.mark_unknown(f"{_OUT}.failed", f"GPU {strange[0]} reports a fabric state this cuda-doctor does not know")
         return
-    failed = []
-    for i in members:
-        status = facts.get(indexed("gpu", i, "fabric_status"))
-        if known[i] == "completed" and status not in ("success", None):
-            failed.append(f"GPU {i}: {status}")
+    completed = {i: facts.get(indexed("gpu", i, "fabric_status")) for i in members if known[i] == "completed"}
+    failed = [f"GPU {i}: {status}" for i, status in completed.items() if status not in ("success", None)]
     facts.set(f"{_OUT}.failed", failed)
 
 

@@ -271,12 +271,10 @@ def _majority(configs: list[NodeConfig]) -> tuple[NodeConfig | None, int, tuple[
 
 
 def _differences(config: NodeConfig, majority: NodeConfig) -> tuple[FieldDifference, ...]:
-    out = []
-    for f in fields(NodeConfig):
-        mine, theirs = getattr(config, f.name), getattr(majority, f.name)
-        if mine != theirs:
-            out.append(FieldDifference(f.name, CONFIG_LABELS[f.name], mine, theirs))
-    return tuple(out)
+    pairs = ((f.name, getattr(config, f.name), getattr(majority, f.name)) for f in fields(NodeConfig))
+    return tuple(
+        FieldDifference(name, CONFIG_LABELS[name], mine, theirs) for name, mine, theirs in pairs if mine != theirs
+    )
 
 
 def _outliers(

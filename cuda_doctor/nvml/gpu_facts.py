@@ -146,8 +146,7 @@ def _read_system(ctx: ProbeContext, nvml: Any, reader: _Reader) -> None:
         message = f"NVML could not count the GPUs: {exc}"
         facts.set("driver.status", "error")
         facts.set("driver.error", message)
-        facts.mark_unknown("gpu.count", message)
-        facts.mark_unknown("gpu", message)
+        facts.mark_all_unknown(("gpu.count", "gpu"), message)
         return
     facts.set("gpu.count", count)
     if count == 0:
