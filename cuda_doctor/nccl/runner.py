@@ -132,11 +132,7 @@ def run_group(
     if group.timed_out:
         return GroupResult("timeout", _timeout_message(ranks, timeout), world_size, seconds=seconds)
     if group.failed is not None:
-        rank, failed = group.failed, ranks[group.failed]
-        if failed.returncode is None:
-            error = f"cannot start rank {rank} with {python}: {failed.error}"
-        else:
-            error = _failure_message(rank, failed)
+        error = _failure_message(group.failed, ranks[group.failed], python)
         return GroupResult("failed", error, world_size, seconds=seconds)
     results = []
     for rank, r in enumerate(ranks):
@@ -178,7 +174,9 @@ def _last_line(rank: CommandResult) -> str:
     return f": {children.excerpt(lines[-1])}" if lines else ""
 
 
-def _failure_message(rank: int, result: CommandResult) -> str:
+def _failure_message(rank: int, result: CommandResult, python: str) -> str:
+    if result.returncode is None:
+        return f"cannot start rank {rank} with {python}: {result.error}"
     error = _first(result, "error")
     if error is not None:
         return f"rank {rank}: {error.get('error')}"

@@ -9,6 +9,7 @@ Note: ``nvidia-smi`` numbers GPUs in PCI bus order; torch uses CUDA ordinals, wh
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -91,11 +92,8 @@ def nvlink_facts(nvml: Any, handles: list[Any]) -> Facts:
 
 def parse_topo_matrix(text: str) -> tuple[str, dict[str, str]]:
     """``nvidia-smi topo -m`` → (the matrix without its legend, {"0-1": "NV18", …})."""
-    matrix_lines: list[str] = []
-    for ln in (_ANSI.sub("", ln).rstrip() for ln in text.splitlines()):
-        if ln.strip().startswith("Legend"):
-            break
-        matrix_lines.append(ln)
+    lines = (_ANSI.sub("", ln).rstrip() for ln in text.splitlines())
+    matrix_lines = itertools.takewhile(lambda ln: not ln.strip().startswith("Legend"), lines)
     raw = "\n".join(matrix_lines).strip("\n")  # the lines are right-stripped: blank ones are empty
     if not raw:
         return raw, {}
