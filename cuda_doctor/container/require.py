@@ -182,12 +182,10 @@ def required_cuda(requirements: Sequence[str]) -> str | None:
     return best
 
 
-def _cuda_alone(requirements: Sequence[str], host: Host) -> bool | None:
-    needed = required_cuda(requirements)
-    if needed is None:
-        return True
-    if host.cuda_version is None:
-        return None
+def _cuda_alone(needed: str | None, host: Host) -> bool | None:
+    """Whether the host's CUDA meets the image's ``cuda>=`` alone; None when it is not known."""
+    if needed is None or host.cuda_version is None:
+        return True if needed is None else None
     return compare_versions(host.cuda_version, ">=", needed)
 
 
@@ -200,7 +198,7 @@ def evaluate(requirements: Sequence[str], host: Host, *, disabled: bool = False)
     if not reqs:
         return RequireResult(True, "the image states no NVIDIA_REQUIRE_* requirement", None, None, reqs)
     try:
-        cuda_ok = _cuda_alone(reqs, host)
+        cuda_ok = _cuda_alone(needed, host)
     except InvalidExpression:
         cuda_ok = None
 
