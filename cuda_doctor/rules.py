@@ -49,16 +49,10 @@ class RuleFileError(UserError):
 # -- three-valued logic -------------------------------------------------------------------------
 
 
-class _Unknown:
+class _Unknown(NamedTuple):
     """The third truth value; carries the name of the fact that was missing."""
 
-    __slots__ = ("fact",)
-
-    def __init__(self, fact: str) -> None:
-        self.fact = fact
-
-    def __repr__(self) -> str:
-        return f"Unknown({self.fact})"
+    fact: str
 
 
 def _ver(value: Any) -> Version:
