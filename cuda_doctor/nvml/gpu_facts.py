@@ -267,8 +267,7 @@ def _read_memory_health(reader: _Reader, index: int, handle: Any, answers: dict[
     older driver reads the same facts (and the same reasons) as before.  A field the GPU lacks
     (``fields.gpu_lacks``) is null, as its function's NOT_SUPPORTED would make it."""
 
-    def read(field: str, names: Sequence[str], *args: Any, convert: Callable[[Any], Any]) -> None:
-        reader.read(indexed("gpu", index, field), names, handle, *args, convert=convert)
+    gpu = functools.partial(indexed, "gpu", index)
 
     def answered(field_id: int, fact: str) -> bool:
         """Recorded from the field: its value, or null where the GPU lacks it."""
@@ -277,24 +276,18 @@ def _read_memory_health(reader: _Reader, index: int, handle: Any, answers: dict[
             if not fields.gpu_lacks(field_id, answer.not_supported, newest):
                 return False
             answer = None
-        facts.set(indexed("gpu", index, fact), None if answer is None else _FIELD_FACTS[fact](answer))
+        facts.set(gpu(fact), None if answer is None else _FIELD_FACTS[fact](answer))
         return True
 
     facts = reader.facts
     if not answered(fields.ECC_CURRENT, "ecc_enabled"):
-        read("ecc_enabled", ("nvmlDeviceGetEccMode",), convert=lambda mode: bool(mode[0]))
+        reader.read(gpu("ecc_enabled"), ("nvmlDeviceGetEccMode",), handle, convert=lambda mode: bool(mode[0]))
     if not answered(fields.ECC_DBE_VOLATILE, "ecc_uncorrected_volatile"):
-        read(
-            "ecc_uncorrected_volatile",
-            ("nvmlDeviceGetTotalEccErrors",),
-            binding.MEMORY_ERROR_TYPE_UNCORRECTED,
-            binding.VOLATILE_ECC,
-            convert=int,
-        )
+        args = (handle, binding.MEMORY_ERROR_TYPE_UNCORRECTED, binding.VOLATILE_ECC)
+        reader.read(gpu("ecc_uncorrected_volatile"), ("nvmlDeviceGetTotalEccErrors",), *args, convert=int)
     if not answered(fields.RETIRED_PENDING, "retired_pages_pending"):
-        read("retired_pages_pending", ("nvmlDeviceGetRetiredPagesPendingStatus",), convert=bool)
-    rows_pending = indexed("gpu", index, "remapped_rows_pending")
-    rows_failure = indexed("gpu", index, "remapped_rows_failure")
+        reader.read(gpu("retired_pages_pending"), ("nvmlDeviceGetRetiredPagesPendingStatus",), handle, convert=bool)
+    rows_pending, rows_failure = gpu("remapped_rows_pending"), gpu("remapped_rows_failure")
     pair = {fields.REMAPPED_PENDING: "remapped_rows_pending", fields.REMAPPED_FAILURE: "remapped_rows_failure"}
     if all(not isinstance(answers[f], Refusal) or fields.gpu_lacks(f, answers[f].not_supported, newest) for f in pair):
         for field_id, fact in pair.items():
