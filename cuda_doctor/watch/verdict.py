@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -191,11 +192,7 @@ def warmup_end(samples: Sequence[Sample], duration: float, interval: float) -> f
 
 
 def _throttle_shares(busy: Sequence[Sample]) -> dict[str, float]:
-    counts: dict[str, int] = {}
-    for s in busy:
-        for name in reason_names(s.clock_event_reasons):
-            if name != "gpu_idle":
-                counts[name] = counts.get(name, 0) + 1
+    counts = Counter(name for s in busy for name in reason_names(s.clock_event_reasons) if name != "gpu_idle")
     return {k: round(v / len(busy), 3) for k, v in sorted(counts.items())} if busy else {}
 
 
