@@ -294,10 +294,8 @@ def _nearest(wanted: Version, versions: list[Version]) -> Version:
         return max(same_minor)
     above = sorted(v for v in versions if v > padded)
     below = sorted((v for v in versions if v < padded), reverse=True)
-    for group in ([v for v in above if v[0] == major], [v for v in below if v[0] == major], above, below):
-        if group:
-            return group[0]
-    return max(versions)
+    groups = ([v for v in above if v[0] == major], [v for v in below if v[0] == major], above, below)
+    return next((group[0] for group in groups if group), max(versions))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -310,7 +308,7 @@ def _pick_os(wanted: str, available: tuple[str, ...], default: str) -> str:
         picked = _same_distro(name, version, available, below=below)
         if picked:
             return picked
-    return sorted(available)[0]
+    return min(available)
 
 
 def _os_preferences(wanted: str, default: str) -> list[tuple[str, Version, bool]]:
