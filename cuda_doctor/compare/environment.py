@@ -8,7 +8,7 @@ A value of ``None`` means the variable was not set.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cuda_doctor.compare.keys import MISSING
@@ -67,13 +67,12 @@ def _visible_devices_change(before: SavedReport, after: SavedReport, old: Any, n
     count, why = seen_after
     had = seen_before[0] if seen_before is not None else None
     if count == 0:
-        note = "hides every GPU" + (f" ({why})" if why else "")
+        note = "hides every GPU"
     elif had is not None and count < had:
-        note = f"{count} of {had} GPUs visible" + (f" ({why})" if why else "")
+        note = f"{count} of {had} GPUs visible"
     else:
         return change
-    worse = had is None or count < had
-    return EnvChange(change.variable, change.before, change.after, note, worse)
+    return replace(change, note=note + (f" ({why})" if why else ""), worse=had is None or count < had)
 
 
 def _visible(report: SavedReport, raw: Any) -> tuple[int, str | None] | None:
