@@ -60,12 +60,9 @@ def cuda_supported_by_driver(driver: str) -> str | None:
     version = nvidia_version(driver)
     if version is None:
         return None
-    best: tuple[int, ...] | None = None
-    for row in load_table("cuda_driver")["release"]:
-        floor = nvidia_version(row.get("linux"))
-        cuda = nvidia_version(row["cuda"])
-        if floor is not None and cuda is not None and version >= floor and (best is None or cuda > best):
-            best = cuda
+    rows = load_table("cuda_driver")["release"]
+    found = [(nvidia_version(row.get("linux")), nvidia_version(row["cuda"])) for row in rows]
+    best = max((cuda for floor, cuda in found if floor and cuda and version >= floor), default=None)
     return f"{best[0]}.{best[1] if len(best) > 1 else 0}" if best else None
 
 
