@@ -144,8 +144,7 @@ def result_facts(result: runner.GroupResult) -> Facts:
     facts.set("nccl.per_rank_seconds", _rounded(runner.per_rank(result, "local_seconds")))
     facts.set("nccl.per_rank_allreduce_seconds", _rounded(runner.per_rank(result, "allreduce_seconds")))
     facts.set("nccl.per_rank_init_seconds", _rounded(runner.per_rank(result, "init_seconds")))
-    names = runner.per_rank(result, "device_name")
-    facts.set("nccl.device_names", names)
+    facts.set("nccl.device_names", runner.per_rank(result, "device_name"))
     facts.set("nccl.device_capabilities", runner.per_rank(result, "device_capability"))
     rank0 = result.rank0()
     if "p2p" in rank0:
