@@ -205,14 +205,9 @@ def evaluate(requirements: Sequence[str], host: Host, *, disabled: bool = False)
     def result(satisfied: bool | None, detail: str, failing: str | None) -> RequireResult:
         return RequireResult(satisfied, detail, failing, needed, reqs, cuda_satisfied=cuda_ok)
 
-    # The toolkit evaluates every requirement once per visible GPU (or once, with none).
-    targets: tuple[HostGPU | None, ...]
-    if host.gpus is None:
-        targets = (HostGPU(),)  # GPUs unknown: brand and arch are unknown
-    elif not host.gpus:
-        targets = (None,)
-    else:
-        targets = host.gpus
+    # The toolkit evaluates every requirement once per visible GPU (or once, with none); with the
+    # GPUs unknown, once for a GPU whose brand and arch are unknown.
+    targets: tuple[HostGPU | None, ...] = (HostGPU(),) if host.gpus is None else host.gpus or (None,)
     unknown: tuple[str, str] | None = None
     for gpu in targets:
         for expr in reqs:
