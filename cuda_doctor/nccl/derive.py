@@ -222,8 +222,7 @@ def _expected(facts: Facts, table: dict[str, Any]) -> None:
 def _ratio(facts: Facts) -> None:
     peak = facts.get("nccl.busbw_peak_gbps")
     expected = facts.get("derived.nccl.expected_busbw_gbps")
-    number = (int, float)
-    if not isinstance(peak, number) or not isinstance(expected, number) or expected <= 0:
+    if not isinstance(peak, (int, float)) or not isinstance(expected, (int, float)) or expected <= 0:
         missing = "nccl.busbw_peak_gbps" if not isinstance(peak, (int, float)) else "derived.nccl.expected_busbw_gbps"
         facts.mark_unknown("derived.nccl.busbw_ratio", facts.unknown_reason(missing))
         return
