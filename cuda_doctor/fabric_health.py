@@ -55,10 +55,9 @@ def no_gpu(facts: Facts, name: str) -> None:
 def package(driver: object) -> str:
     """The Fabric Manager package to install for driver ``driver`` ("580.159.04")."""
     match = re.match(r"(\d+)\.", str(driver or ""))
+    branch = f"-{match.group(1)}" if match and int(match.group(1)) < _UNVERSIONED_FROM else ""
     rhel = "nvidia-fabric-manager on RHEL-family systems"
-    if match is None or int(match.group(1)) >= _UNVERSIONED_FROM:
-        return f"nvidia-fabricmanager from NVIDIA's repository on Ubuntu and Debian, {rhel}"
-    return f"nvidia-fabricmanager-{match.group(1)} from NVIDIA's repository on Ubuntu and Debian, {rhel}"
+    return f"nvidia-fabricmanager{branch} from NVIDIA's repository on Ubuntu and Debian, {rhel}"
 
 
 def derive(facts: Facts) -> None:
