@@ -86,8 +86,7 @@ def catalogue() -> Catalogue:
     from cuda_doctor.tables import load_table, table_path
 
     try:
-        data = load_table(TABLE)
-        return _build(data)
+        return _build(load_table(TABLE))
     except FileNotFoundError:
         raise CatalogueError(f"{table_path(TABLE)} is missing") from None
     except (OSError, ValueError, KeyError, TypeError, re.error) as exc:  # TOMLDecodeError is a ValueError
