@@ -236,7 +236,16 @@ def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None
     _read_recovery_action(reader, index, answers[fields.GPU_RECOVERY_ACTION])
     read("persistence_mode", ("nvmlDeviceGetPersistenceMode",), convert=bool)
     _read_mig_mode(reader, index, handle)
-    _read_pcie(ctx, reader, index, handle)
+    if ctx.fast:
+        facts.mark_all_unknown(map(gpu, NOT_FAST), NOT_FAST_REASON)
+    else:
+        for field, function in (
+            ("pcie_gen_current", "nvmlDeviceGetCurrPcieLinkGeneration"),
+            ("pcie_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration"),
+            ("pcie_width_current", "nvmlDeviceGetCurrPcieLinkWidth"),
+            ("pcie_width_max", "nvmlDeviceGetMaxPcieLinkWidth"),
+        ):
+            read(field, (function,), convert=int)
     clock_names = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
     read("clock_event_reasons", clock_names, convert=int)
     reader.follow(gpu("clock_event_reason_names"), gpu("clock_event_reasons"), reason_names, "clock event reasons")
@@ -247,19 +256,6 @@ def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None
     reader.follow(gpu("process_count"), gpu("processes"), len, "processes")
     interconnect.read_fabric(nvml, facts, index, handle)
     interconnect.read_nvlinks(nvml, facts, index, handle, answers[fields.NVLINK_LINK_COUNT], newest)
-
-
-def _read_pcie(ctx: ProbeContext, reader: _Reader, index: int, handle: Any) -> None:
-    if ctx.fast:
-        reader.facts.mark_all_unknown((indexed("gpu", index, field) for field in NOT_FAST), NOT_FAST_REASON)
-        return
-    for field, function in (
-        ("pcie_gen_current", "nvmlDeviceGetCurrPcieLinkGeneration"),
-        ("pcie_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration"),
-        ("pcie_width_current", "nvmlDeviceGetCurrPcieLinkWidth"),
-        ("pcie_width_max", "nvmlDeviceGetMaxPcieLinkWidth"),
-    ):
-        reader.read(indexed("gpu", index, field), (function,), handle, convert=int)
 
 
 def _read_memory_health(reader: _Reader, index: int, handle: Any, answers: dict[int, Any], newest: int) -> None:
