@@ -251,8 +251,11 @@ def import_jax(report: dict[str, dict[str, Any]], emit: Callable[[dict[str, Any]
     return jax
 
 
-def collect(emit: Callable[[dict[str, Any]], None]) -> tuple[dict[str, dict[str, Any]], Any, str | None]:
-    """The static report, the imported jax module (None when not imported) and the plugin's package."""
+def collect(
+    emit: Callable[[dict[str, Any]], None], autotune_cache: Any = None
+) -> tuple[dict[str, dict[str, Any]], Any, str | None]:
+    """The static report, the imported jax module (None when not imported) and the plugin's
+    package; XLA's autotuning folder (``use_autotune_cache``) is set up only when jax is installed."""
     report = new_report()
     put(report, "jax.python", sys.executable)
     put(report, "jax.python_version", platform.python_version())
@@ -278,6 +281,7 @@ def collect(emit: Callable[[dict[str, Any]], None]) -> tuple[dict[str, dict[str,
     plugin_facts = ["jax.cuda_plugins", "jax.cuda_plugin", "jax.cuda_plugin_version", "jax.cuda_plugin_major"]
     attempt(report, [*plugin_facts, "jax.cuda_pjrt_version", "jax.plugin_requires_pjrt"], plugins)
     attempt(report, ["jax.plugin_build"], lambda: put_build(report, package[0]))
+    use_autotune_cache(autotune_cache)
     jax = None
     try:
         jax = import_jax(report, emit)
@@ -439,18 +443,23 @@ def put_components(report: dict[str, dict[str, Any]], package: str | None) -> No
 
 
 def use_autotune_cache(folder: Any) -> None:
-    """XLA keeps its GEMM autotuning results in ``folder`` (the parent's cache): read when the
-    backend comes up, so set before jax is imported."""
-    if isinstance(folder, str) and folder:
-        flags = os.environ.get("XLA_FLAGS", "")
-        os.environ["XLA_FLAGS"] = f"{flags} --xla_gpu_per_fusion_autotune_cache_dir={folder}".strip()
+    """XLA keeps its GEMM autotuning results in ``folder`` (the parent's cache), made here: the
+    flag is read when the backend comes up, so it is set before jax is imported.  A folder that
+    cannot be made is not named."""
+    if not isinstance(folder, str) or not folder:
+        return
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        return
+    flags = os.environ.get("XLA_FLAGS", "")
+    os.environ["XLA_FLAGS"] = f"{flags} --xla_gpu_per_fusion_autotune_cache_dir={folder}".strip()
 
 
 def main() -> None:
     records_fd, emit = open_records()
     config = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
-    use_autotune_cache(config.get("autotune_cache"))
-    report, jax, package = collect(emit)
+    report, jax, package = collect(emit, config.get("autotune_cache"))
     emit(report)
     status = 0
     if jax is not None and config.get("then") == "wait":

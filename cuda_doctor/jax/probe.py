@@ -71,17 +71,15 @@ def autotune_cache(env: Mapping[str, str]) -> str | None:
     """The folder the child has XLA keep its GEMM autotuning results in (``AUTOTUNE_FLAG``):
     a later check compiles the JAX smoke step again, on the same GPU model and XLA, without
     timing every candidate kernel again (0.15-0.25 s on an H200, against 0.7-1.3 s tuning).
-    None when the user's XLA_FLAGS name a folder of their own, or ours cannot be written."""
+    The child creates it, once it knows jax is installed.  None when the user's XLA_FLAGS name a
+    folder of their own, or ours could not be written."""
     if AUTOTUNE_FLAG in env.get("XLA_FLAGS", ""):
         return None
     folder = cache_dir() / "xla-autotune"
     if any(c.isspace() or c in "'\"" for c in str(folder)):
         return None  # XLA splits XLA_FLAGS at whitespace
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    return str(folder) if os.access(folder, os.W_OK | os.X_OK) else None
+    existing = next(path for path in (folder, *folder.parents) if path.exists())
+    return str(folder) if existing.is_dir() and os.access(existing, os.W_OK | os.X_OK) else None
 
 
 def child_timeout(ctx: ProbeContext, floor: float = DEFAULT_MIN_TIMEOUT) -> float:

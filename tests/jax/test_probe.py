@@ -208,7 +208,7 @@ def test_xla_keeps_its_autotuning_results_in_cuda_doctors_cache(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     folder = autotune_cache({"XLA_FLAGS": "--xla_gpu_enable_triton_gemm=false"})
     assert folder == str(tmp_path / "cuda-doctor" / "xla-autotune")
-    assert Path(folder).is_dir()
+    assert not (tmp_path / "cuda-doctor").exists()  # made by the child, and only where jax is installed
 
 
 def test_the_users_own_autotuning_folder_is_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -226,12 +226,41 @@ def test_no_autotuning_folder_where_it_cannot_be_made_or_named(
     assert autotune_cache({}) is None
 
 
-def test_the_child_adds_the_autotuning_folder_to_the_users_xla_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_child_makes_the_autotuning_folder_and_adds_it_to_the_users_xla_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from cuda_doctor.jax import _child
 
+    folder = tmp_path / "cuda-doctor" / "xla-autotune"
     monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_enable_triton_gemm=false")
-    _child.use_autotune_cache("/cache/xla-autotune")
-    assert os.environ["XLA_FLAGS"] == f"--xla_gpu_enable_triton_gemm=false {AUTOTUNE_FLAG}=/cache/xla-autotune"
+    _child.use_autotune_cache(str(folder))
+    assert os.environ["XLA_FLAGS"] == f"--xla_gpu_enable_triton_gemm=false {AUTOTUNE_FLAG}={folder}"
+    assert folder.is_dir()
     monkeypatch.delenv("XLA_FLAGS")
+    (tmp_path / "a file").write_text("")
+    _child.use_autotune_cache(str(tmp_path / "a file" / "xla-autotune"))  # cannot be made: not named
     _child.use_autotune_cache(None)
     assert "XLA_FLAGS" not in os.environ
+
+
+def test_a_full_check_without_jax_makes_no_autotuning_folder(
+    plain_python: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    ctx = ctx_for(plain_python)
+    with ctx.handoff.open():
+        facts = collect(ctx, [PROBE])
+    assert facts.get("jax.installed") is False
+    assert not (tmp_path / "cuda-doctor" / "xla-autotune").exists()
+
+
+@pytest.mark.slow
+def test_a_child_with_jax_makes_the_autotuning_folder(
+    jax_cpu_python: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    ctx = ctx_for(jax_cpu_python)
+    with ctx.handoff.open():
+        facts = collect(ctx, [PROBE])
+    assert facts.get("jax.version") == "0.10.2"
+    assert (tmp_path / "cuda-doctor" / "xla-autotune").is_dir()
