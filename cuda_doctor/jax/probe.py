@@ -75,10 +75,13 @@ def autotune_cache(env: Mapping[str, str]) -> str | None:
     folder of their own, or ours could not be written."""
     if AUTOTUNE_FLAG in env.get("XLA_FLAGS", ""):
         return None
-    folder = cache_dir() / "xla-autotune"
+    try:
+        folder = cache_dir() / "xla-autotune"
+        existing = next(path for path in (folder, *folder.parents) if path.exists())
+    except (OSError, RuntimeError):  # a folder on the way that cannot be searched; no home folder
+        return None
     if any(c.isspace() or c in "'\"" for c in str(folder)):
         return None  # XLA splits XLA_FLAGS at whitespace
-    existing = next(path for path in (folder, *folder.parents) if path.exists())
     return str(folder) if existing.is_dir() and os.access(existing, os.W_OK | os.X_OK) else None
 
 

@@ -109,7 +109,7 @@ def library_missing() -> NvmlUnavailable | None:
     return NvmlUnavailable(*_library_failure(LIBRARY_NOT_FOUND_MESSAGE, loader), LIBRARY_NOT_FOUND_MESSAGE)
 
 
-#: The dynamic loader's cache of library names (glibc's ldconfig writes it); at most this much is read.
+#: The dynamic loader's cache of library names (glibc's ldconfig writes it); a larger one is not read.
 LOADER_CACHE = "/etc/ld.so.cache"
 LOADER_CACHE_BYTES = 16 << 20
 
@@ -118,11 +118,12 @@ def _listed_for_loader(name: str) -> bool:
     """Whether the loader would likely find ``name``: a file of that name in an LD_LIBRARY_PATH
     folder, or the name in its cache.  Only a shortcut: a library not listed is looked for with
     the loader itself (``loader_error``)."""
+    from cuda_doctor.reading import read_bytes
+
     if _on_library_path(name) is not None:
         return True
-    try:
-        with open(LOADER_CACHE, "rb") as cache:
-            return name.encode() in cache.read(LOADER_CACHE_BYTES)
+    try:  # a FIFO or a device there is refused at once, not waited on
+        return name.encode() in read_bytes(LOADER_CACHE, LOADER_CACHE_BYTES, "the loader's cache")
     except OSError:
         return False
 

@@ -255,3 +255,16 @@ def test_the_autotuning_folder_is_made_only_where_jax_is_installed(
         facts = collect(ctx, [PROBE])
     assert facts.get("jax.installed") is made
     assert (tmp_path / "cuda-doctor" / "xla-autotune").is_dir() is made
+
+
+@pytest.mark.parametrize("failure", [PermissionError(13, "Permission denied"), RuntimeError("no home folder")])
+def test_no_autotuning_folder_where_the_cache_cannot_be_found(
+    failure: Exception, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cuda_doctor.jax.probe as probe
+
+    def cache_dir() -> Path:
+        raise failure
+
+    monkeypatch.setattr(probe, "cache_dir", cache_dir)
+    assert autotune_cache({}) is None  # the JAX probe goes on without one

@@ -106,3 +106,20 @@ def test_no_library_reads_as_the_bindings_failure(monkeypatch: pytest.MonkeyPatc
     assert missing is not None
     assert missing.status == "library_not_found"
     assert str(missing) == "libnvidia-ml.so.1 not found (NVML Shared Library Not Found)"
+
+
+def test_a_fifo_in_place_of_the_loaders_cache_is_not_waited_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import threading
+
+    fifo = tmp_path / "ld.so.cache"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(binding, "LOADER_CACHE", str(fifo))
+    monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
+    answers: list[bool] = []
+    reader = threading.Thread(target=lambda: answers.append(binding._listed_for_loader(binding.LIBRARY)), daemon=True)
+    reader.start()
+    reader.join(10)
+    if reader.is_alive():  # release the blocked open, so that the test ends
+        with open(fifo, "wb"):
+            pass
+    assert answers == [False]  # not listed: the loader itself is asked
