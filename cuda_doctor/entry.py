@@ -7,6 +7,9 @@ Two things make ``check`` start and end quickly, which matters in hooks and entr
   this process imports click, the rules and the reporters.
 * Once such a command has written its output, the process ends without interpreter teardown
   (freeing every module and object costs 10-15 ms and buys nothing here).
+* Such a command also runs the cyclic garbage collector rarely (``GC_THRESHOLD``): with the
+  default threshold it makes about 35 passes over the objects that importing creates, 3-4 ms of
+  a fast check on an H200 machine, and frees almost nothing (module objects live till the end).
 
 SIGINT and SIGTERM are handled here, at the process entry: every child process group
 cuda-doctor started is killed and the process exits 130 or 143 with one line on stderr.  So is
@@ -16,6 +19,7 @@ status 141): see ``streams``.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +31,9 @@ READS_NVML_AHEAD = frozenset({"check", "facts", "smoke"})
 #: Commands that leave no work to atexit handlers (files are written and closed, children
 #: reaped, threads abandoned on purpose), so they may end without interpreter teardown.
 ENDS_WITHOUT_TEARDOWN = frozenset({"check", "exec", "facts", "smoke"})
+#: Allocations between two passes of the cyclic collector for those commands (Python's default is
+#: 700): none during a fast check, and still a pass every few MB of cyclic garbage in a long one.
+GC_THRESHOLD = 100_000
 
 
 def command_words(argv: Sequence[str]) -> tuple[str | None, list[str]]:
@@ -77,12 +84,15 @@ def end_now(status: int) -> None:
 
 
 def main() -> None:
+    argv = sys.argv[1:]
+    ends_without_teardown = command_words(argv)[0] in ENDS_WITHOUT_TEARDOWN
+    if ends_without_teardown:
+        gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
     from cuda_doctor import streams
     from cuda_doctor.process import stop_children_on_signals
 
     streams.guard()  # a closed stdout: the first write says so, exit 2 (not silence, not exit 1)
     stop_children_on_signals()  # Ctrl-C or SIGTERM: every child group killed, one line, 130/143
-    argv = sys.argv[1:]
     if wants_nvml(argv, os.environ):
         from cuda_doctor.nvml.read import prefetch
         from cuda_doctor.probes.base import ProbeContext
@@ -91,7 +101,7 @@ def main() -> None:
         prefetch(ProbeContext(fast="--fast" in command_words(argv)[1]))
     from cuda_doctor.cli import main as run
 
-    if command_words(argv)[0] not in ENDS_WITHOUT_TEARDOWN:
+    if not ends_without_teardown:
         status = exit_status(run)
         streams.flush()  # here, not in the interpreter's teardown, where a broken pipe is a warning
         sys.exit(status)

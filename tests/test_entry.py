@@ -63,6 +63,25 @@ def test_a_message_as_exit_code_is_printed_and_exits_1(capsys: pytest.CaptureFix
     assert capsys.readouterr().err == "cannot go on\n"
 
 
+@pytest.mark.parametrize(
+    ("argv", "threshold"),
+    [(["check", "--fast"], 100_000), (["exec", "--", "true"], 100_000), (["lint", "."], 700), ([], 700)],
+)
+def test_commands_that_end_without_teardown_collect_cycles_rarely(argv: list[str], threshold: int) -> None:
+    # the command itself is replaced by one that says which threshold it runs under
+    source = (
+        "import gc, sys\n"
+        "import cuda_doctor.cli\n"
+        "cuda_doctor.cli.main = lambda: print(gc.get_threshold()[0], flush=True)\n"
+        "from cuda_doctor import entry\n"
+        f"sys.argv = ['cuda-doctor', *{argv!r}]\n"
+        "entry.main()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(TESTS.parent), "CUDA_DOCTOR_DISABLE_NVML": "1"}
+    proc = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, env=env, timeout=120)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"{threshold}\n", "")
+
+
 def doctor(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     full_env = with_driver_library({**os.environ, **env}, tmp_path / "driver")
     full_env.pop("CUDA_DOCTOR_DISABLE_NVML", None)

@@ -96,33 +96,37 @@ def command(
     reaches --fail-on, 1 when something does, 2 on a usage or internal error.
     """
     config = load_config(config_path, Path.cwd())
+    fail_on = fail_on or config.fail_on or "error"
     if facts_file is not None:
         _only_judging(python=python, fast=fast, images=images, run_image=run_image, nccl=nccl)
-        report = rejudge(facts_file, config, select=select, ignore=ignore)
-    else:
-        refuse_fast_python(fast, python)
-        if nccl and (fast or no_smoke):
-            from cuda_doctor.errors import UserError
+        emit(rejudge(facts_file, config, select=select, ignore=ignore), fmt, verbose, fail_on, save)
+        return
+    refuse_fast_python(fast, python)
+    if nccl and (fast or no_smoke):
+        from cuda_doctor.errors import UserError
 
-            used = "--fast" if fast else "--no-smoke"
-            raise UserError(f"--nccl runs work on the GPU: it cannot be combined with {used}")
-        ctx = ProbeContext(
-            python=python or sys.executable,
-            timeout=timeout,
-            fast=fast,
-            smoke=not (no_smoke or fast),
-            smoke_timeout=smoke_timeout,
-            images=images,
-            run_images=run_image,
-            nccl=nccl,
-        )
-        from cuda_doctor.report.progress import progress_line
+        used = "--fast" if fast else "--no-smoke"
+        raise UserError(f"--nccl runs work on the GPU: it cannot be combined with {used}")
+    ctx = ProbeContext(
+        python=python or sys.executable,
+        timeout=timeout,
+        fast=fast,
+        smoke=not (no_smoke or fast),
+        smoke_timeout=smoke_timeout,
+        images=images,
+        run_images=run_image,
+        nccl=nccl,
+    )
+    from cuda_doctor.report.progress import progress_line
 
+    # held open through the output: a child still tearing its GPU context down (0.2-0.5 s) is
+    # waited for once the checklist is out, not before the facts are judged
+    with ctx.handoff.open():
         with progress_line(fmt == "text") as line:
             if line is not None:
                 ctx = ctx.but(step_progress=line.step)  # the framework probe's and the smoke run's steps
             report = run_check(ctx, config, select=select, ignore=ignore, progress=line)
-    emit(report, fmt, verbose, fail_on or config.fail_on or "error", save)
+        emit(report, fmt, verbose, fail_on, save)
 
 
 def _only_judging(**given: object) -> None:

@@ -293,3 +293,38 @@ def test_nccl_needs_the_gpu_run(tmp_path: Path, other: str) -> None:
     result = run("check", "--nccl", other, cwd=tmp_path)
     assert result.exit_code == 2
     assert f"--nccl runs work on the GPU: it cannot be combined with {other}" in result.output
+
+
+def test_a_child_ending_on_its_own_is_waited_for_after_the_checklist_is_out(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from cuda_doctor import children
+    from cuda_doctor.checkreport import Report
+    from cuda_doctor.commands import check as check_command
+    from cuda_doctor.facts import Facts
+    from cuda_doctor.probes.base import ProbeContext
+
+    ending: list[children.Child] = []
+    alive_when_printed: list[bool] = []
+    slow_to_end = "import sys, time\nprint('{}', flush=True)\nsys.stdin.readline()\ntime.sleep(1)\n"
+
+    def run_check(ctx: ProbeContext, config: object, **options: object) -> Report:
+        child = children.Child(sys.executable, slow_to_end, env=dict(os.environ), timeout=600, stdin=True)
+        assert child.wait_for(lambda record: True) is not None
+        ctx.handoff.let_end(child, grace=30)  # as the last phase-2 probe leaves its child
+        ending.append(child)
+        return Report(facts=Facts(), results=[])
+
+    real_render = check_command.render
+
+    def render(report: Report, fmt: str, **options: Any) -> str:
+        alive_when_printed.append(ending[0].poll() is None)
+        return real_render(report, fmt, **options)
+
+    monkeypatch.setattr(check_command, "run_check", run_check)
+    monkeypatch.setattr(check_command, "render", render)
+    result = run("check", "--format", "json", cwd=tmp_path)
+    assert json.loads(result.output)["command"] == "check"
+    assert alive_when_printed == [True]  # the checklist did not wait for the child's end
+    ended = ending[0].result
+    assert ended is not None and ended.returncode == 0 and not ended.timed_out  # the command did
