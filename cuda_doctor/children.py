@@ -17,7 +17,7 @@ child, the smoke children, the NCCL ranks) goes through this module:
 * What it writes is kept within caps (``process.Pipe``): the first ``STDOUT_CAP`` bytes of
   stdout, the last ``STDERR_TAIL`` bytes of stderr; a result's ``cut`` says stdout had more.
 
-``Child`` is one child, which a probe may leave running for a later one (``Handoff``); ``run``
+``Child`` is one child, which a probe may leave running for a later one (``handoff``); ``run``
 is one child from start to end; ``run_group`` is N children under one shared deadline (the
 NCCL ranks): the first to fail, or the deadline, stops them all.
 
@@ -36,7 +36,7 @@ import functools
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -338,62 +338,3 @@ def _stop_all(group: Sequence[Child]) -> tuple[CommandResult, ...]:
     for child in group:
         child.give_more_time(0.0)  # every deadline passed: stop() then kills without waiting
     return tuple(child.stop() for child in group)
-
-
-class Handoff:
-    """Children one probe leaves running for a probe of a later phase: the framework probe's
-    torch child, which the smoke probe then asks to run the smoke steps, so that a check imports
-    torch once.  A child is left only while a pipeline run holds this open (``open()``); one
-    still left when that run ends is stopped, and one let end on its own (``let_end``) is waited
-    for.  Outside a run nothing is left: a probe called on its own ends its children itself."""
-
-    def __init__(self) -> None:
-        self._holders = 0
-        self._left: dict[str, Child] = {}
-        self._ending: list[tuple[threading.Thread, Child, float]] = []  # and when to give up on it
-
-    @contextlib.contextmanager
-    def open(self) -> Iterator[None]:
-        self._holders += 1
-        try:
-            yield
-        finally:
-            self._holders -= 1
-            if not self._holders:
-                self.close()
-
-    @property
-    def accepting(self) -> bool:
-        return self._holders > 0
-
-    def leave(self, name: str, child: Child) -> None:
-        self._left[name] = child
-
-    def take(self, name: str) -> Child | None:
-        return self._left.pop(name, None)
-
-    def let_end(self, child: Child, grace: float) -> None:
-        """A child whose work is done ends on its own (its stdin closed, its group killed after
-        ``grace`` seconds) while the run goes on: a GPU child takes a few tenths of a second to
-        tear its context down, which the next phase-2 probe need not wait for.  The run's end
-        waits for it; outside a run it is stopped now."""
-        if child.result is not None or any(ending is child for _, ending, _ in self._ending):
-            return
-        if not self.accepting:
-            child.stop(grace)
-            return
-        thread = threading.Thread(target=child.stop, args=(grace,), name="child-end", daemon=True)
-        thread.start()
-        # SIGKILL after the grace, then at most two seconds for each pipe to close
-        self._ending.append((thread, child, time.monotonic() + grace + 10))
-
-    def close(self) -> None:
-        """Stop every child still left (told by its closed stdin, killed after a second), and wait
-        for those ending on their own: none outlives the run."""
-        for name in list(self._left):
-            child = self._left.pop(name, None)
-            if child is not None:
-                child.stop(grace=1.0)
-        while self._ending:
-            thread, _, give_up = self._ending.pop()
-            thread.join(max(give_up - time.monotonic(), 0.1))

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from cuda_doctor.children import Handoff
 from cuda_doctor.facts import Facts
+from cuda_doctor.handoff import Handoff
 
 
 def nvml_disabled(env: Mapping[str, str]) -> bool:
