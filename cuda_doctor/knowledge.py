@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import re
-import shlex
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -126,7 +125,11 @@ def pip_of(facts: Facts) -> str:
     if pip:
         return str(pip)
     python = next((facts.get(name) for name in _PYTHON_FACTS if facts.get(name)), None)
-    return f"{shlex.quote(str(python))} -m pip" if python else "python -m pip"
+    if not python:
+        return "python -m pip"
+    import shlex  # not at the top: the fast check, which probes no interpreter, never needs it
+
+    return f"{shlex.quote(str(python))} -m pip"
 
 
 class _Installed(NamedTuple):

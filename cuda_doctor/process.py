@@ -19,8 +19,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Literal
+from typing import IO, TYPE_CHECKING, Literal, NamedTuple
 
 if TYPE_CHECKING:
     import subprocess
@@ -30,8 +29,9 @@ OUTPUT_CAP = 8 << 20
 _CHUNK = 1 << 16
 
 
-@dataclass(frozen=True)
-class CommandResult:
+# A NamedTuple, not a frozen dataclass: making the class at import takes about 0.15 ms instead
+# of 0.9-1.3 ms, paid by every command
+class CommandResult(NamedTuple):
     argv: tuple[str, ...]
     returncode: int | None
     stdout: str

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -226,8 +225,9 @@ class RuleOutcome(NamedTuple):
     commands: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Rule:
+# A NamedTuple, not a frozen dataclass: making the class at import takes about 0.15 ms instead
+# of 0.9-1.3 ms, paid by every command
+class Rule(NamedTuple):
     id: str
     title: str
     category: str
