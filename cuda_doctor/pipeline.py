@@ -9,7 +9,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from cuda_doctor.checkreport import Report
@@ -85,7 +84,7 @@ def skipped_by_probe(results: list[Result], facts: Facts) -> list[Result]:
         if result.status in (Status.UNKNOWN, Status.SKIPPED) and missing:
             probes = [next((p for p in skipped if name.startswith(PROVIDES[p])), None) for name in missing]
             if None not in probes:
-                result = replace(result, status=Status.SKIPPED, message=not_checked(skipped[str(probes[0])]))
+                result = result._replace(status=Status.SKIPPED, message=not_checked(skipped[str(probes[0])]))
         out.append(result)
     return out
 
@@ -284,4 +283,4 @@ def not_in_report(result: Result, facts: Facts) -> Result:
             return result  # known, or unknown for a reason the report gives
         if facts.get(f"probe.{probe}.status") not in (None, "ok"):
             return result
-    return replace(result, status=Status.SKIPPED, message="not in this report: it was saved without these facts")
+    return result._replace(status=Status.SKIPPED, message="not in this report: it was saved without these facts")

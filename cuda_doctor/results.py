@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from cuda_doctor.facts import about
 
@@ -40,8 +41,13 @@ class Severity(str, enum.Enum):
 FINDING_RANK = {Status.INFO: 1, Status.WARN: 2, Status.FAIL: 3, Status.ERROR: 3}
 
 
-@dataclass(frozen=True)
-class Result:
+#: A result's evidence when it names none (shared, so it cannot be changed).
+NO_EVIDENCE: Mapping[str, Any] = MappingProxyType({})
+
+
+# A NamedTuple, not a frozen dataclass: every command imports this, and making the class takes
+# about 0.15 ms instead of 1-1.5 ms (a fleet also builds hundreds of thousands of them faster)
+class Result(NamedTuple):
     rule_id: str
     title: str
     category: str
@@ -51,7 +57,7 @@ class Result:
     fix: str | None = None
     commands: tuple[str, ...] = ()
     links: tuple[str, ...] = ()
-    evidence: dict[str, Any] = field(default_factory=dict)  # the facts the verdict rests on
+    evidence: Mapping[str, Any] = NO_EVIDENCE  # the facts the verdict rests on
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -64,7 +70,7 @@ class Result:
             "fix": self.fix,
             "commands": list(self.commands),
             "links": list(self.links),
-            "evidence": self.evidence,
+            "evidence": dict(self.evidence),
         }
 
     @classmethod

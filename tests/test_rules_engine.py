@@ -207,7 +207,7 @@ def test_a_rule_that_breaks_becomes_an_error_result() -> None:
         },
         Path("CDX004.toml"),
     )
-    object.__setattr__(broken, "outcomes", None)  # simulate a rule object gone wrong
+    broken = broken._replace(outcomes=None)  # type: ignore[arg-type]  # simulate a rule object gone wrong
     result = judge([broken], Facts({"a": 1}))[0]
     assert result.status is Status.ERROR and "TypeError" in result.message
 
