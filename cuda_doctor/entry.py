@@ -3,8 +3,8 @@
 Two things make ``check`` start and end quickly, which matters in hooks and entrypoints:
 
 * A command that reads the GPU starts reading NVML before the command line itself is
-  imported.  Opening NVML is mostly waiting on the driver (about 15 ms on an H200); meanwhile
-  this process imports click, the rules and the reporters.
+  imported.  Opening NVML is mostly waiting on the driver (about 30 ms on an H200 for the first
+  answers, ``early_open``); meanwhile this process imports click, the rules and the reporters.
 * Once such a command has written its output, the process ends without interpreter teardown
   (freeing every module and object costs 10-15 ms and buys nothing here).
 * Such a command also runs the cyclic garbage collector rarely (``GC_THRESHOLD``): with the
@@ -51,7 +51,7 @@ def wants_nvml(argv: Sequence[str], env: Mapping[str, str]) -> bool:
     command, words = command_words(argv)
     if command not in READS_NVML_AHEAD:
         return False
-    from cuda_doctor.probes.base import nvml_disabled
+    from cuda_doctor.nvml import nvml_disabled
 
     if nvml_disabled(env):
         return False
@@ -88,12 +88,17 @@ def main() -> None:
     ends_without_teardown = command_words(argv)[0] in ENDS_WITHOUT_TEARDOWN
     if ends_without_teardown:
         gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
+    reads_nvml = wants_nvml(argv, os.environ)
+    if reads_nvml:  # first of all: the driver's slow first answers come while everything imports
+        from cuda_doctor.nvml.early_open import open_driver_early
+
+        open_driver_early()
     from cuda_doctor import streams
     from cuda_doctor.process import stop_children_on_signals
 
     streams.guard()  # a closed stdout: the first write says so, exit 2 (not silence, not exit 1)
     stop_children_on_signals()  # Ctrl-C or SIGTERM: every child group killed, one line, 130/143
-    if wants_nvml(argv, os.environ):
+    if reads_nvml:
         from cuda_doctor.nvml.read import prefetch
         from cuda_doctor.probes.base import ProbeContext
 

@@ -5,3 +5,12 @@
 ``read``: one read of those facts on its own thread, started at process entry or by the probe.
 ``early_open``: the C library opened through ctypes before ``pynvml`` is even imported.
 """
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+def nvml_disabled(env: Mapping[str, str]) -> bool:
+    """CUDA_DOCTOR_DISABLE_NVML is set: the GPU probe asks nvidia-smi only."""
+    return env.get("CUDA_DOCTOR_DISABLE_NVML", "") not in ("", "0")

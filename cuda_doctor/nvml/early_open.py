@@ -4,10 +4,11 @@ reading commands.
 NVML answers some questions much more slowly the first time a process asks.  Measured on an
 H200 machine: initialisation about 13 ms, opening a GPU 7 ms, its ECC error count 3 ms, ECC
 mode 2, power 2, clock-event reasons 1.5; later asks take microseconds.  Importing the binding
-takes 10-70 ms of Python there, so these first asks are made meanwhile, on a daemon thread, and
-the probe's own reads through pynvml find them answered.  They are the probe's own questions:
-the batch of field values (``fields.GPU_BATCH``, which holds the ECC readings), the links' batch
-on a GPU with NVLinks, power, clock-event reasons and the fabric state.
+takes 10-70 ms of Python there, so these first asks are made meanwhile, on a daemon thread started
+before anything else is imported, and the probe's own reads through pynvml find them answered.
+They are the probe's own questions: the batch of field values (``fields.GPU_BATCH``, which holds
+the ECC readings), the links' batch on a GPU with NVLinks, power, clock-event reasons and the
+fabric state.
 """
 
 from __future__ import annotations

@@ -118,14 +118,14 @@ _prefetch_lock = threading.Lock()
 def prefetch(ctx: ProbeContext, nvml: Any = None) -> NvmlRead:
     """Start reading NVML now, for a probe that will ask later with a context like ``ctx``.
 
-    Opening NVML is mostly waiting on the driver (about 15 ms on an H200), time the process
-    can spend importing the command line and the rules instead.  ``nvml`` replaces the
-    ``pynvml`` module, as in ``collect_nvml``.
+    Reading NVML is mostly waiting on the driver, time the process can spend importing the
+    command line and the rules instead; the driver's slow first answers are already being
+    asked for by then (``early_open``, started by ``entry`` before anything else is imported).
+    ``nvml`` replaces the ``pynvml`` module, as in ``collect_nvml``.
     """
     global _prefetched
     missing = None if nvml is not None else binding.library_missing()
     if nvml is None and missing is None:
-        early_open.open_driver_early()
         # imported here, not on the read's thread: an import holds the GIL throughout.  A
         # binding that is missing or broken is not this function's to report: the read loads
         # it again and records why it failed.

@@ -19,11 +19,6 @@ from cuda_doctor.facts import Facts
 from cuda_doctor.handoff import Handoff
 
 
-def nvml_disabled(env: Mapping[str, str]) -> bool:
-    """CUDA_DOCTOR_DISABLE_NVML is set: the GPU probe asks nvidia-smi only."""
-    return env.get("CUDA_DOCTOR_DISABLE_NVML", "") not in ("", "0")
-
-
 @dataclass(frozen=True)
 class ProbeContext:
     """Everything a probe may look at.  Defaults describe the machine we run on."""

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from cuda_doctor.facts import Facts, indexed
+from cuda_doctor.nvml import nvml_disabled
 from cuda_doctor.nvml.read import collect_nvml
-from cuda_doctor.probes.base import ProbeContext, nvml_disabled
+from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.process import running_pids
 
 # NVML statuses that nvidia-smi (built on the same NVML) could only repeat.
