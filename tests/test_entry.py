@@ -82,6 +82,24 @@ def test_commands_that_end_without_teardown_collect_cycles_rarely(argv: list[str
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"{threshold}\n", "")
 
 
+def test_the_drivers_first_answers_are_asked_for_before_the_rest_imports(tmp_path: Path) -> None:
+    # the early asks are replaced by a note of cuda-doctor's modules imported when they start
+    source = (
+        "import sys\n"
+        "from cuda_doctor.nvml import early_open\n"
+        "early_open.open_driver_early = lambda: print(sorted(m for m in sys.modules if m.startswith('cuda_doctor')))\n"
+        "from cuda_doctor import entry\n"
+        "sys.argv = ['cuda-doctor', 'check', '--fast']\n"
+        "entry.main()\n"
+    )
+    env = with_driver_library({**os.environ, "PYTHONPATH": str(TESTS.parent)}, tmp_path / "driver")
+    env.pop("CUDA_DOCTOR_DISABLE_NVML", None)
+    proc = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode in (0, 1), proc.stderr  # the check ran on after them
+    early = ["cuda_doctor", "cuda_doctor.entry", "cuda_doctor.nvml", "cuda_doctor.nvml.early_open"]
+    assert proc.stdout.splitlines()[0] == str([*early, "cuda_doctor.nvml.fields"])
+
+
 def doctor(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     full_env = with_driver_library({**os.environ, **env}, tmp_path / "driver")
     full_env.pop("CUDA_DOCTOR_DISABLE_NVML", None)
