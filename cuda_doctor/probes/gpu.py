@@ -11,8 +11,7 @@ always kept in ``nvml.error``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from cuda_doctor.facts import Facts, indexed
 from cuda_doctor.nvml import nvml_disabled
@@ -24,8 +23,7 @@ from cuda_doctor.process import running_pids
 _DEFINITIVE = {"ok", "no_gpu", "version_mismatch"}
 
 
-@dataclass
-class GpuProbe:
+class GpuProbe(NamedTuple):  # not a dataclass: made at every start, a NamedTuple costs less to make
     """``nvml`` replaces the ``pynvml`` module (tests pass a fake GPU)."""
 
     name: str = "gpu"
