@@ -17,7 +17,18 @@ def rules_dir() -> Path:
 
 
 def cache_dir() -> Path:
-    """cuda-doctor's folder for what it keeps between runs (``$XDG_CACHE_HOME/cuda-doctor``)."""
+    """cuda-doctor's folder for what it keeps between runs (``$XDG_CACHE_HOME/cuda-doctor``).
+
+    Raises OSError when there is none: no XDG_CACHE_HOME, no HOME, and no entry for this user in
+    the user database (a container run under an arbitrary UID).  A cache that cannot be used only
+    costs speed, and every caller already treats an OSError so.
+    """
     import os
 
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cuda-doctor"
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except RuntimeError as exc:  # Path.home() with no HOME and no user database entry
+            raise OSError(f"no folder to keep a cache in ({exc}; set XDG_CACHE_HOME or HOME)") from None
+    return Path(base) / "cuda-doctor"

@@ -31,6 +31,7 @@ from stat import S_ISREG
 from typing import Any
 
 from cuda_doctor import __version__, reading
+from cuda_doctor.paths import cache_dir
 
 #: A rule file, knowledge table or configuration larger than this is refused.
 MAX_FILE_BYTES = 4 << 20
@@ -53,7 +54,7 @@ _lock = threading.Lock()
 
 
 def cache_file() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    """The cache file of this copy of cuda-doctor; OSError where there is no cache folder."""
     # marshal (the format of .pyc files: no import, fastest to load) is specific to the
     # Python version, hence the version in the name
     python = f"py{sys.version_info[0]}{sys.version_info[1]}"
@@ -61,24 +62,26 @@ def cache_file() -> Path:
     # checkout) has rule files of its own, and one shared file held them all and was read whole
     # on every start (1,300 entries, 2.7 MB, 28 ms to unmarshal on a machine with a few copies).
     install = f"{zlib.crc32(os.path.dirname(__file__).encode()):08x}"
-    return Path(base) / "cuda-doctor" / f"toml-{__version__}-{python}-{install}.marshal"
+    return cache_dir() / f"toml-{__version__}-{python}-{install}.marshal"
 
 
 def _entries() -> dict[str, Any]:
     global _memory
     if _memory is None:
         _memory = {}
+        path: Path | str = "the TOML cache"
         try:
-            with open(cache_file(), "rb") as handle:  # our own file: one open, one fstat, one read
+            path = cache_file()
+            with open(path, "rb") as handle:  # our own file: one open, one fstat, one read
                 size = os.fstat(handle.fileno()).st_size
                 if size > MAX_CACHE_BYTES:
-                    errors.append(f"{cache_file()} is larger than {MAX_CACHE_BYTES} bytes ({size}): not read")
+                    errors.append(f"{path} is larger than {MAX_CACHE_BYTES} bytes ({size}): not read")
                     return _memory
                 loaded = marshal.loads(handle.read())
             _memory = loaded if isinstance(loaded, dict) else {}
         except (OSError, ValueError, EOFError, TypeError) as exc:
             if not isinstance(exc, FileNotFoundError):
-                errors.append(f"cannot read {cache_file()}: {exc}")
+                errors.append(f"cannot read {path}: {exc}")
     return _memory
 
 
@@ -125,7 +128,11 @@ def _flush() -> None:
     global _dirty
     if not _dirty or _memory is None:
         return
-    target = cache_file()
+    try:
+        target = cache_file()
+    except OSError as exc:
+        errors.append(f"the TOML cache is not written: {exc}")
+        return
     # files that are gone (a deleted project, a temporary rules folder) leave the cache
     for key in [key for key in _memory if not os.path.exists(key)]:
         del _memory[key]

@@ -29,7 +29,9 @@ def stamp_of(stat: os.stat_result) -> Stamp:
 
 
 class ScanCache:
-    def __init__(self, path: Path, entries: dict[str, dict[str, Any]] | None = None, error: str | None = None) -> None:
+    def __init__(
+        self, path: Path | None, entries: dict[str, dict[str, Any]] | None = None, error: str | None = None
+    ) -> None:
         self.path = path
         self.entries = entries or {}
         self.error = error
@@ -37,7 +39,10 @@ class ScanCache:
 
     @classmethod
     def load(cls, path: Path | None = None) -> ScanCache:
-        path = path or cache_dir() / f"fatbin-{__version__}.json"
+        try:
+            path = path or cache_dir() / f"fatbin-{__version__}.json"
+        except OSError as exc:  # no cache folder: the scan reads every file, and keeps nothing
+            return cls(None, error=str(exc))
         try:
             data = read_bytes(path, CACHE_CAP, "a fatbin scan cache")  # FileRefused past the cap, or not a file
         except FileNotFoundError:
@@ -62,7 +67,7 @@ class ScanCache:
 
     def save(self) -> None:
         """Write the cache if anything changed; entries of files that are gone are dropped."""
-        if not self.dirty:
+        if not self.dirty or self.path is None:
             return
         kept = {path: entry for path, entry in self.entries.items() if os.path.exists(path)}
         try:
