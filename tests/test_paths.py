@@ -29,5 +29,5 @@ def test_without_home_or_user_entry_there_is_no_cache_folder(monkeypatch: pytest
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.delenv("HOME", raising=False)
     monkeypatch.setattr(pwd, "getpwuid", no_entry)
-    with pytest.raises(OSError, match="no folder to keep a cache in .*set XDG_CACHE_HOME or HOME"):
+    with pytest.raises(OSError, match=r"no folder to keep a cache in .*set XDG_CACHE_HOME or HOME"):
         cache_dir()
