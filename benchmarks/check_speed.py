@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -27,6 +28,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+#: Seconds between two timed commands (see ``compare``).
+PAUSE = 0.03
 
 
 def timed(argv: list[str], env: dict[str, str]) -> float:
@@ -39,14 +42,22 @@ def compare(
     base: list[str], doctors: dict[str, list[str]], env: dict[str, str], runs: int, targets: dict[str, float]
 ) -> dict[str, float]:
     """Run the reference and each cuda-doctor command in turn, ``runs`` rounds, so that a
-    machine that slows down or speeds up meanwhile weighs on all of them alike."""
+    machine that slows down or speeds up meanwhile weighs on all of them alike.
+
+    Each round runs them in a shuffled order (a fixed seed), with a pause before each: a GPU
+    process's end goes on in the driver after its exit, and a command that always followed one
+    would always pay for it (on an H200, a fixed order moved one median by 7 ms)."""
     for argv in (base, *doctors.values()):
         timed(argv, env)  # warm the file cache
-    samples: dict[str, list[float]] = {name: [] for name in ("reference", *doctors)}
+    commands = {"reference": base, **doctors}
+    samples: dict[str, list[float]] = {name: [] for name in commands}
+    order = random.Random(7)
     for _ in range(runs):
-        samples["reference"].append(timed(base, env))
-        for name, argv in doctors.items():
-            samples[name].append(timed(argv, env))
+        names = list(commands)
+        order.shuffle(names)
+        for name in names:
+            time.sleep(PAUSE)
+            samples[name].append(timed(commands[name], env))
     reference = statistics.median(samples["reference"])
     ratios = {}
     for name in doctors:
