@@ -123,6 +123,20 @@ def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture
+def no_home_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user without a home folder: no XDG_CACHE_HOME, no HOME, and no entry in the user database
+    (a container run under an arbitrary UID), so that ``Path.home()`` raises."""
+    import pwd
+
+    def no_entry(uid: int) -> pwd.struct_passwd:
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+
+
+@pytest.fixture
 def h200_dir() -> Path:
     """Recordings of a real H200 machine (driver 580.159.04, CUDA 13.0); see its README."""
     return H200

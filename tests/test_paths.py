@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pwd
 from pathlib import Path
 
 import pytest
@@ -22,12 +21,7 @@ def test_the_cache_folder_follows_xdg_cache_home_then_home(tmp_path: Path, monke
     assert cache_dir() == tmp_path / "home" / ".cache" / "cuda-doctor"
 
 
-def test_without_home_or_user_entry_there_is_no_cache_folder(monkeypatch: pytest.MonkeyPatch) -> None:
-    def no_entry(uid: int) -> pwd.struct_passwd:
-        raise KeyError(f"getpwuid(): uid not found: {uid}")
-
-    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-    monkeypatch.delenv("HOME", raising=False)
-    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+@pytest.mark.usefixtures("no_home_folder")
+def test_without_home_or_user_entry_there_is_no_cache_folder() -> None:
     with pytest.raises(OSError, match=r"no folder to keep a cache in .*set XDG_CACHE_HOME or HOME"):
         cache_dir()

@@ -230,16 +230,8 @@ def test_each_installed_copy_has_a_cache_file_of_its_own(cache: Path, monkeypatc
     assert first != second and first.parent == second.parent == cache.parent
 
 
+@pytest.mark.usefixtures("no_home_folder")
 def test_no_folder_for_the_cache_only_costs_speed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pwd
-
-    def no_entry(uid: int) -> pwd.struct_passwd:
-        raise KeyError(f"getpwuid(): uid not found: {uid}")
-
-    # a container run under an arbitrary UID: no HOME, no user database entry, no XDG_CACHE_HOME
-    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-    monkeypatch.delenv("HOME", raising=False)
-    monkeypatch.setattr(pwd, "getpwuid", no_entry)
     monkeypatch.setattr(tomlcache, "_memory", None)
     monkeypatch.setattr(tomlcache, "_dirty", False)
     monkeypatch.setattr(tomlcache, "errors", [])

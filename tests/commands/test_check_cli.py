@@ -330,18 +330,11 @@ def test_a_child_ending_on_its_own_is_waited_for_after_the_checklist_is_out(
     assert ended is not None and ended.returncode == 0 and not ended.timed_out  # the command did
 
 
+@pytest.mark.usefixtures("no_home_folder")
 def test_a_user_without_home_or_user_entry_is_still_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pwd
-
     from cuda_doctor import tomlcache
 
-    def no_entry(uid: int) -> pwd.struct_passwd:
-        raise KeyError(f"getpwuid(): uid not found: {uid}")
-
-    # a container run under an arbitrary UID: the cache of parsed rules has no folder
-    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-    monkeypatch.delenv("HOME", raising=False)
-    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    # the cache of parsed rules has no folder
     monkeypatch.setattr(tomlcache, "_memory", None)
     monkeypatch.setattr(tomlcache, "_dirty", True)
     result = CliRunner().invoke(cli, ["check", "--facts", str(facts_file(tmp_path)), "--format", "json"])

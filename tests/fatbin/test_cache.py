@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import pwd
-
 import pytest
 
 from cuda_doctor.fatbin.cache import ScanCache
 
 
-def test_without_a_cache_folder_the_scan_keeps_nothing_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
-    def no_entry(uid: int) -> pwd.struct_passwd:
-        raise KeyError(f"getpwuid(): uid not found: {uid}")
-
-    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-    monkeypatch.delenv("HOME", raising=False)
-    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+@pytest.mark.usefixtures("no_home_folder")
+def test_without_a_cache_folder_the_scan_keeps_nothing_and_says_why() -> None:
     cache = ScanCache.load()
     assert cache.path is None and cache.error is not None and "no folder to keep a cache in" in cache.error
     cache.put("/lib/libx.so", {"stamp": [1, 2, 3]})
