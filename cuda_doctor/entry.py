@@ -1,6 +1,6 @@
 """The process entry point: the ``cuda-doctor`` script and ``python -m cuda_doctor``.
 
-Two things make ``check`` start and end quickly, which matters in hooks and entrypoints:
+Three things make ``check`` start and end quickly, which matters in hooks and entrypoints:
 
 * A command that reads the GPU starts reading NVML before the command line itself is
   imported.  Opening NVML is mostly waiting on the driver (about 30 ms on an H200 for the first
@@ -8,8 +8,8 @@ Two things make ``check`` start and end quickly, which matters in hooks and entr
 * Once such a command has written its output, the process ends without interpreter teardown
   (freeing every module and object costs 10-15 ms and buys nothing here).
 * Such a command also runs the cyclic garbage collector rarely (``GC_THRESHOLD``): with the
-  default threshold it makes about 35 passes over the objects that importing creates, 3-4 ms of
-  a fast check on an H200 machine, and frees almost nothing (module objects live till the end).
+  default threshold a fast check makes 20-25 passes over the objects that importing creates
+  (3.5-4.5 ms on an H200 machine), and they free almost nothing: modules live till the end.
 
 SIGINT and SIGTERM are handled here, at the process entry: every child process group
 cuda-doctor started is killed and the process exits 130 or 143 with one line on stderr.  So is

@@ -46,7 +46,8 @@ NO_EVIDENCE: Mapping[str, Any] = MappingProxyType({})
 
 
 # A NamedTuple, not a frozen dataclass: every command imports this, and making the class takes
-# about 0.15 ms instead of 1-1.5 ms (a fleet also builds hundreds of thousands of them faster)
+# about 0.15 ms instead of 0.9-1.3 ms; a fleet reading hundreds of thousands of results also
+# builds each faster (``from_dict``: 1.8 instead of 3.2 us, measured with Python 3.11)
 class Result(NamedTuple):
     rule_id: str
     title: str
