@@ -20,9 +20,10 @@ if TYPE_CHECKING:
 class Handoff:
     """Children one probe leaves running for a probe of a later phase: the framework probe's
     torch child, which the smoke probe then asks to run the smoke steps, so that a check imports
-    torch once.  A child is left only while a pipeline run holds this open (``open()``); one
-    still left when that run ends is stopped, and one let end on its own (``let_end``) is waited
-    for.  Outside a run nothing is left: a probe called on its own ends its children itself."""
+    torch once.  A child is left only while a run holds this open (``open()``: the pipeline, and
+    ``check`` until its checklist is printed); one still left when the last holder lets go is
+    stopped, and one let end on its own (``let_end``) is waited for.  Outside a run nothing is
+    left: a probe called on its own ends its children itself."""
 
     def __init__(self) -> None:
         self._holders = 0
