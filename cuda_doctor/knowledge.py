@@ -119,14 +119,16 @@ _PYTHON_FACTS = ("framework.python", "jax.python", "smoke.python")
 
 
 def pip_of(facts: Facts) -> str:
-    """How a fix runs pip for the inspected interpreter: ``framework.pip`` (which knows whether
-    plain ``pip`` is that interpreter's), else ``<python> -m pip``."""
+    """How every fix runs pip for the inspected interpreter: ``framework.pip`` (which knows
+    whether plain ``pip`` is that interpreter's), else ``<python> -m pip`` with the interpreter a
+    probe ran (quoted), else ``python3 -m pip`` (Debian and Ubuntu have no ``python`` command
+    unless a package adds it)."""
     pip = facts.get("framework.pip")
-    if pip:
-        return str(pip)
+    if isinstance(pip, str) and pip:
+        return pip
     python = next((facts.get(name) for name in _PYTHON_FACTS if facts.get(name)), None)
     if not python:
-        return "python -m pip"
+        return "python3 -m pip"
     import shlex  # not at the top: the fast check, which probes no interpreter, never needs it
 
     return f"{shlex.quote(str(python))} -m pip"

@@ -36,11 +36,6 @@ DEFAULT_FRACTION = 0.75
 FIXED_FLOORS = {"cuda": "12.1", "cublas": "12.1.0", "cusparse": "12.1.0"}
 
 
-def _pip(facts: Facts) -> str:
-    """The inspected interpreter's pip, as every fix words it (``knowledge.pip_of``)."""
-    return pip_of(facts)
-
-
 def _version(text: object) -> tuple[int, ...] | None:
     """The numeric prefix of a version (``0.10.2``, ``0.9.0.1``), as JAX's own checks parse it."""
     match = re.match(r"[0-9]+(?:\.[0-9]+)*", str(text or ""))
@@ -95,7 +90,7 @@ def derive_plugin_choice(facts: Facts) -> None:
     facts.set("derived.jax.cuda13_floor", floors.get("cuda13"))
     facts.set("derived.jax.cuda12_floor", floors.get("cuda12"))
     why_not = {extra: _runs(row, driver, driver_cuda, caps) for extra, row in rows.items()}
-    pip = _pip(facts)
+    pip = pip_of(facts)
     for extra in ("cuda13", "cuda12"):
         if why_not.get(extra) is None and extra in rows:
             facts.set(out, extra)
@@ -139,7 +134,7 @@ def derive_plugin_driver(facts: Facts) -> None:
     facts.set("derived.jax.plugin_problem", problem)
     if problem is None:
         return
-    facts.set("derived.jax.uninstall_command", f"{_pip(facts)} uninstall -y {row['package']} {row['pjrt']}")
+    facts.set("derived.jax.uninstall_command", f"{pip_of(facts)} uninstall -y {row['package']} {row['pjrt']}")
     extra = facts.get("derived.jax.runs_extra")
     facts.set("derived.jax.other_plugin_runs", isinstance(extra, str) and extra != f"cuda{major}")
 
@@ -222,7 +217,7 @@ def versions_text(facts: Facts) -> str:
 def align_command(facts: Facts) -> str:
     """One pip command that installs a matching set: the newest of the installed versions, whose
     extras pin jaxlib and the plugin exactly; the newest release when our table does not know it."""
-    pip = _pip(facts)
+    pip = pip_of(facts)
     versions = [facts.get(name) for name in ("jax.version", "jax.jaxlib_version", "jax.cuda_plugin_version")]
     parsed = [v for v in (_version(text) for text in versions if text) if v]
     target = max(parsed) if parsed else None
@@ -303,7 +298,7 @@ def derive_libraries(facts: Facts) -> None:
     facts.set("derived.jax.libraries_text", ", ".join(loaded) or "none")
     major, version = facts.get("jax.cuda_plugin_major"), facts.get("jax.version")
     if major and version:
-        facts.set("derived.jax.reinstall_command", f'{_pip(facts)} install -U "jax[cuda{major}]=={version}"')
+        facts.set("derived.jax.reinstall_command", f'{pip_of(facts)} install -U "jax[cuda{major}]=={version}"')
 
 
 # -- GPUs JAX sees, memory -------------------------------------------------------------------

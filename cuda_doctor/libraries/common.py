@@ -18,6 +18,7 @@ from packaging.version import InvalidVersion, Version
 
 from cuda_doctor.childside.packages import normalize
 from cuda_doctor.facts import Facts
+from cuda_doctor.knowledge import pip_of
 from cuda_doctor.tables import load_table
 from cuda_doctor.versions import release_of
 
@@ -137,16 +138,8 @@ def family(name: str) -> str | None:
     return next((str(row["name"]) for row in rows if name in row["distributions"]), None)
 
 
-def pip(facts: Facts) -> str:
-    """pip for the target interpreter: the framework probe's ``framework.pip`` (plain ``pip``
-    only when it is that interpreter's own), else ``<python> -m pip``, the interpreter quoted."""
-    found = facts.get("framework.pip")
-    python = shlex.quote(str(facts.get("framework.python") or "python3"))
-    return found if isinstance(found, str) and found else f"{python} -m pip"
-
-
 def pip_install(facts: Facts, *requirements: str, options: str = "") -> str:
-    runner = pip(facts)
+    runner = pip_of(facts)
     # quoted always, as pip's own docs write them: '>=', '[extras]' and '*' mean something to a shell
     quoted = " ".join(f"'{r}'" if "'" not in r else shlex.quote(r) for r in requirements)
     return f"{runner} install {options + ' ' if options else ''}{quoted}"

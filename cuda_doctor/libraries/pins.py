@@ -12,12 +12,12 @@ from __future__ import annotations
 import shlex
 
 from cuda_doctor.facts import Facts
+from cuda_doctor.knowledge import pip_of
 from cuda_doctor.libraries.common import (
     Pin,
     family,
     in_variable,
     missing,
-    pip,
     pip_install,
     same_path,
     satisfies,
@@ -100,5 +100,5 @@ def _families(facts: Facts, pins: dict[str, Pin]) -> None:
     others = [name for tag, names in sorted(by_family.items()) if tag not in pinned for name in names]
     if pinned and others:
         facts.set("derived.cuda_families.others", others)
-        facts.set("derived.cuda_families.show_command", f"{pip(facts)} show {' '.join(others)}")
-        facts.set("derived.cuda_families.uninstall_command", f"{pip(facts)} uninstall -y {' '.join(others)}")
+        facts.set("derived.cuda_families.show_command", f"{pip_of(facts)} show {' '.join(others)}")
+        facts.set("derived.cuda_families.uninstall_command", f"{pip_of(facts)} uninstall -y {' '.join(others)}")
