@@ -1,10 +1,13 @@
-"""Knowledge-table helpers: the CUDA ↔ driver table and what CUDA_VISIBLE_DEVICES exposes."""
+"""Knowledge-table helpers: the CUDA ↔ driver table, what CUDA_VISIBLE_DEVICES exposes, and the pip
+that fixes run."""
 
 from __future__ import annotations
 
 import pytest
 
-from cuda_doctor.knowledge import cuda_supported_by_driver, min_driver_for_cuda
+from cuda_doctor.facts import Facts
+from cuda_doctor.knowledge import cuda_supported_by_driver, min_driver_for_cuda, pip_of
+from cuda_doctor.libraries.common import pip_install
 
 
 @pytest.mark.parametrize(
@@ -46,3 +49,18 @@ def test_visible_devices(raw: str | None, expected: tuple[object, ...]) -> None:
     from cuda_doctor.knowledge import visible_devices
 
     assert tuple(visible_devices(raw, 2, ["GPU-3d95cf99-d22a", "GPU-a3493707-0000"])) == expected
+
+
+@pytest.mark.parametrize(
+    ("values", "pip"),
+    [
+        ({"framework.pip": "pip", "framework.python": "/usr/bin/python3"}, "pip"),  # plain pip is that interpreter's
+        ({"framework.python": "/opt/my env/bin/python"}, "'/opt/my env/bin/python' -m pip"),
+        ({"jax.python": "/opt/jax/bin/python"}, "/opt/jax/bin/python -m pip"),  # a JAX-only interpreter
+        ({}, "python3 -m pip"),  # none probed: the command every Linux Python has
+    ],
+)
+def test_every_fix_runs_the_same_pip(values: dict[str, str], pip: str) -> None:
+    facts = Facts(dict(values))
+    assert pip_of(facts) == pip
+    assert pip_install(facts, "torch==2.5.*", options="--user") == f"{pip} install --user 'torch==2.5.*'"
