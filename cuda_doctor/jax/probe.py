@@ -78,7 +78,7 @@ def autotune_cache(env: Mapping[str, str]) -> str | None:
     try:
         folder = cache_dir() / "xla-autotune"
         existing = next(path for path in (folder, *folder.parents) if path.exists())
-    except (OSError, RuntimeError):  # a folder on the way that cannot be searched; no home folder
+    except OSError:  # a folder on the way that cannot be searched; no folder for a cache (cache_dir)
         return None
     if any(c.isspace() or c in "'\"" for c in str(folder)):
         return None  # XLA splits XLA_FLAGS at whitespace

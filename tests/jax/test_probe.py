@@ -257,7 +257,9 @@ def test_the_autotuning_folder_is_made_only_where_jax_is_installed(
     assert (tmp_path / "cuda-doctor" / "xla-autotune").is_dir() is made
 
 
-@pytest.mark.parametrize("failure", [PermissionError(13, "Permission denied"), RuntimeError("no home folder")])
+@pytest.mark.parametrize(
+    "failure", [PermissionError(13, "Permission denied"), OSError("no folder to keep a cache in (no home folder)")]
+)
 def test_no_autotuning_folder_where_the_cache_cannot_be_found(
     failure: Exception, monkeypatch: pytest.MonkeyPatch
 ) -> None:
