@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from cuda_doctor.facts import Facts
@@ -19,14 +18,35 @@ def hostname() -> str:
     return os.uname().nodename  # the same as socket.gethostname(), without importing socket
 
 
-@dataclass
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+
+
 class Report:
-    facts: Facts
-    results: list[Result]
-    command: str = "check"
-    host: str = field(default_factory=hostname)
-    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()))
-    problems: list[str] = field(default_factory=list)  # internal trouble worth showing (never silent)
+    """What one run found; ``to_dict`` is its JSON form."""
+
+    # a plain class, not a dataclass: making one costs about 1 ms, on every start (docs/architecture.md)
+    __slots__ = ("command", "created", "facts", "host", "problems", "results")
+
+    def __init__(
+        self,
+        facts: Facts,
+        results: list[Result],
+        command: str = "check",
+        host: str | None = None,  # None: this machine
+        created: str | None = None,  # None: now
+        problems: list[str] | None = None,
+    ) -> None:
+        self.facts = facts
+        self.results = results
+        self.command = command
+        self.host = hostname() if host is None else host
+        self.created = now() if created is None else created
+        self.problems: list[str] = [] if problems is None else problems  # internal trouble worth showing (never silent)
+
+    def __repr__(self) -> str:
+        shown = f"command={self.command!r}, host={self.host!r}, created={self.created!r}"
+        return f"Report({shown}, results={len(self.results)}, problems={self.problems!r})"
 
     def counts(self) -> dict[str, int]:
         counts = {status.value: 0 for status in Status}

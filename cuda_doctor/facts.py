@@ -12,22 +12,35 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 #: JSON-compatible values a fact may hold.
 FactValue = Any
 
 
-@dataclass
 class Facts:
     """Known facts (``values``) and facts that could not be gathered (``unknown``: name → reason)."""
 
-    values: dict[str, FactValue] = field(default_factory=dict)
-    unknown: dict[str, str] = field(default_factory=dict)
-    _family_cache: dict[str, list[int]] = field(default_factory=dict, init=False, repr=False, compare=False)
-    _family_source: dict[str, FactValue] | None = field(default=None, init=False, repr=False, compare=False)
-    _family_size: int = field(default=-1, init=False, repr=False, compare=False)
+    # A plain class, not a dataclass: making a dataclass costs about 1 ms, and every start of
+    # cuda-doctor imports this module (docs/architecture.md, start-up).
+    __slots__ = ("_family_cache", "_family_size", "_family_source", "unknown", "values")
+
+    def __init__(self, values: dict[str, FactValue] | None = None, unknown: dict[str, str] | None = None) -> None:
+        self.values: dict[str, FactValue] = {} if values is None else values
+        self.unknown: dict[str, str] = {} if unknown is None else unknown
+        self._family_cache: dict[str, list[int]] = {}
+        self._family_source: dict[str, FactValue] | None = None
+        self._family_size = -1
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Facts):
+            return NotImplemented
+        return (self.values, self.unknown) == (other.values, other.unknown)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable: equal facts may not stay equal
+
+    def __repr__(self) -> str:
+        return f"Facts(values={self.values!r}, unknown={self.unknown!r})"
 
     # -- writing ---------------------------------------------------------------------------
     def set(self, name: str, value: FactValue) -> None:
