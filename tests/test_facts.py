@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cuda_doctor.facts import Facts, indexed
+from cuda_doctor.facts import Facts, about, indexed
 
 
 def test_indices_of_a_family() -> None:
@@ -35,6 +35,37 @@ def test_indices_follow_new_names_and_replaced_values() -> None:
     returned = facts.indices("gpu")
     returned.append(99)  # the caller's list, not the cache
     assert facts.indices("gpu") == [5]
+
+
+def test_indices_kept_current_by_set_and_redone_after_a_direct_write() -> None:
+    facts = Facts()
+    facts.set("gpu[1].name", "A")
+    assert facts.indices("gpu") == [1]
+    facts.set("gpu[0].name", "B")  # kept in order
+    facts.set("gpu[0].uuid", "GPU-0")  # an index already known
+    facts.set("image[3].tag", "12.4.1-base")  # a family new since the last ask
+    facts.set("gpu[7]", "no field: not an index")
+    assert (facts.indices("gpu"), facts.indices("image")) == ([0, 1], [3])
+    facts.values["gpu[4].name"] = "C"  # written past set()
+    assert facts.indices("gpu") == [0, 1, 4]
+    facts.set("gpu[2].name", "D")
+    assert facts.indices("gpu") == [0, 1, 2, 4]
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("driver.status", "the NVIDIA driver"),
+        ("gpu[0].name", "the GPUs"),
+        ("derived.gpu[0].sm", "the GPUs"),
+        ("derived.driver_cuda_support", "the NVIDIA driver"),
+        ("derived.shm_mib", "the shared memory"),
+        ("gpu", "the GPUs"),
+        ("weird[", "what this check needs"),
+    ],
+)
+def test_what_a_fact_is_about(name: str, words: str) -> None:
+    assert about(name) == words
 
 
 def test_a_known_value_wins_over_an_unknown_reason() -> None:
