@@ -1,7 +1,8 @@
 """What one run found: the facts, the rule results and any internal problems (the report model).
 
 ``check``, ``facts``, ``smoke`` and ``exec`` produce one; the reporters render it, and
-``to_dict`` is its JSON form, in the schema that ``cuda_doctor.reportfile`` owns and reads back.
+``to_dict`` is its JSON form, in the schema named here, which ``cuda_doctor.reportfile`` reads
+back with its checks.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ from typing import Any
 
 from cuda_doctor.facts import Facts
 from cuda_doctor.results import Result, Severity, Status, exit_code
+
+SCHEMA = "cuda-doctor/report"
+#: The report schema version this version writes and fully understands.
+SCHEMA_VERSION = 1
 
 
 def hostname() -> str:
@@ -58,9 +63,7 @@ class Report:
         return exit_code(self.results, fail_on)
 
     def to_dict(self, fail_on: Severity = Severity.ERROR) -> dict[str, Any]:
-        # imported here: the schema's owner also holds the reader, which a text checklist never needs
         from cuda_doctor.report import json_header
-        from cuda_doctor.reportfile import SCHEMA, SCHEMA_VERSION
 
         return {
             **json_header(SCHEMA, SCHEMA_VERSION),

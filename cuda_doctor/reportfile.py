@@ -1,6 +1,7 @@
-"""Report files: the schema they are written in, reading them back, and the one error.
+"""Report files: reading them back, their checks, and the one error.
 
-``check --save`` and ``--format json`` write this schema (``checkreport.Report.to_dict``);
+``check --save`` and ``--format json`` write the schema that ``checkreport`` names
+(``checkreport.Report.to_dict``);
 ``check --facts``, ``diff`` and ``fleet`` read it back here, with the same checks, so a broken
 file gets the same one-line ``ReportFileError`` whichever command reads it.  Reading is bounded
 (docs/json-schema.md): at most ``MAX_BYTES``, regular files only (a FIFO or ``/dev/zero`` is
@@ -23,15 +24,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from cuda_doctor.checkreport import SCHEMA, SCHEMA_VERSION
 from cuda_doctor.errors import UserError
 from cuda_doctor.results import Result, Status
 
 if TYPE_CHECKING:
     from json import JSONDecodeError
 
-SCHEMA = "cuda-doctor/report"
-#: The report schema version this version writes and fully understands.
-SCHEMA_VERSION = 1
 #: A report is tens of kilobytes; anything this large is not one.
 MAX_BYTES = 64 * 2**20
 #: Files per worker process below which another worker costs more than it saves (``jobs=0``).
