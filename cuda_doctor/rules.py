@@ -404,7 +404,8 @@ def load_rules(extra_dirs: Iterable[Path] = (), *, builtin: bool = True) -> list
             names = os.listdir(directory)
         except OSError as exc:
             raise RuleFileError(f"{directory}: cannot list the rules directory: {exc.strerror}") from None
-        for path in sorted(directory / name for name in names if name.endswith(".toml")):
+        for name in sorted(name for name in names if name.endswith(".toml")):  # names: Paths take twice as long to sort
+            path = directory / name
             rule = load_rule_file(path)
             if rule.id in rules:
                 raise RuleFileError(f"{path}: id {rule.id} is already used by {rules[rule.id].path}")
