@@ -8,11 +8,12 @@ context, so tests can point a probe at fixtures instead of at this machine.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from cuda_doctor.facts import Facts
 from cuda_doctor.handoff import Handoff
@@ -94,6 +95,13 @@ class ProbeContext:
         shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__ if name not in _NOT_SHOWN)
         return f"ProbeContext({shown})"
 
+    def __reduce__(self) -> tuple[Callable[[], ProbeContext], tuple[()]]:
+        # copy and pickle make one through __init__: they would set its slots one by one
+        return functools.partial(ProbeContext, **self._fields()), ()
+
+    def _fields(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
     @property
     def path(self) -> str:
         return self.env.get("PATH", os.defpath)
@@ -103,7 +111,7 @@ class ProbeContext:
         return self.root / absolute.lstrip("/")
 
     def but(self, **changes: object) -> ProbeContext:
-        return ProbeContext(**{**{name: getattr(self, name) for name in self.__slots__}, **changes})
+        return ProbeContext(**{**self._fields(), **changes})
 
 
 class Probe(Protocol):
