@@ -146,7 +146,7 @@ import sys, time, threading
 mode = sys.argv[1]
 t0 = time.perf_counter()
 if mode == "early":  # what cuda-doctor's entry does: the C library starts while pynvml imports
-    from cuda_doctor.nvml.early_open import open_driver_early
+    from cuda_doctor.gpu.nvml.early_open import open_driver_early
     open_driver_early()
 import pynvml as nv
 t_import = time.perf_counter()

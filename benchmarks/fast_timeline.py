@@ -38,7 +38,7 @@ def start(self):
     mark("thread " + self.name.split(" ")[0])
     _start(self)
 threading.Thread.start = start
-import cuda_doctor.nvml.read as nvml  # light: facts, base, the nvml package
+import cuda_doctor.gpu.nvml.read as nvml  # light: facts, base, the nvml package
 _run = nvml.NvmlRead._run
 def run(self):
     _ready = self.ready.set
@@ -72,7 +72,7 @@ def wrap(module, name):
     setattr(module, name, wrapper)
 import importlib.machinery
 PATCHES = {
-    "cuda_doctor.pipeline": ("gather", "judge_facts"),
+    "cuda_doctor.core.pipeline": ("gather", "judge_facts"),
     "cuda_doctor.commands.check": ("render",),
 }
 class AfterImport:

@@ -24,9 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from cuda_doctor.fatbin.cache import ScanCache  # noqa: E402  (the repository's own package)
-from cuda_doctor.fatbin.collect import site_dirs  # noqa: E402
-from cuda_doctor.fatbin.scan import read_file, scan, shared_objects  # noqa: E402
+from cuda_doctor.framework.fatbin.cache import ScanCache  # noqa: E402  (the repository's own package)
+from cuda_doctor.framework.fatbin.collect import site_dirs  # noqa: E402
+from cuda_doctor.framework.fatbin.scan import read_file, scan, shared_objects  # noqa: E402
 
 PATHS = (
     "import json, sys, sysconfig; p = sysconfig.get_paths(); "

@@ -36,8 +36,8 @@ import chromium  # noqa: E402  (the test suite's DevTools client)
 from fleet_scale import node_report  # noqa: E402
 
 from cuda_doctor.compare.fleet import FLEET_FIELDS, compare_fleet  # noqa: E402
+from cuda_doctor.core.reportfile import load_unique  # noqa: E402
 from cuda_doctor.report.compare import render_fleet  # noqa: E402
-from cuda_doctor.reportfile import load_unique  # noqa: E402
 
 _SORT = """(() => {
   const button = document.querySelector('#nodes th:nth-child(%d) button');

@@ -157,8 +157,8 @@ def linked_subset(source: Path, target: Path, n: int) -> float:
 
 def measure(directory: str, decoder: str, jobs: int, render: bool) -> dict[str, Any]:
     """One fleet run in this process (a fresh one): what `cuda-doctor fleet DIR` does."""
-    from cuda_doctor import reportfile
     from cuda_doctor.compare.fleet import FLEET_FIELDS, compare_fleet
+    from cuda_doctor.core import reportfile
 
     if decoder == "stdlib":
         reportfile.fast_decoder = lambda: None  # what a system without msgspec runs
@@ -202,8 +202,8 @@ def _cpu() -> tuple[float, float]:
 
 
 def _workers(files: int, jobs: int) -> int:
-    from cuda_doctor import parallel
-    from cuda_doctor.reportfile import REPORTS_PER_JOB
+    from cuda_doctor.base import parallel
+    from cuda_doctor.core.reportfile import REPORTS_PER_JOB
 
     if jobs == 1 or not parallel.available():
         return 1
@@ -219,7 +219,7 @@ def run_child(directory: Path, decoder: str, jobs: int, render: bool = False) ->
 
 
 def decoders() -> list[str]:
-    from cuda_doctor.reportfile import fast_decoder
+    from cuda_doctor.core.reportfile import fast_decoder
 
     return ["stdlib", "msgspec"] if fast_decoder() is not None else ["stdlib"]
 

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import json, statistics, sys, time
 import pynvml as nv
-from cuda_doctor.nvml import binding
+from cuda_doctor.gpu.nvml import binding
 way, warm = sys.argv[1], int(sys.argv[2])
 nv.nvmlInit()
 FIELDS = [nv.NVML_FI_DEV_ECC_DBE_VOL_TOTAL, nv.NVML_FI_DEV_RETIRED_PENDING, nv.NVML_FI_DEV_REMAPPED_PENDING,

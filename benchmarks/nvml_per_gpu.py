@@ -28,8 +28,8 @@ CHILD = r"""
 import json, os, sys, time
 from pathlib import Path
 import pynvml
-from cuda_doctor.nvml.read import collect_nvml
-from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.gpu.nvml.read import collect_nvml
+from cuda_doctor.core.probe import ProbeContext
 limit, fast = int(sys.argv[1]), sys.argv[2] == "fast"
 calls = {}
 class Counted:

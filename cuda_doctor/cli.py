@@ -2,7 +2,7 @@
 
 ``main`` is the one error boundary: usage errors and ``UserError`` (a bad config, rule, option or
 report file; a click exception) become one line and exit 2; anything unexpected is written to a
-log file whose path is printed, never a bare traceback.
+log file whose path is printed, never a bare traceback, and exits 3.
 """
 
 from __future__ import annotations
@@ -15,10 +15,14 @@ from typing import Any, cast
 
 import click
 
-from cuda_doctor import __version__, streams
+from cuda_doctor import __version__
+from cuda_doctor.base import streams
 from cuda_doctor.commands import COMMANDS
 
+#: Exit statuses a scheduler can tell apart (docs/checklist.md): 0 nothing at --fail-on,
+#: 1 findings, 2 a usage or configuration error, 3 cuda-doctor itself failed.
 EXIT_USAGE = 2
+EXIT_CRASH = 3
 
 
 class LazyGroup(click.Group):
@@ -69,7 +73,7 @@ def _write_crash_log() -> Path:
     directory = Path(os.environ.get("XDG_STATE_HOME", Path(tempfile.gettempdir())))
     path = directory / f"cuda-doctor-crash-{stamp}-{os.getpid()}.log"
     try:
-        from cuda_doctor import atomic
+        from cuda_doctor.base import atomic
 
         atomic.write_text(path, f"cuda-doctor {__version__}\nargv: {sys.argv}\n\n{traceback.format_exc()}")
     except OSError:
@@ -95,4 +99,4 @@ def main(argv: list[str] | None = None) -> None:
             raise
         log = _write_crash_log()
         click.echo(f"cuda-doctor: internal error: {type(exc).__name__}: {exc} (details in {log})", err=True)
-        sys.exit(EXIT_USAGE)
+        sys.exit(EXIT_CRASH)

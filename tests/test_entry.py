@@ -1,4 +1,4 @@
-"""The process entry point: NVML read ahead of the imports, and an end without teardown."""
+"""The process entry point: exit statuses, signals, and every byte of the output."""
 
 from __future__ import annotations
 
@@ -12,37 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from cuda_doctor.entry import exit_status, wants_nvml
+from cuda_doctor.entry import exit_status
 from tests.conftest import gone, group_gone, run_doctor, wait_for_file, wait_until, with_driver_library
 
 TESTS = Path(__file__).resolve().parent
 FAKE_PYNVML = TESTS / "fakes" / "pynvml_h200"
-
-
-@pytest.mark.parametrize(
-    ("argv", "env", "expected"),
-    [
-        (["check"], {}, True),
-        (["check", "--fast", "--format", "json"], {}, True),
-        (["exec", "--", "python", "train.py"], {}, False),  # it becomes CMD: no early NVML reference
-        (["facts", "--format", "json"], {}, True),
-        (["check", "--fast", "--", "--facts"], {}, True),  # words after "--" are not options
-        (["check", "--facts", "report.json"], {}, False),  # judges a saved file
-        (["check", "--facts=report.json"], {}, False),
-        (["check", "--help"], {}, False),
-        (["check", "-h"], {}, False),
-        (["--version"], {}, False),
-        (["lint", "train.py"], {}, False),
-        (["rules"], {}, False),
-        (["smoke", "--nccl"], {}, True),
-        (["watch", "--", "python", "train.py"], {}, False),  # its sampler keeps its own NVML open
-        ([], {}, False),
-        (["check"], {"CUDA_DOCTOR_DISABLE_NVML": "1"}, False),
-        (["check"], {"CUDA_DOCTOR_DISABLE_NVML": "0"}, True),
-    ],
-)
-def test_which_command_lines_read_nvml_ahead(argv: list[str], env: dict[str, str], expected: bool) -> None:
-    assert wants_nvml(argv, env) is expected
 
 
 def _exits(code: object) -> None:
@@ -61,43 +35,6 @@ def test_a_returning_command_exits_0() -> None:
 def test_a_message_as_exit_code_is_printed_and_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert exit_status(lambda: _exits("cannot go on")) == 1
     assert capsys.readouterr().err == "cannot go on\n"
-
-
-@pytest.mark.parametrize(
-    ("argv", "threshold"),
-    [(["check", "--fast"], 100_000), (["exec", "--", "true"], 100_000), (["lint", "."], 700), ([], 700)],
-)
-def test_commands_that_end_without_teardown_collect_cycles_rarely(argv: list[str], threshold: int) -> None:
-    # the command itself is replaced by one that says which threshold it runs under
-    source = (
-        "import gc, sys\n"
-        "import cuda_doctor.cli\n"
-        "cuda_doctor.cli.main = lambda: print(gc.get_threshold()[0], flush=True)\n"
-        "from cuda_doctor import entry\n"
-        f"sys.argv = ['cuda-doctor', *{argv!r}]\n"
-        "entry.main()\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(TESTS.parent), "CUDA_DOCTOR_DISABLE_NVML": "1"}
-    proc = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, env=env, timeout=120)
-    assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"{threshold}\n", "")
-
-
-def test_the_drivers_first_answers_are_asked_for_before_the_rest_imports(tmp_path: Path) -> None:
-    # the early asks are replaced by a note of cuda-doctor's modules imported when they start
-    source = (
-        "import sys\n"
-        "from cuda_doctor.nvml import early_open\n"
-        "early_open.open_driver_early = lambda: print(sorted(m for m in sys.modules if m.startswith('cuda_doctor')))\n"
-        "from cuda_doctor import entry\n"
-        "sys.argv = ['cuda-doctor', 'check', '--fast']\n"
-        "entry.main()\n"
-    )
-    env = with_driver_library({**os.environ, "PYTHONPATH": str(TESTS.parent)}, tmp_path / "driver")
-    env.pop("CUDA_DOCTOR_DISABLE_NVML", None)
-    proc = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, env=env, timeout=120)
-    assert proc.returncode in (0, 1), proc.stderr  # the check ran on after them
-    early = ["cuda_doctor", "cuda_doctor.entry", "cuda_doctor.nvml", "cuda_doctor.nvml.early_open"]
-    assert proc.stdout.splitlines()[0] == str([*early, "cuda_doctor.nvml.fields"])
 
 
 def doctor(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from cuda_doctor.checkreport import Report
 from cuda_doctor.commands.options import (
     config_option,
     fail_on_option,
@@ -19,11 +18,12 @@ from cuda_doctor.commands.options import (
     smoke_timeout_option,
     timeout_option,
 )
-from cuda_doctor.config import load_config
-from cuda_doctor.pipeline import rejudge, run_check
-from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.core.checkreport import Report
+from cuda_doctor.core.config import load_config
+from cuda_doctor.core.pipeline import rejudge, run_check
+from cuda_doctor.core.probe import ProbeContext
+from cuda_doctor.core.results import Severity
 from cuda_doctor.report.check import FORMATS, render
-from cuda_doctor.results import Severity
 
 
 def _non_empty(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -103,7 +103,7 @@ def command(
         return
     refuse_fast_python(fast, python)
     if nccl and (fast or no_smoke):
-        from cuda_doctor.errors import UserError
+        from cuda_doctor.base.errors import UserError
 
         used = "--fast" if fast else "--no-smoke"
         raise UserError(f"--nccl runs work on the GPU: it cannot be combined with {used}")

@@ -8,8 +8,8 @@ import click
 
 from cuda_doctor.commands.options import format_option, noise_option
 from cuda_doctor.compare.diff import DEFAULT_NOISE, diff_reports
+from cuda_doctor.core.reportfile import load_report
 from cuda_doctor.report.compare import FORMATS, render_diff
-from cuda_doctor.reportfile import load_report
 
 
 @click.command("diff")

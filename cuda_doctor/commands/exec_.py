@@ -66,11 +66,11 @@ def command(
         sys.exit(code)
 
     # Imported here so `exec` with a missing CMD answers before paying for the pipeline.
-    from cuda_doctor.config import load_config
-    from cuda_doctor.pipeline import run_check
-    from cuda_doctor.probes.base import ProbeContext
+    from cuda_doctor.core.config import load_config
+    from cuda_doctor.core.pipeline import run_check
+    from cuda_doctor.core.probe import ProbeContext
+    from cuda_doctor.core.results import EXIT_NO_VERDICT, Severity, no_verdict
     from cuda_doctor.report.check import render
-    from cuda_doctor.results import EXIT_NO_VERDICT, Severity, no_verdict
 
     config = load_config(config_path, Path.cwd())
     level = fail_on or config.fail_on or "error"
@@ -122,7 +122,7 @@ def _resolve(program: str) -> tuple[str, int] | None:
 
 def _become(cmd: tuple[str, ...]) -> None:
     """Replace this process with ``cmd``; only returns by exiting when exec itself fails."""
-    from cuda_doctor.nvml.read import wait_closed
+    from cuda_doctor.gpu.nvml.read import wait_closed
 
     # NVML is shut down on a background thread once the facts are read; CMD must not inherit
     # what it still holds open.  A wedged driver does not keep CMD from starting.

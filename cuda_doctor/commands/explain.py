@@ -7,9 +7,9 @@ from pathlib import Path
 import click
 
 from cuda_doctor.commands.options import config_option
-from cuda_doctor.config import load_config
+from cuda_doctor.core.config import load_config
+from cuda_doctor.core.rules import load_rules
 from cuda_doctor.report.rules import render_rule_markdown
-from cuda_doctor.rules import load_rules
 
 
 @click.command("explain")

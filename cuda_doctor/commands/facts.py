@@ -7,12 +7,11 @@ from pathlib import Path
 
 import click
 
-from cuda_doctor.checkreport import Report
 from cuda_doctor.commands.options import file_option, format_option, python_option, refuse_fast_python, timeout_option
 from cuda_doctor.commands.output import echo_or_write
-from cuda_doctor.knowledge import derive_all, import_derivers
-from cuda_doctor.pipeline import gather
-from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.core.checkreport import Report
+from cuda_doctor.core.pipeline import derive_all, gather, import_derivers
+from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.report.facts import FORMATS, render
 from cuda_doctor.report.progress import progress_line
 

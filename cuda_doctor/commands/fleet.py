@@ -7,13 +7,13 @@ from pathlib import Path
 
 import click
 
+from cuda_doctor.base.errors import UserError
 from cuda_doctor.commands.options import file_option, format_option, jobs_option, noise_option
 from cuda_doctor.commands.output import echo_or_write
 from cuda_doctor.compare.diff import DEFAULT_NOISE
 from cuda_doctor.compare.fleet import FLEET_FIELDS, compare_fleet
-from cuda_doctor.errors import UserError
+from cuda_doctor.core.reportfile import load_unique
 from cuda_doctor.report.compare import FLEET_FORMATS, render_fleet
-from cuda_doctor.reportfile import load_unique
 
 
 @click.command("fleet")

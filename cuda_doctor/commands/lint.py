@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from cuda_doctor.base.errors import UserError
 from cuda_doctor.commands.options import (
     config_option,
     fail_on_option,
@@ -17,13 +18,12 @@ from cuda_doctor.commands.options import (
     selection,
 )
 from cuda_doctor.commands.output import try_write
-from cuda_doctor.config import load_config
-from cuda_doctor.errors import UserError
+from cuda_doctor.core.config import load_config
+from cuda_doctor.core.results import Severity
+from cuda_doctor.core.rules import load_rules
+from cuda_doctor.core.selection import check_selection
 from cuda_doctor.lint.engine import MAX_BYTES, LintOptions, lint_paths, lint_rules
 from cuda_doctor.report.lint import FORMATS, render
-from cuda_doctor.results import Severity
-from cuda_doctor.rules import load_rules
-from cuda_doctor.selection import check_selection
 
 
 @click.command("lint")

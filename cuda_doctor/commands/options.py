@@ -80,7 +80,7 @@ def refuse_fast_python(fast: bool, python: str | None) -> None:
     """--python names the interpreter whose framework is judged, and --fast never imports a
     framework: together the interpreter would silently go unchecked."""
     if fast and python is not None:
-        from cuda_doctor.errors import UserError
+        from cuda_doctor.base.errors import UserError
 
         raise UserError(
             "--python cannot be combined with --fast: --fast does not import the framework, "

@@ -9,14 +9,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from cuda_doctor import atomic
+from cuda_doctor.base import atomic
 
 
 def write_file(path: Path, text: str) -> None:
     """Write ``text`` to ``path``; raises ``ReportFileError`` naming the file and the reason."""
     why = try_write(path, text)
     if why is not None:
-        from cuda_doctor.reportfile import ReportFileError
+        from cuda_doctor.core.reportfile import ReportFileError
 
         raise ReportFileError(path, f"cannot write the report: {why}")
 

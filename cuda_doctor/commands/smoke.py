@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from cuda_doctor.checkreport import Report
 from cuda_doctor.commands.check import emit
 from cuda_doctor.commands.options import (
     config_option,
@@ -18,9 +17,11 @@ from cuda_doctor.commands.options import (
     smoke_timeout_option,
     timeout_option,
 )
-from cuda_doctor.config import Config, load_config
-from cuda_doctor.pipeline import collect, judge_facts, load_probe
-from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.core.checkreport import Report
+from cuda_doctor.core.config import Config, load_config
+from cuda_doctor.core.pipeline import collect, judge_facts
+from cuda_doctor.core.probe import ProbeContext
+from cuda_doctor.gpu.probe import PROBE as GPU_PROBE
 from cuda_doctor.report.check import FORMATS
 from cuda_doctor.report.progress import ProgressLine, progress_line
 from cuda_doctor.smoke.probe import SmokeProbe
@@ -29,7 +30,6 @@ from cuda_doctor.smoke.probe import SmokeProbe
 #: CD25 is JAX's smoke step, run after torch's when jax is installed.
 SMOKE_RULES = ("CD7", "CD25", "CD101")  # the driver check says why a smoke run could not start
 NCCL_RULES = ("CD8",)
-GPU_PROBE = "cuda_doctor.probes.gpu"
 
 
 @click.command("smoke")
@@ -73,8 +73,7 @@ def command(
 
 def run_smoke_check(ctx: ProbeContext, config: Config, line: ProgressLine | None = None) -> Report:
     # The GPU is read idle first, so that the smoke child is not counted as "another process".
-    gpu = load_probe(GPU_PROBE)
-    facts = collect(ctx, [] if gpu is None else [gpu], line)
+    facts = collect(ctx, [GPU_PROBE], line)
     stepping = ctx if line is None else ctx.but(step_progress=line.step)
     facts.merge(collect(stepping, [SmokeProbe()], line))
     # JAX's step in a child of its own, after torch's: never beside it (one measures the other)

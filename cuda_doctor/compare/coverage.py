@@ -10,9 +10,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from cuda_doctor.probes import PROVIDES
-from cuda_doctor.reportfile import SavedReport
-from cuda_doctor.results import Result, Status
+from cuda_doctor.core.families import provider
+from cuda_doctor.core.reportfile import SavedReport
+from cuda_doctor.core.results import Result, Status
 
 #: The probes that put work on the GPU, as people call them.
 GPU_RUNS: tuple[tuple[str, str], ...] = (("smoke", "the smoke run"), ("nccl", "the NCCL all-reduce"))
@@ -31,8 +31,7 @@ def ran(report: SavedReport, probe: str) -> bool:
     status = report.values.get(f"probe.{probe}.status")
     if status is not None:
         return status != "skipped"
-    prefixes = PROVIDES[probe]
-    return any(_is_of(name, prefixes) for name in report.values)
+    return any(_is_of(name, probe) for name in report.values)
 
 
 def not_run(before: SavedReport, after: SavedReport) -> tuple[NotRun, ...]:
@@ -47,16 +46,15 @@ def not_run(before: SavedReport, after: SavedReport) -> tuple[NotRun, ...]:
     return tuple(out)
 
 
-def _is_of(fact: str, prefixes: tuple[str, ...]) -> bool:
-    name = fact.removeprefix("derived.")
-    return name.startswith(prefixes)
+def _is_of(fact: str, probe: str) -> bool:
+    return provider(fact.removeprefix("derived.")) == probe
 
 
 @functools.cache
 def _rules_of_probes() -> dict[str, frozenset[str]]:
     """The built-in rules that judge each GPU run's facts (``requires`` or ``for_each``): their
     results say nothing when the run did not happen, skipped ones included."""
-    from cuda_doctor.rules import RuleFileError, load_rules
+    from cuda_doctor.core.rules import RuleFileError, load_rules
 
     try:
         rules = load_rules()
@@ -64,12 +62,11 @@ def _rules_of_probes() -> dict[str, frozenset[str]]:
         return {}  # then only the evidence in the results tells
     out: dict[str, frozenset[str]] = {}
     for probe, _label in GPU_RUNS:
-        prefixes = PROVIDES[probe]
         out[probe] = frozenset(
             rule.id
             for rule in rules
-            if any(_is_of(fact, prefixes) for fact in rule.requires)
-            or (rule.for_each is not None and _is_of(f"{rule.for_each}[0].", prefixes))
+            if any(_is_of(fact, probe) for fact in rule.requires)
+            or (rule.for_each is not None and _is_of(f"{rule.for_each}[0].", probe))
         )
     return out
 
@@ -82,7 +79,7 @@ def gap_of(gaps: tuple[NotRun, ...], rule: str, old: Result | None, new: Result 
     for gap in gaps:
         evidence = [*(old.evidence if old else ()), *(new.evidence if new else ())]
         belongs = rule in _rules_of_probes().get(gap.probe, frozenset()) or any(
-            _is_of(fact, PROVIDES[gap.probe]) for fact in evidence
+            _is_of(fact, gap.probe) for fact in evidence
         )
         if not belongs:
             continue

@@ -17,8 +17,8 @@ from cuda_doctor.compare.keys import (
     number,
     smoke_indices,
 )
-from cuda_doctor.reportfile import SavedReport
-from cuda_doctor.results import FINDING_RANK, Result, Status
+from cuda_doctor.core.reportfile import SavedReport
+from cuda_doctor.core.results import FINDING_RANK, Result, Status
 
 DEFAULT_NOISE = 0.05
 
@@ -210,7 +210,7 @@ def is_downgrade(name: str, old: Any, new: Any) -> bool:
     if name == "torch.cuda_build" and old is not None and new is None:
         return True
     if name in _NVIDIA_VERSIONS:
-        from cuda_doctor.versions import nvidia_version
+        from cuda_doctor.tables.versions import nvidia_version
 
         a, b = nvidia_version(old), nvidia_version(new)
         return a is not None and b is not None and b < a

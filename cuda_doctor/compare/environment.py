@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cuda_doctor.compare.keys import MISSING
-from cuda_doctor.reportfile import SavedReport
+from cuda_doctor.core.reportfile import SavedReport
 
 #: (fact, the variable's name)
 ENV_FACTS: tuple[tuple[str, str], ...] = (
@@ -77,7 +77,7 @@ def _visible_devices_change(before: SavedReport, after: SavedReport, old: Any, n
 
 def _visible(report: SavedReport, raw: Any) -> tuple[int, str | None] | None:
     """(GPUs CUDA exposes, why fewer) on the report's machine, or None when it cannot be told."""
-    from cuda_doctor.knowledge import visible_devices
+    from cuda_doctor.gpu.visible_devices import visible_devices
 
     count = report.values.get("gpu.count")
     if not isinstance(count, int) or isinstance(count, bool):

@@ -15,8 +15,8 @@ from typing import Any
 
 from cuda_doctor.compare.diff import DEFAULT_NOISE
 from cuda_doctor.compare.keys import METRICS, Metric, number, smoke_indices, smoke_keys
-from cuda_doctor.reportfile import Fields, ReportFileError, SavedReport, gc_paused
-from cuda_doctor.results import Status
+from cuda_doctor.core.reportfile import Fields, ReportFileError, SavedReport, gc_paused
+from cuda_doctor.core.results import Status
 
 #: Robust z-score above which a figure is an outlier (Iglewicz & Hoaglin's 3.5).
 Z_LIMIT = 3.5

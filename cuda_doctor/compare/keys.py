@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from cuda_doctor.reportfile import SavedReport
+from cuda_doctor.core.reportfile import SavedReport
 
 #: Facts whose change matters after an upgrade, with the label shown to people.
 KEY_FACTS: tuple[tuple[str, str], ...] = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from cuda_doctor.container.require import Host, HostGPU, RequireResult, check_env
-from cuda_doctor.facts import Facts, indexed
+from cuda_doctor.core.facts import Facts, indexed
 
 
 def derive(facts: Facts) -> None:
@@ -85,7 +85,7 @@ def _driver_needed(required: str | None) -> str | None:
     if required is None:
         return None
     try:
-        from cuda_doctor.knowledge import min_driver_for_cuda
+        from cuda_doctor.tables.driver import min_driver_for_cuda
 
         return min_driver_for_cuda(required)
     except (ImportError, OSError, KeyError, ValueError):
@@ -208,7 +208,7 @@ def _derive_suggested_tag(facts: Facts, i: int, host: Host) -> None:
 
 
 def _derive_torch_mismatch(facts: Facts, i: int) -> None:
-    from cuda_doctor.versions import major_minor
+    from cuda_doctor.tables.versions import major_minor
 
     out = f"derived.image[{i}].torch_cuda_mismatch"
     variant = facts.get(f"image[{i}].torch_variant")

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cuda_doctor.deadline import call_with_deadline
-from cuda_doctor.facts import Facts
+from cuda_doctor.base.deadline import call_with_deadline
+from cuda_doctor.core.facts import Facts
 
 NO_DEVICE_DRIVER = "could not select device driver"
 OUTPUT_LIMIT = 4000

@@ -225,8 +225,8 @@ def _covered(cat: Catalogue, numbers: Version) -> bool:
 
 def minor_of(text: object) -> tuple[int, int] | None:
     """``"12.6"`` / ``"12.6.3"`` / ``"cu126"`` → (12, 6); None when it is not a CUDA version."""
-    from cuda_doctor.versions import major_minor
-    from cuda_doctor.wheels import variant_cuda
+    from cuda_doctor.tables.versions import major_minor
+    from cuda_doctor.tables.wheels import variant_cuda
 
     return None if text is None else variant_cuda(str(text).strip()) or major_minor(text)
 

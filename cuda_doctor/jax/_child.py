@@ -2,7 +2,7 @@
 
 This file is run as ``python -c <its source> CONFIG`` by the target interpreter, which need not
 have cuda-doctor installed: the standard library only (and JAX), syntax Python 3.8 reads.  It
-prints records (``cuda_doctor.children``) on stdout: ``{"started": true}`` first, then
+prints records (``cuda_doctor.base.children``) on stdout: ``{"started": true}`` first, then
 ``{"step": …}`` before each step, then the report ``{"values": {fact: value}, "unknown": {fact:
 reason}}``.  Nothing here raises: a step that fails becomes unknown facts with the error text.
 
@@ -37,9 +37,19 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from cuda_doctor.childside.loaded import loaded_libraries, read_maps
-from cuda_doctor.childside.packages import Installed, installed, metadata_field, normalize, owners
-from cuda_doctor.childside.report import attempt, describe, end, miss, new_report, open_records, put, run_order, serve
+from cuda_doctor.base.childside.loaded import loaded_libraries, read_maps
+from cuda_doctor.base.childside.packages import Installed, installed, metadata_field, normalize, owners
+from cuda_doctor.base.childside.report import (
+    attempt,
+    describe,
+    end,
+    miss,
+    new_report,
+    open_records,
+    put,
+    run_order,
+    serve,
+)
 
 #: The distributions reported, by normalized name; CUDA plugins and PJRTs match PLUGIN_NAME.
 JAX_DISTRIBUTIONS = ("jax", "jaxlib")

@@ -22,10 +22,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cuda_doctor.facts import Facts, indexed
-from cuda_doctor.knowledge import _driver_cuda, min_driver_for_cuda, mvc_floor, pip_of
+from cuda_doctor.core.facts import Facts, indexed
+from cuda_doctor.core.fixes import pip_of
 from cuda_doctor.tables import load_table
-from cuda_doctor.versions import at_least, major_minor
+from cuda_doctor.tables.driver import min_driver_for_cuda, mvc_floor, newest_cuda
+from cuda_doctor.tables.versions import at_least, major_minor
 
 #: JAX reads these as "do not preallocate" (jaxlib/xla_client.py: any other value preallocates).
 PREALLOCATE_OFF = ("false", "False", "0")
@@ -129,7 +130,12 @@ def derive_plugin_driver(facts: Facts) -> None:
         )
         return
     facts.set("derived.jax.plugin_driver_floor", plugin_floor(row))
-    problem = _runs(row, facts.get("driver.version"), major_minor(_driver_cuda(facts)), _capabilities(facts))
+    problem = _runs(
+        row,
+        facts.get("driver.version"),
+        major_minor(_driver_cuda(facts)),
+        _capabilities(facts),
+    )
     facts.set(out, problem is None)
     facts.set("derived.jax.plugin_problem", problem)
     if problem is None:
@@ -395,3 +401,7 @@ def derive(facts: Facts) -> None:
         step(facts)
     for step in (derive_visibility, derive_memory, derive_smoke):
         step(facts)
+
+
+def _driver_cuda(facts: Facts) -> str | None:
+    return newest_cuda(facts.get("driver.cuda_version"), facts.get("driver.version"))

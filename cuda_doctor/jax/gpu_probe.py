@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cuda_doctor import children
-from cuda_doctor.facts import Facts
+from cuda_doctor.base import children
+from cuda_doctor.core.facts import Facts
+from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.jax._child import BACKEND_FACTS
 from cuda_doctor.jax.probe import (
     DEFAULT_MIN_TIMEOUT,
@@ -31,7 +32,6 @@ from cuda_doctor.jax.probe import (
     why_no_answer,
 )
 from cuda_doctor.jax.smoke_step import smoke
-from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.smoke.runner import END_GRACE
 
 

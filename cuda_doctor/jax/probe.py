@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cuda_doctor import children
-from cuda_doctor.facts import Facts
+from cuda_doctor.base import children
+from cuda_doctor.base.paths import cache_dir
+from cuda_doctor.base.process import CommandResult
+from cuda_doctor.core.facts import Facts
+from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.jax._child import BACKEND_FACTS, STATIC_FACTS
-from cuda_doctor.paths import cache_dir
-from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.process import CommandResult
 
 CHILD_SCRIPT = Path(__file__).with_name("_child.py")
 #: The name the JAX child is left under in ``ctx.handoff`` for the phase-2 probe.

@@ -20,9 +20,9 @@ import json
 import time
 from typing import Any
 
-from cuda_doctor import children
-from cuda_doctor.facts import Facts, indexed
-from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.base import children
+from cuda_doctor.core.facts import Facts, indexed
+from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.smoke.runner import ChildRun, child_run, is_result, result_run, script_source
 
 #: Per-GPU figures the smoke step reports, as ``smoke[i].jax_<key>``.

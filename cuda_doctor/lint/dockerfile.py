@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuda_doctor.container import tags
+from cuda_doctor.core.results import Severity
 from cuda_doctor.lint.findings import Hit
 from cuda_doctor.lint.pyscan import LAUNCH_RE
 from cuda_doctor.lint.requirements import TorchPin, check_pin, pip_installs, requirements_pins, wheel_cuda
-from cuda_doctor.results import Severity
 
 VAR = re.compile(r"\$\{(?P<name>\w+)(?::?(?P<op>[-+])(?P<word>[^}]*))?\}|\$(?P<bare>\w+)")
 CUDA_REPOS = ("nvidia/cuda", "docker.io/nvidia/cuda", "nvcr.io/nvidia/cuda")

@@ -19,8 +19,11 @@ from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import Path
 
-from cuda_doctor import rules as all_rules
-from cuda_doctor.lint.detectors import DETECTORS
+from cuda_doctor.core import rules as all_rules
+from cuda_doctor.core.detectors import DETECTORS
+from cuda_doctor.core.results import Severity
+from cuda_doctor.core.rules import Rule, render_template
+from cuda_doctor.core.selection import selected_ids
 from cuda_doctor.lint.dockerfile import lint_dockerfile
 from cuda_doctor.lint.findings import Finding, Hit
 from cuda_doctor.lint.notebook import NotebookError, lint_notebook
@@ -30,9 +33,6 @@ from cuda_doctor.lint.python_ast import launch_for_project, lint_source
 from cuda_doctor.lint.requirements import lint_pyproject, lint_requirements
 from cuda_doctor.lint.shell import lint_shell
 from cuda_doctor.lint.workflow import lint_workflow
-from cuda_doctor.results import Severity
-from cuda_doctor.rules import Rule, render_template
-from cuda_doctor.selection import selected_ids
 
 MAX_BYTES = 5 * 1024 * 1024
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024  # of files to read: below this, workers cost more than they save

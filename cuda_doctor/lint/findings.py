@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cuda_doctor.results import Severity
+from cuda_doctor.core.results import Severity
 
 
 @dataclass(frozen=True)

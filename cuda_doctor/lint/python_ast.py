@@ -12,12 +12,12 @@ import ast
 import re
 from dataclasses import dataclass
 
+from cuda_doctor.core.results import Severity
 from cuda_doctor.lint import apis
 from cuda_doctor.lint.dataloaders import loader_hits
 from cuda_doctor.lint.findings import Hit, position
 from cuda_doctor.lint.project import FrameworkSource, ProjectContext
 from cuda_doctor.lint.pyscan import Ref, Scan, keyword, scan_tree
-from cuda_doctor.results import Severity
 
 TORCH_AMP_FIX = (
     'wrap the forward pass and the loss in `with torch.autocast("cuda", dtype=torch.bfloat16):` '

@@ -17,11 +17,11 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
+from cuda_doctor.base.tomlcompat import tomllib
 from cuda_doctor.lint.findings import Hit
 from cuda_doctor.tables import load_table
-from cuda_doctor.tomlcompat import tomllib
-from cuda_doctor.versions import release_of
-from cuda_doctor.wheels import variant_cuda
+from cuda_doctor.tables.versions import release_of
+from cuda_doctor.tables.wheels import variant_cuda
 
 INDEX_VARIANT = re.compile(
     r"download\.pytorch\.org/whl/(?P<nightly>nightly/|test/)?(?P<variant>cu\d{2,3}|cpu|rocm[\d.]+|xpu)"

@@ -4,7 +4,7 @@ Self-contained on purpose: it imports only the standard library and torch, never
 cuda_doctor, because it runs inside the user's environment.  The launcher
 (``cuda_doctor.nccl.runner``) starts one of these per GPU (``python -c <this source> ARGS``)
 with ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` set, and reads the records
-(``cuda_doctor.children``) it prints:
+(``cuda_doctor.base.children``) it prints:
 
     {"started": true, ...}      before torch is imported
     {"event": "joining", ...}   torch imported, entering init_process_group

@@ -20,14 +20,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cuda_doctor.facts import Facts, indexed
+from cuda_doctor.core.facts import Facts, indexed
+from cuda_doctor.nccl import outliers
+from cuda_doctor.nccl.outliers import OUTLIER_FACTOR
 
 #: Transports NCCL lets users switch off (debugging variables, NCCL env docs).
 TRANSPORT_VARIABLES = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE")
 #: Link types over which CUDA peer access is expected to work.
 _P2P_EXPECTED = re.compile(r"^(NV\d+|PIX|PXB)$")
 _NVLINK = re.compile(r"^NV(\d+)$")
-OUTLIER_FACTOR = 1.5
 
 
 def derive(facts: Facts) -> None:
@@ -47,7 +48,6 @@ def derive(facts: Facts) -> None:
     _ratio(facts)
     _busbw_by_size(facts)
     _outliers(facts)
-    from cuda_doctor.nccl import outliers
 
     outliers.derive(facts)
 
@@ -131,7 +131,7 @@ def _nvlink_row(facts: Facts, table: dict[str, Any]) -> dict[str, Any] | None:
 def on_nvswitch(facts: Facts) -> bool:
     """The GPUs reach each other through NVSwitches: a GPU reports a fabric, or three or more
     GPUs are each joined to every other by more links than one GPU has in all (known from NVML)."""
-    from cuda_doctor.fabric_health import on_fabric
+    from cuda_doctor.gpu.fabric_health import on_fabric
 
     if any(on_fabric(facts, i) for i in facts.indices("gpu")):
         return True

@@ -13,8 +13,10 @@ node, from two measurements.  Never raises.
 
 from __future__ import annotations
 
-from cuda_doctor.facts import Facts, indexed
-from cuda_doctor.nccl.derive import OUTLIER_FACTOR
+from cuda_doctor.core.facts import Facts, indexed
+
+#: A rank this many times slower than the median of the ranks on identical GPUs is an outlier.
+OUTLIER_FACTOR = 1.5
 
 
 def derive(facts: Facts) -> None:

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from cuda_doctor.deadline import Outcome, call_with_deadline
-from cuda_doctor.facts import Facts
+from cuda_doctor.base.deadline import Outcome, call_with_deadline
+from cuda_doctor.core.facts import Facts
+from cuda_doctor.core.probe import ProbeContext
+from cuda_doctor.gpu.nvml import binding
 from cuda_doctor.nccl import runner, topology
-from cuda_doctor.nvml import binding
-from cuda_doctor.probes.base import ProbeContext
 
 #: Extra seconds on top of ``ctx.smoke_timeout``: N processes import torch and set up NCCL.
 _GROUP_SLACK_S = 60.0
@@ -30,9 +30,9 @@ def visible_count(
     mig_parents: Mapping[str, int] | None = None,
 ) -> int:
     """How many CUDA devices a process will see, given NVML's count and CUDA_VISIBLE_DEVICES,
-    read as the CUDA_VISIBLE_DEVICES rule reads it (``knowledge.visible_devices``).  UUID
+    read as the CUDA_VISIBLE_DEVICES rule reads it (``gpu.visible_devices``).  UUID
     entries are taken on trust where ``uuids`` are not known; MIG ones where ``mig_parents`` are not."""
-    from cuda_doctor.knowledge import visible_devices
+    from cuda_doctor.gpu.visible_devices import visible_devices
 
     visible = visible_devices(cuda_visible_devices, nvml_count, list(uuids), mig_parents).visible
     return nvml_count if visible is None else visible
@@ -167,5 +167,5 @@ def _mark_results_unknown(facts: Facts, reason: str) -> None:
         facts.mark_unknown(f"nccl.{name}", reason)
 
 
-#: The registry entry (``cuda_doctor.probes.PHASE_2``) reads this.
+#: The registry entry (``cuda_doctor.core.families.PROBES``) reads this.
 PROBE = NcclProbe()

@@ -1,6 +1,6 @@
 """Launch one all-reduce rank per GPU under one hard deadline, and read back their results.
 
-The ranks are a group of children of the target interpreter (``cuda_doctor.children.run_group``):
+The ranks are a group of children of the target interpreter (``cuda_doctor.base.children.run_group``):
 each in its own session, all under one shared deadline, and on timeout or on the first failing
 rank every rank's whole process group is killed.  Nothing here raises: every outcome is a
 ``GroupResult``.
@@ -17,8 +17,8 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from cuda_doctor import children
-from cuda_doctor.process import CommandResult
+from cuda_doctor.base import children
+from cuda_doctor.base.process import CommandResult
 
 CHILD = Path(__file__).with_name("allreduce_child.py")
 DEFAULT_SIZES = (1 << 20, 16 << 20, 256 << 20)  # 1 MiB, 16 MiB, 256 MiB

@@ -14,11 +14,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from cuda_doctor.facts import Facts, indexed
-from cuda_doctor.nvml import binding
-from cuda_doctor.nvml.binding import Refusal
-from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.process import run_command
+from cuda_doctor.base.process import run_command
+from cuda_doctor.core.facts import Facts, indexed
+from cuda_doctor.core.probe import ProbeContext
+from cuda_doctor.gpu.nvml import binding
+from cuda_doctor.gpu.nvml.binding import Refusal
 
 _DEVICE_COLUMN = re.compile(r"^(GPU|NIC)\d+$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

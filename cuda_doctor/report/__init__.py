@@ -42,13 +42,6 @@ def md_cell(text: object) -> str:
     return printable(str(text).replace("|", "\\|").replace("\n", " "))
 
 
-def json_header(schema: str, version: int) -> dict[str, object]:
-    """The fields every JSON document cuda-doctor writes begins with."""
-    from cuda_doctor import __version__
-
-    return {"schema": schema, "schema_version": version, "tool": {"name": "cuda-doctor", "version": __version__}}
-
-
 def count(n: int, one: str, many: str | None = None) -> str:
     """``count(1, "node")`` → "1 node", ``count(2, "node")`` → "2 nodes"."""
     return f"{n} {one if n == 1 else many or one + 's'}"

@@ -14,11 +14,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from cuda_doctor.facts import Facts
+from cuda_doctor.core.facts import Facts
 from cuda_doctor.report import printable
 
 if TYPE_CHECKING:
-    from cuda_doctor.checkreport import Report
+    from cuda_doctor.core.checkreport import Report
 
 
 def render_facts_text(facts: Facts, color: bool) -> str:

@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from rich.console import Console
 from rich.table import Table
 
+from cuda_doctor.core.rules import Rule
 from cuda_doctor.report import printable
-from cuda_doctor.rules import Rule
 
 
 def render_rules(rules: Sequence[Rule], fmt: str, overrides: Mapping[str, str] | None = None) -> str:

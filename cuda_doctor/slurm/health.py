@@ -19,7 +19,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cuda_doctor.process import run_command
+from cuda_doctor.base.process import run_command
 from cuda_doctor.report.check.oneline import LIMIT, clean
 from cuda_doctor.slurm.node import REASON_PREFIX, NodeState, Slurm
 

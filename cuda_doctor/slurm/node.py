@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from cuda_doctor.process import run_command
+from cuda_doctor.base.process import run_command
 
 REASON_PREFIX = "cuda-doctor: "
 #: sinfo marks a state with one of these when the node is not responding, powered down, …

@@ -4,7 +4,7 @@ This file is run as a script by the *target* interpreter (``python -c <source> C
 with the child-side module it names (``children.compose``), so what runs there imports nothing
 from cuda_doctor and stays compatible with old Pythons.  It tells a broken driver apart from a
 broken framework: no torch is needed, the driver's own JIT compiles the PTX.  Output, one JSON
-object per line on stdout (``cuda_doctor.children``): ``{"started": true}``, ``{"step": …}``
+object per line on stdout (``cuda_doctor.base.children``): ``{"started": true}``, ``{"step": …}``
 before each step, then ``{"result": {…}}``.  CONFIG is a JSON object: ``{"candidates": [paths of
 libcuda.so.1 to try first], "search_default": true}``.
 """
@@ -15,7 +15,7 @@ import ctypes
 import os
 from typing import Any
 
-from cuda_doctor.childside.script import script_main, step
+from cuda_doctor.base.childside.script import script_main, step
 
 LIBRARY = "libcuda.so.1"
 ELEMENTS = 1 << 16

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cuda_doctor.facts import Facts, indexed
+from cuda_doctor.core.facts import Facts, indexed
 from cuda_doctor.tables import load_table
 
 #: metric → (measured fact under smoke[i], expected figure key, achievable factor key)

@@ -9,7 +9,7 @@ convolution.  Every step's error is kept as text with the step's name; one broke
 not stop the others.  When ``pynvml`` is importable, the PCIe link and clock-event reasons
 are read *while* the GPU is busy (the link trains down at idle).
 
-Output, one JSON object per line on stdout (``cuda_doctor.children``): ``{"started": true}``,
+Output, one JSON object per line on stdout (``cuda_doctor.base.children``): ``{"started": true}``,
 ``{"step": …}`` before each step, ``{"device": {…}}`` after each GPU, then ``{"result": {…}}``.
 CONFIG is a JSON object: ``{"size": 4096}``.  In ``cuda-doctor check`` this script runs inside
 the framework probe's torch child, torch imported already (``childside.report.run_order``).
@@ -23,8 +23,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from cuda_doctor.childside.clocks import CLOCK_EVENT_REASONS
-from cuda_doctor.childside.script import emit, error_text, script_main, step
+from cuda_doctor.base.childside.clocks import CLOCK_EVENT_REASONS
+from cuda_doctor.base.childside.script import emit, error_text, script_main, step
 
 #: Each timed copy: an H200 measured 54.9 GB/s pinned at 128 MiB and 55.1 at 256 MiB, where the
 #: larger buffers cost 0.15 s more of pinning and copying.

@@ -16,7 +16,7 @@ waits for ``{"measure": true}`` on stdin before it measures (``cuda-doctor check
 beside torch's import and measures before the torch smoke run); stdin closed, or any other line,
 ends it without a result.
 
-Output, one JSON object per line on stdout (``cuda_doctor.children``): ``{"started": true}``,
+Output, one JSON object per line on stdout (``cuda_doctor.base.children``): ``{"started": true}``,
 ``{"step": …}`` before each step, ``{"device": {…}}`` after each GPU, then ``{"result": {…}}``.
 CONFIG is a JSON object: ``{"size": 4096}``; ``"platform": "cpu"`` runs the same step on JAX's
 CPU devices (the tests' way to run it on a machine without a GPU).
@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from cuda_doctor.childside.script import CURRENT_STEP, emit, error_text, script_main, step
+from cuda_doctor.base.childside.script import CURRENT_STEP, emit, error_text, script_main, step
 
 REFERENCE_ROWS = 256
 #: Relative error (Frobenius norm) allowed against the float32 product of the same bf16 inputs:

@@ -30,8 +30,8 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from cuda_doctor.facts import Facts, indexed
-from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.core.facts import Facts, indexed
+from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.smoke.runner import ChildRun, ProgressCallback, SmokeRun, run_smoke
 
 #: Per-GPU figures the framework level measures, and the step that measures each.

@@ -1,6 +1,6 @@
 """Run the smoke scripts in children of the target interpreter, under one hard limit.
 
-The children (``cuda_doctor.children``) print ``{"step": …}`` before each step, ``{"device":
+The children (``cuda_doctor.base.children``) print ``{"step": …}`` before each step, ``{"device":
 {…}}`` after each GPU (framework level) and ``{"result": {…}}`` at the end.  When the limit is
 reached the child's whole process group is killed and the outcome still says which step was
 running ("killed after 30 s while running: matmul bf16 on GPU 0") and keeps the figures of the
@@ -22,11 +22,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from cuda_doctor import children, process
-from cuda_doctor.childside.script import HANG_VARIABLE as HANG_VARIABLE  # test-only: the child sleeps at that step
-from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.probes.framework import TORCH_CHILD
-from cuda_doctor.process import CommandResult
+from cuda_doctor.base import children, process
+from cuda_doctor.base.childside.script import HANG_VARIABLE as HANG_VARIABLE  # test-only: the child sleeps at that step
+from cuda_doctor.base.process import CommandResult
+from cuda_doctor.core.probe import ProbeContext
+from cuda_doctor.framework.probe import TORCH_CHILD
 
 #: Called with ("driver" | "framework", step label) whenever a child starts a step.
 ProgressCallback = Callable[[str, str], None]

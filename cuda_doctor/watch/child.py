@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import FrameType
 
-from cuda_doctor import process
+from cuda_doctor.base import process
 
 EXIT_NOT_FOUND = 127  # as a POSIX shell reports it
 EXIT_CANNOT_EXECUTE = 126

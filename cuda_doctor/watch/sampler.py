@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from cuda_doctor.deadline import Overrun, Worker
-from cuda_doctor.knowledge import visible_gpus
-from cuda_doctor.nvml import binding
-from cuda_doctor.nvml.binding import Refusal
+from cuda_doctor.base.deadline import Overrun, Worker
+from cuda_doctor.gpu.nvml import binding
+from cuda_doctor.gpu.nvml.binding import Refusal
+from cuda_doctor.gpu.visible_devices import visible_gpus
 from cuda_doctor.watch.samples import GpuInfo, Sample, Series
 
 DEFAULT_INTERVAL_S = 1.0
@@ -32,7 +32,7 @@ def visible_indices(
     value: str | None, uuids: list[str | None], mig_parents: Mapping[str, int] | None = None
 ) -> tuple[list[int], str | None]:
     """The NVML indices of the GPUs a process sees under CUDA_VISIBLE_DEVICES=value, read as
-    ``check`` reads it (``knowledge.visible_devices``), and a note when that is not every GPU.
+    ``check`` reads it (``gpu.visible_devices``), and a note when that is not every GPU.
 
     A MIG instance is sampled on its GPU; ``mig_parents`` lists the instances (None: not known).
     """

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from cuda_doctor.nvml import gpu_facts  # NVML's clock-event bits, named once
+from cuda_doctor.gpu.nvml import gpu_facts  # NVML's clock-event bits, named once
 
 SCHEMA = "cuda-doctor/watch-series"
 SCHEMA_VERSION = 1

@@ -259,8 +259,8 @@ def test_piped_json_is_one_line_and_saved_json_is_indented(tmp_path: Path) -> No
 
 
 def test_json_on_a_terminal_is_indented() -> None:
-    from cuda_doctor.config import Config
-    from cuda_doctor.pipeline import rejudge
+    from cuda_doctor.core.config import Config
+    from cuda_doctor.core.pipeline import rejudge
     from cuda_doctor.report.check import render
 
     report = rejudge(H200_FACTS, Config())
@@ -298,11 +298,11 @@ def test_nccl_needs_the_gpu_run(tmp_path: Path, other: str) -> None:
 def test_a_child_ending_on_its_own_is_waited_for_after_the_checklist_is_out(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from cuda_doctor import children
-    from cuda_doctor.checkreport import Report
+    from cuda_doctor.base import children
     from cuda_doctor.commands import check as check_command
-    from cuda_doctor.facts import Facts
-    from cuda_doctor.probes.base import ProbeContext
+    from cuda_doctor.core.checkreport import Report
+    from cuda_doctor.core.facts import Facts
+    from cuda_doctor.core.probe import ProbeContext
 
     ending: list[children.Child] = []
     alive_when_printed: list[bool] = []
@@ -332,7 +332,7 @@ def test_a_child_ending_on_its_own_is_waited_for_after_the_checklist_is_out(
 
 @pytest.mark.usefixtures("no_home_folder")
 def test_a_user_without_home_or_user_entry_is_still_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from cuda_doctor import tomlcache
+    from cuda_doctor.base import tomlcache
 
     # the cache of parsed rules has no folder
     monkeypatch.setattr(tomlcache, "_memory", None)
@@ -340,28 +340,3 @@ def test_a_user_without_home_or_user_entry_is_still_checked(tmp_path: Path, monk
     result = CliRunner().invoke(cli, ["check", "--facts", str(facts_file(tmp_path)), "--format", "json"])
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert json.loads(result.output)["summary"]["exit_code"] == result.exit_code == 0
-
-
-@pytest.mark.parametrize(("fmt", "imported"), [("text", []), ("json", ["json"])])
-def test_the_fast_check_imports_no_dataclasses_nor_the_report_reader_and_json_only_to_write_json(
-    tmp_path: Path, fmt: str, imported: list[str]
-) -> None:
-    # Every start pays for what it imports: dataclasses costs about 1 ms, each class it makes 1 ms
-    # more, the report reader 1 ms, json 1.5 ms (measured on an H200 machine).  The process says
-    # what it imported as it ends.
-    source = (
-        "import os, sys\n"
-        "end = os._exit\n"
-        "def _exit(status):\n"
-        "    watched = ('dataclasses', 'json', 'cuda_doctor.reportfile')\n"
-        "    print(sorted(m for m in watched if m in sys.modules), file=sys.stderr)\n"
-        "    end(status)\n"
-        "os._exit = _exit\n"
-        "from cuda_doctor import entry\n"
-        f"sys.argv = ['cuda-doctor', 'check', '--fast', '--format', {fmt!r}]\n"
-        "entry.main()\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(TESTS.parent), "CUDA_DOCTOR_DISABLE_NVML": "1", "PATH": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, env=env, timeout=120)
-    assert proc.returncode in (0, 1), proc.stderr  # no driver here: the checklist says so
-    assert proc.stderr.splitlines()[-1] == str(imported)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cuda_doctor.selection import DESELECTED
+from cuda_doctor.core.selection import DESELECTED
 from tests.conftest import run_doctor
 
 TESTS = Path(__file__).resolve().parents[1]

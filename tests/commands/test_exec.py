@@ -147,8 +147,8 @@ def test_cmd_starts_only_after_nvml_is_shut_down(
     make_nvml: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from cuda_doctor.commands import exec_
-    from cuda_doctor.nvml.read import collect_nvml
-    from cuda_doctor.probes.base import ProbeContext
+    from cuda_doctor.core.probe import ProbeContext
+    from cuda_doctor.gpu.nvml.read import collect_nvml
 
     release = threading.Event()
     fake = make_nvml(hang=release, hang_in="nvmlShutdown")
@@ -172,8 +172,8 @@ def test_a_wedged_nvml_does_not_keep_cmd_from_starting(
     make_nvml: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from cuda_doctor.commands import exec_
-    from cuda_doctor.nvml.read import collect_nvml
-    from cuda_doctor.probes.base import ProbeContext
+    from cuda_doctor.core.probe import ProbeContext
+    from cuda_doctor.gpu.nvml.read import collect_nvml
 
     fake = make_nvml(hang=threading.Event(), hang_in="nvmlShutdown")  # released at teardown
     collect_nvml(ProbeContext(env={}), fake.module())

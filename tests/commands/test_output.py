@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cuda_doctor.commands.output import write_file
-from cuda_doctor.reportfile import ReportFileError
+from cuda_doctor.core.reportfile import ReportFileError
 
 
 def test_written_whole_in_new_folders_with_the_umask_mode(tmp_path: Path) -> None:

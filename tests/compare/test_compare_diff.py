@@ -16,8 +16,8 @@ from compare_reports import (
 )
 
 from cuda_doctor.compare.diff import Diff, diff_reports
-from cuda_doctor.reportfile import SavedReport, load_report
-from cuda_doctor.results import Status
+from cuda_doctor.core.reportfile import SavedReport, load_report
+from cuda_doctor.core.results import Status
 
 
 def _load(tmp_path: Path, name: str, data: dict[str, Any]) -> SavedReport:

@@ -26,7 +26,7 @@ from cuda_doctor.compare.fleet import (
     compare_fleet,
 )
 from cuda_doctor.compare.keys import METRICS, Metric
-from cuda_doctor.reportfile import load_many
+from cuda_doctor.core.reportfile import load_many
 
 WOBBLE = (1.0, 1.01, 0.99, 1.02, 0.98, 1.005, 0.995, 1.015)
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from compare_reports import RECORDED, base_report, write
 
-from cuda_doctor.reportfile import SCHEMA_VERSION, ReportFileError, load_many, load_report
-from cuda_doctor.results import Status
+from cuda_doctor.core.reportfile import SCHEMA_VERSION, ReportFileError, load_many, load_report
+from cuda_doctor.core.results import Status
 
 
 def test_base_report_carries_the_recorded_h200_figures() -> None:
@@ -35,9 +35,9 @@ def test_reads_a_valid_report(tmp_path: Path) -> None:
 
 
 def test_reads_what_the_check_pipeline_writes(tmp_path: Path) -> None:
-    from cuda_doctor.checkreport import Report as PipelineReport
-    from cuda_doctor.facts import Facts
-    from cuda_doctor.results import Result
+    from cuda_doctor.core.checkreport import Report as PipelineReport
+    from cuda_doctor.core.facts import Facts
+    from cuda_doctor.core.results import Result
 
     facts = Facts()
     facts.set("driver.version", "580.159.04")

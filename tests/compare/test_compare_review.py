@@ -23,8 +23,8 @@ from cuda_doctor.commands.diff import command as diff_command
 from cuda_doctor.commands.fleet import command as fleet_command
 from cuda_doctor.compare.diff import diff_reports
 from cuda_doctor.compare.fleet import compare_fleet
+from cuda_doctor.core.reportfile import load_report, load_unique
 from cuda_doctor.report.compare.text import render_diff, render_fleet
-from cuda_doctor.reportfile import load_report, load_unique
 
 
 @pytest.fixture()

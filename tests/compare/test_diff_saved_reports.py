@@ -16,7 +16,7 @@ from typing import Any
 
 from compare_reports import RECORDED
 
-from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.smoke.probe import facts_from_run
 from cuda_doctor.smoke.runner import ChildRun, ParsedOutput, SmokeRun
 from tests.conftest import run_doctor

@@ -13,7 +13,7 @@ from compare_reports import base_report, slower_gpu, write
 
 from cuda_doctor.cli import cli as main
 from cuda_doctor.compare.fleet import compare_fleet
-from cuda_doctor.reportfile import load_many
+from cuda_doctor.core.reportfile import load_many
 
 
 def _node(tmp_path: Path, **degrade: Any) -> Path:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_doctor.container.derive import derive
-from cuda_doctor.facts import Facts
+from cuda_doctor.core.facts import Facts
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "container"
 H200_REQUIRE = (FIXTURES / "h200-nvidia-require-cuda.txt").read_text().strip()
@@ -145,13 +145,13 @@ def test_the_container_on_an_old_driver_gets_the_newest_base_it_runs() -> None:
 
 @functools.cache
 def _rules() -> dict[str, Any]:
-    from cuda_doctor.rules import load_rules
+    from cuda_doctor.core.rules import load_rules
 
     return {r.id: r for r in load_rules() if r.id in ("CD904", "CD905")}
 
 
 def _judged(ref: str, cuda: str, variant: str) -> tuple[Any, Any, Any, Any]:
-    from cuda_doctor.rules import judge_rule
+    from cuda_doctor.core.rules import judge_rule
 
     rules = _rules()
     facts = with_image(host(), ref, cuda_version=cuda, torch_variant=variant, torch_version=f"2.9.0+cu{variant}")

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from cuda_doctor.container.docker import PROBE
 from cuda_doctor.container.run_image import run_nvidia_smi
-from cuda_doctor.facts import Facts
-from cuda_doctor.knowledge import derive_all
-from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.probes.docker import PROBE
-from cuda_doctor.rules import judge_rule, load_rules
+from cuda_doctor.core.facts import Facts
+from cuda_doctor.core.pipeline import derive_all
+from cuda_doctor.core.probe import ProbeContext
+from cuda_doctor.core.rules import judge_rule, load_rules
 
 from .conftest import CUDA_IMAGE, CUDA_REQUIRE, LEGACY_IMAGE, REPO, TORCH_IMAGE, TRAIN_IMAGE, Engine
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from cuda_doctor.base.paths import rules_dir
 from cuda_doctor.container import tags
-from cuda_doctor.paths import rules_dir
 
 REPO = Path(__file__).resolve().parents[2]
 #: CUDA minors of the torch wheels (cuXYZ) the knowledge tables know, and a few driver ceilings.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cuda_doctor.rules import load_rules
+from cuda_doctor.core.rules import load_rules
 from cuda_doctor.tables import load_table
 
 REPO = Path(__file__).resolve().parents[2]

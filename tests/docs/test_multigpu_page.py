@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cuda_doctor.core.rules import load_rules
 from cuda_doctor.nccl import runner
-from cuda_doctor.rules import load_rules
 from cuda_doctor.tables import load_table
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ def test_the_readme_links_the_page() -> None:
 
 
 def test_the_calls_per_gpu_on_the_page_are_the_ones_the_test_pins() -> None:
-    from tests.nvml.test_field_values import FAST_CALLS_PER_GPU
+    from tests.gpu.nvml.test_field_values import FAST_CALLS_PER_GPU
 
     with_links = sum(FAST_CALLS_PER_GPU.values())
     assert f"{with_links} driver calls per GPU with NVLinks ({with_links - 1} without)" in PAGE

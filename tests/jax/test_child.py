@@ -89,7 +89,7 @@ def test_the_child_composes_into_one_python_38_source() -> None:
     """The child with the child-side readers it names (packages, loaded, elf): one namespace."""
     import ast
 
-    from cuda_doctor.children import compose
+    from cuda_doctor.base.children import compose
     from cuda_doctor.jax.probe import CHILD_SCRIPT
 
     composed = compose(CHILD_SCRIPT)

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from cuda_doctor.facts import Facts
+from cuda_doctor.core.facts import Facts
+from cuda_doctor.core.pipeline import collect
+from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.jax import gpu_probe
 from cuda_doctor.jax.gpu_probe import PROBE, is_backend, smoke
 from cuda_doctor.jax.probe import PROBE as PHASE_1
 from cuda_doctor.jax.probe import is_report, start_child
-from cuda_doctor.pipeline import collect
-from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.smoke.runner import HANG_VARIABLE, parse_output, script_source
 
 JaxWheel = Callable[[str], Path]
@@ -116,7 +116,7 @@ def test_the_loaded_libraries_and_the_wheel_that_owns_each(
     jax_cpu_python: Path, unpacked: Callable[[str], Path]
 ) -> None:
     """A real CUDA runtime from its wheel, mapped into the JAX child (preloaded: no GPU here to
-    make JAX load it): the one reader of cuda_doctor.childside names it and its distribution."""
+    make JAX load it): the one reader of cuda_doctor.base.childside names it and its distribution."""
     site = unpacked("nvidia-cuda-runtime==13.0.96")
     cudart = site / "nvidia" / "cu13" / "lib" / "libcudart.so.13"
     facts = PROBE.collect(_ctx(jax_cpu_python, PYTHONPATH=str(site), LD_PRELOAD=str(cudart)))

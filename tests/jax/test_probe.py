@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
-from cuda_doctor.facts import Facts
+from cuda_doctor.core.facts import Facts
+from cuda_doctor.core.pipeline import collect
+from cuda_doctor.core.probe import ProbeContext
+from cuda_doctor.framework.probe import FrameworkProbe
 from cuda_doctor.jax._child import BACKEND_FACTS
 from cuda_doctor.jax.probe import (
     ALL_JAX_FACTS,
@@ -25,9 +28,6 @@ from cuda_doctor.jax.probe import (
     user_settings,
 )
 from cuda_doctor.jax.smoke_step import is_prepared
-from cuda_doctor.pipeline import collect
-from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.probes.framework import FrameworkProbe
 from cuda_doctor.smoke.runner import script_source
 
 JaxWheel = Callable[[str], Path]

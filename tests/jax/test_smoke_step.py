@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from cuda_doctor import children
-from cuda_doctor.facts import Facts
+from cuda_doctor.base import children
+from cuda_doctor.core.facts import Facts
+from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.jax.probe import is_backend, is_report, start_child
 from cuda_doctor.jax.smoke_step import is_prepared, prepare, smoke
-from cuda_doctor.probes.base import ProbeContext
 from cuda_doctor.smoke.runner import HANG_VARIABLE, parse_output, script_source
 
 CPU = {"platform": "cpu", "size": 256}

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from cuda_doctor.container import tags
+from cuda_doctor.core.results import Severity
 from cuda_doctor.lint.dockerfile import base_image_reference, lint_dockerfile
 from cuda_doctor.lint.engine import builtin_rules
 from cuda_doctor.lint.findings import Hit
-from cuda_doctor.results import Severity
 
 TAG_RULES = ("CDL101", "CDL102", "CDL103")
 SUGGESTED = re.compile(r"`(?:docker\.io/|nvcr\.io/)?nvidia/cuda:(?P<tag>[^`]+)`")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_doctor.lint.detectors import DETECTORS
+from cuda_doctor.core.detectors import DETECTORS
 from cuda_doctor.lint.engine import LintOptions, MissingRuleError, builtin_rules, lint_paths, lint_rules
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_doctor.process import run_command
+from cuda_doctor.base.process import run_command
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "h200x2"

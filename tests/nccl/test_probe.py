@@ -10,12 +10,12 @@ from typing import Any
 import pynvml
 import pytest
 
-from cuda_doctor.facts import Facts
+from cuda_doctor.core.facts import Facts
+from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.nccl import runner
 from cuda_doctor.nccl.allreduce_child import STALL_ENV
 from cuda_doctor.nccl.derive import derive
 from cuda_doctor.nccl.probe import NcclProbe, result_facts, visible_count
-from cuda_doctor.probes.base import ProbeContext
 from tests.nccl.conftest import FIXTURES
 
 MakeNvml = Callable[..., Any]

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from cuda_doctor.facts import Facts
-from cuda_doctor.knowledge import derive_all
+from cuda_doctor.core.facts import Facts
+from cuda_doctor.core.pipeline import derive_all
+from cuda_doctor.core.results import Status
+from cuda_doctor.core.rules import judge_rule, load_rule_file
 from cuda_doctor.nccl.derive import derive
-from cuda_doctor.results import Status
-from cuda_doctor.rules import judge_rule, load_rule_file
 from tests.nccl.conftest import FIXTURES, REPO
 
 

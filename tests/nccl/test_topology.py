@@ -9,8 +9,8 @@ from typing import Any
 import pynvml
 import pytest
 
+from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.nccl import topology
-from cuda_doctor.probes.base import ProbeContext
 from tests.nccl.conftest import FIXTURES
 
 MakeNvml = Callable[..., Any]

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cuda_doctor.checkreport import Report
-from cuda_doctor.facts import Facts
+from cuda_doctor.core.checkreport import Report
+from cuda_doctor.core.facts import Facts
 from cuda_doctor.report.check import render
 
 REPO = Path(__file__).resolve().parents[2]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from cuda_doctor.checkreport import Report
-from cuda_doctor.facts import Facts
+from cuda_doctor.core.checkreport import Report
+from cuda_doctor.core.facts import Facts
+from cuda_doctor.core.results import Result, Severity, Status
 from cuda_doctor.report.check.text import render
-from cuda_doctor.results import Result, Severity, Status
 
 
 def result(rule: str, status: Status, message: str, subject: str | None = None) -> Result:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cuda_doctor.facts import Facts
+from cuda_doctor.core.facts import Facts
 from cuda_doctor.report.facts import render_facts_text
 
 

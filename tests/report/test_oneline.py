@@ -8,10 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cuda_doctor.checkreport import Report
-from cuda_doctor.facts import Facts
+from cuda_doctor.core.checkreport import Report
+from cuda_doctor.core.facts import Facts
+from cuda_doctor.core.results import Result, Severity, Status
 from cuda_doctor.report.check.oneline import LIMIT, clean, judge_oneline, render_oneline
-from cuda_doctor.results import Result, Severity, Status
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -15,10 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from cuda_doctor.checkreport import Report
 from cuda_doctor.compare.diff import diff_reports
 from cuda_doctor.compare.fleet import compare_fleet
-from cuda_doctor.facts import Facts
+from cuda_doctor.core.checkreport import Report
+from cuda_doctor.core.facts import Facts
+from cuda_doctor.core.reportfile import load_report
+from cuda_doctor.core.results import Result, Status
+from cuda_doctor.core.rules import parse_rule
 from cuda_doctor.report import check as check_report
 from cuda_doctor.report import compare as compare_report
 from cuda_doctor.report import printable
@@ -26,9 +29,6 @@ from cuda_doctor.report.facts import render_facts_text
 from cuda_doctor.report.rules import render_rule_markdown, render_rules
 from cuda_doctor.report.watch import markdown as watch_markdown
 from cuda_doctor.report.watch import text as watch_text
-from cuda_doctor.reportfile import load_report
-from cuda_doctor.results import Result, Status
-from cuda_doctor.rules import parse_rule
 from cuda_doctor.watch.samples import Series
 from cuda_doctor.watch.verdict import analyse
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cuda_doctor.facts import Facts
+from cuda_doctor.core.facts import Facts
 
 NULL = "__null__"  # TOML has no null
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from cuda_doctor.facts import Facts
-from cuda_doctor.knowledge import derive_all
-from cuda_doctor.rules import judge_rule, load_rules
-from cuda_doctor.tomlcompat import tomllib
+from cuda_doctor.base.tomlcompat import tomllib
+from cuda_doctor.core.facts import Facts
+from cuda_doctor.core.pipeline import derive_all
+from cuda_doctor.core.rules import judge_rule, load_rules
 from tests.rules.case_facts import apply_case
 
 HERE = Path(__file__).parent

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from cuda_doctor.config import Config
-from cuda_doctor.facts import Facts
-from cuda_doctor.pipeline import judge_facts, run_check
+from cuda_doctor.base.tomlcompat import tomllib
+from cuda_doctor.core.config import Config
+from cuda_doctor.core.facts import Facts
+from cuda_doctor.core.pipeline import judge_facts, run_check
+from cuda_doctor.core.results import Result
+from cuda_doctor.core.rules import Rule, condition_facts, load_rules, template_facts
 from cuda_doctor.report.rules import render_rule_markdown
-from cuda_doctor.results import Result
-from cuda_doctor.rules import Rule, condition_facts, load_rules, template_facts
-from cuda_doctor.tomlcompat import tomllib
 from tests.rules.case_facts import apply_case
 
 HERE = Path(__file__).parent

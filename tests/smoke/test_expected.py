@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from cuda_doctor.facts import Facts
-from cuda_doctor.results import Result, Status
-from cuda_doctor.rules import judge, load_rules
+from cuda_doctor.core.facts import Facts
+from cuda_doctor.core.results import Result, Status
+from cuda_doctor.core.rules import judge, load_rules
 from cuda_doctor.smoke.expected import NO_CAUSE, derive, expected_figures, find_row
 from cuda_doctor.tables import load_table
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from cuda_doctor.childside import clocks
-from cuda_doctor.nvml import gpu_facts
+from cuda_doctor.base.childside import clocks
+from cuda_doctor.gpu.nvml import gpu_facts
 from cuda_doctor.smoke import framework_level
 from cuda_doctor.smoke.runner import script_source
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from cuda_doctor import children
-from cuda_doctor.facts import Facts
-from cuda_doctor.pipeline import collect
-from cuda_doctor.probes.base import ProbeContext
-from cuda_doctor.probes.framework import FrameworkProbe
+from cuda_doctor.base import children
+from cuda_doctor.core.facts import Facts
+from cuda_doctor.core.pipeline import collect
+from cuda_doctor.core.probe import ProbeContext
+from cuda_doctor.framework.probe import FrameworkProbe
 from cuda_doctor.smoke.probe import SmokeProbe
 from cuda_doctor.smoke.runner import HANG_VARIABLE, parse_output, result_run, run_smoke
 from tests.conftest import gone, wait_until

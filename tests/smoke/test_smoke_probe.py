@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from cuda_doctor.probes.base import ProbeContext
+from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.smoke.probe import facts_from_run
 from cuda_doctor.smoke.runner import ChildRun, ParsedOutput, SmokeRun, _with_error, parse_output
 

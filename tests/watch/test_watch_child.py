@@ -111,7 +111,7 @@ def test_exit_code_of_maps_signals_like_a_shell() -> None:
 
 
 def test_the_command_is_registered_so_an_interrupt_kills_it_alone() -> None:
-    from cuda_doctor import process
+    from cuda_doctor.base import process
     from cuda_doctor.watch.child import spawn, wait
 
     proc = spawn(["sleep", "600"])

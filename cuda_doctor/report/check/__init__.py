@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cuda_doctor.checkreport import Report
+    from cuda_doctor.core.checkreport import Report
 
 FORMATS = {
     "text": "cuda_doctor.report.check.text",
@@ -21,7 +21,7 @@ FORMATS = {
 
 
 def render(report: Report, fmt: str, verbose: bool = False, terminal: bool = False, fail_on: str = "error") -> str:
-    from cuda_doctor.results import Severity
+    from cuda_doctor.core.results import Severity
 
     module = importlib.import_module(FORMATS[fmt])
     return module.render(report, verbose=verbose, terminal=terminal, fail_on=Severity(fail_on))

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from cuda_doctor.probes import not_checked, skipped_probes
+from cuda_doctor.core.families import not_checked
+from cuda_doctor.core.pipeline import skipped_probes
+from cuda_doctor.core.results import Result, Severity, Status, no_verdict
+from cuda_doctor.core.selection import DESELECTED
 from cuda_doctor.report import count
-from cuda_doctor.results import Result, Severity, Status, no_verdict
-from cuda_doctor.selection import DESELECTED
 
 if TYPE_CHECKING:
-    from cuda_doctor.checkreport import Report
+    from cuda_doctor.core.checkreport import Report
 
 #: Each status's mark and its style on a terminal.
 _LOOKS = {

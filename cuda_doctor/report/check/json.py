@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from cuda_doctor.results import Severity
+from cuda_doctor.core.results import Severity
 
 if TYPE_CHECKING:
-    from cuda_doctor.checkreport import Report
+    from cuda_doctor.core.checkreport import Report
 
 
 def render(report: Report, *, verbose: bool = False, terminal: bool = False, fail_on: Severity = Severity.ERROR) -> str:

@@ -6,12 +6,12 @@ import json
 from typing import TYPE_CHECKING
 
 from cuda_doctor import __version__
+from cuda_doctor.core.results import Severity, Status
 from cuda_doctor.report import md_cell, printable
 from cuda_doctor.report.check.common import CATEGORY_TITLES, MARKS, grouped, summary_line, visible
-from cuda_doctor.results import Severity, Status
 
 if TYPE_CHECKING:
-    from cuda_doctor.checkreport import Report
+    from cuda_doctor.core.checkreport import Report
 
 KEY_FACTS = (
     "driver.version", "driver.cuda_version", "gpu.count", "gpu[0].name", "gpu[0].compute_capability",

@@ -20,12 +20,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cuda_doctor.core.results import EXIT_NO_VERDICT, Result, Severity, Status, is_core, no_verdict
 from cuda_doctor.report import count, printable
 from cuda_doctor.report.check.common import ORDER
-from cuda_doctor.results import EXIT_NO_VERDICT, Result, Severity, Status, is_core, no_verdict
 
 if TYPE_CHECKING:
-    from cuda_doctor.checkreport import Report
+    from cuda_doctor.core.checkreport import Report
 
 #: Longest line, in characters (all ASCII, so also in bytes).
 LIMIT = 200

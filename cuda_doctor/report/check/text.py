@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cuda_doctor.core.results import Result, Severity, Status
 from cuda_doctor.report import count, printable
 from cuda_doctor.report.check.common import (
     CATEGORY_TITLES,
@@ -20,11 +21,10 @@ from cuda_doctor.report.check.common import (
     visible,
     worst,
 )
-from cuda_doctor.results import Result, Severity, Status
 
 if TYPE_CHECKING:
-    from cuda_doctor.checkreport import Report
-    from cuda_doctor.facts import Facts
+    from cuda_doctor.core.checkreport import Report
+    from cuda_doctor.core.facts import Facts
 
 Segment = tuple[str, str]  # (text, rich style)
 Line = list[Segment]

@@ -8,8 +8,8 @@ from typing import Any
 
 from cuda_doctor.compare.diff import Diff
 from cuda_doctor.compare.fleet import Fleet
-from cuda_doctor.report import json_header
-from cuda_doctor.reportfile import SavedReport
+from cuda_doctor.core.checkreport import json_header
+from cuda_doctor.core.reportfile import SavedReport
 
 #: Version of the comparison output below (independent of the report schema it reads).
 COMPARE_SCHEMA_VERSION = 1

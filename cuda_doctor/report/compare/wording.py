@@ -8,8 +8,8 @@ from cuda_doctor.compare.coverage import NotRun
 from cuda_doctor.compare.diff import Diff, FactChange, FigureChange
 from cuda_doctor.compare.fleet import Fleet, Outlier
 from cuda_doctor.compare.keys import show
+from cuda_doctor.core.results import Status
 from cuda_doctor.report import count
-from cuda_doctor.results import Status
 
 
 def fact_side(change: FactChange, after: bool) -> str:

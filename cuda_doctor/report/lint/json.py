@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from cuda_doctor.core.checkreport import json_header
 from cuda_doctor.lint.engine import LintReport
-from cuda_doctor.report import json_header
 
 
 def render(report: LintReport) -> str:

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
-from cuda_doctor.report import json_header
+from cuda_doctor.core.checkreport import json_header
 from cuda_doctor.watch.samples import Series
 from cuda_doctor.watch.verdict import Analysis
 

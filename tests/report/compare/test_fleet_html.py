@@ -18,9 +18,9 @@ from compare_reports import base_report, failing_rule, other_driver, other_torch
 
 from cuda_doctor.cli import cli
 from cuda_doctor.compare.fleet import FLEET_FIELDS, Fleet, compare_fleet
+from cuda_doctor.core.reportfile import load_unique
 from cuda_doctor.report.compare import html as page
 from cuda_doctor.report.compare import render_fleet
-from cuda_doctor.reportfile import load_unique
 
 WOBBLE = (1.0, 1.01, 0.99, 1.02, 0.98, 1.005, 0.995, 1.015)
 #: Markup no report string may ever become.

@@ -1,0 +1,68 @@
+"""What one run found: the facts, the rule results and any internal problems (the report model).
+
+``check``, ``facts``, ``smoke`` and ``exec`` produce one; the reporters render it, and
+``to_dict`` is its JSON form, in the schema named here, which ``cuda_doctor.core.reportfile`` reads
+back with its checks.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from cuda_doctor.core.facts import Facts
+from cuda_doctor.core.results import Result, Severity, Status, exit_code
+
+SCHEMA = "cuda-doctor/report"
+#: The report schema version this version writes and fully understands.
+SCHEMA_VERSION = 1
+
+
+def json_header(schema: str, version: int) -> dict[str, object]:
+    """The fields every JSON document cuda-doctor writes begins with."""
+    from cuda_doctor import __version__
+
+    return {"schema": schema, "schema_version": version, "tool": {"name": "cuda-doctor", "version": __version__}}
+
+
+def hostname() -> str:
+    return os.uname().nodename  # the same as socket.gethostname(), without importing socket
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+
+
+@dataclass(slots=True)
+class Report:
+    """What one run found; ``to_dict`` is its JSON form."""
+
+    facts: Facts
+    results: list[Result]
+    command: str = "check"
+    host: str = field(default_factory=hostname)
+    created: str = field(default_factory=now)
+    problems: list[str] = field(default_factory=list)  # internal trouble worth showing (never silent)
+
+    def counts(self) -> dict[str, int]:
+        counts = {status.value: 0 for status in Status}
+        for result in self.results:
+            counts[result.status.value] += 1
+        return counts
+
+    def exit_code(self, fail_on: Severity) -> int:
+        return exit_code(self.results, fail_on)
+
+    def to_dict(self, fail_on: Severity = Severity.ERROR) -> dict[str, Any]:
+        return {
+            **json_header(SCHEMA, SCHEMA_VERSION),
+            "host": self.host,
+            "created": self.created,
+            "command": self.command,
+            "facts": self.facts.to_dict(),
+            "results": [r.to_dict() for r in self.results],
+            "problems": list(self.problems),
+            "summary": {**self.counts(), "exit_code": self.exit_code(fail_on), "fail_on": fail_on.value},
+        }

@@ -1,0 +1,440 @@
+"""Report what torch and TensorFlow see, from inside the interpreter being inspected.
+
+This file is run as ``python -c <its source> [CONFIG]`` by the target interpreter, which need
+not have cuda-doctor installed, so it uses the standard library (and the frameworks) only and
+keeps to syntax that Python 3.7 understands.  It prints records (``cuda_doctor.base.children``) on
+stdout: ``{"started": true}`` first, ``{"step": "import torch"}`` before each framework import,
+then the report, ``{"values": {fact: value}, "unknown": {fact: reason}}``.  It never lets an
+exception out: each step that fails becomes an unknown fact with the error text.
+
+With CONFIG ``{"then": "wait"}`` it then waits for one more order on stdin (``childside.report.serve``): the
+smoke run's framework-level script, run in this same process, so that a check imports torch
+once; the parent sends it only when the read-only probes are done, so that the GPU probe never
+counts cuda-doctor's own kernels as another process on the GPU.
+
+Besides the frameworks' own answers it reports what the interpreter would install-resolve and
+what the process really loaded: the CUDA distributions (``dist[i]``: the copy ``sys.path`` finds
+first, and the ones it shadows), torch's pins on them (``torch.requires``), its companion
+packages (``companion[i]``) and, after ``import torch`` and CUDA's initialisation, every CUDA
+library mapped into the process (``cudalib[i]``).  Those readers are child-side modules of
+``cuda_doctor.base.childside``, composed into this source by ``cuda_doctor.base.children.compose``.
+CONFIG names the distributions and companions to report (the parent's knowledge tables).
+Right after ``{"started": true}`` it prints ``{"paths": …}``, its ``sys.path``, for the parent's
+fatbin scan (``cuda_doctor.framework.fatbin``), which runs while this child imports torch.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import platform
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from cuda_doctor.base.childside.loaded import decode_nccl, loaded_libraries, read_maps
+from cuda_doctor.base.childside.packages import (
+    Installed,
+    build_files,
+    installed,
+    metadata_field,
+    owners,
+    requirement_name,
+)
+from cuda_doctor.base.childside.report import (
+    attempt,
+    describe,
+    end,
+    miss,
+    new_report,
+    open_records,
+    put,
+    run_order,
+    serve,
+)
+
+
+def last_line(exc: BaseException) -> str:
+    """The last line a traceback of ``exc`` ends with: its type and the last line of its text."""
+    text = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return type(exc).__name__ + (": " + text[-1] if text else "")
+
+
+def present(report: dict[str, dict[str, Any]], framework: str, names: list[str]) -> bool:
+    """``<framework>.installed``, found without importing it; when it is not installed, every one
+    of ``names`` is unknown for that reason."""
+    found = importlib.util.find_spec(framework) is not None
+    put(report, framework + ".installed", found)
+    if not found:
+        for name in names:
+            miss(report, name, f"{framework} is not installed in {sys.executable}")
+    return found
+
+
+# -- pure helpers (unit-tested in-process) ---------------------------------------------------
+def version_base(version: str) -> str:
+    """``2.11.0+cu130`` → ``2.11.0``; ``2.6.0a0+git1234`` → ``2.6.0a0``."""
+    return version.split("+", 1)[0]
+
+
+def capability_text(major: int, minor: int) -> str:
+    return f"{major}.{minor}"
+
+
+def bf16_native(capabilities: list[str]) -> bool:
+    """Native bf16 needs compute capability 8.0 (Ampere) or newer; older GPUs only emulate it."""
+    for cap in capabilities:
+        try:
+            major = int(cap.split(".", 1)[0])
+        except ValueError:
+            continue
+        if major >= 8:
+            return True
+    return False
+
+
+def nccl_text(version: Any) -> str | None:
+    """NCCL's version as ``a.b.c`` from a tuple (torch ≥ 1.10) or the packed integer code."""
+    if version is None:
+        return None
+    if isinstance(version, (tuple, list)):
+        return ".".join(str(int(part)) for part in version)
+    return decode_nccl(int(version))
+
+
+def arch_list_from_flags(flags: Any) -> list[str]:
+    """``"sm_75 sm_80 compute_90"`` → ``["sm_75", "sm_80", "compute_90"]``."""
+    if not flags:
+        return []
+    return [part for part in str(flags).split() if part]
+
+
+def warning_text(caught: list[Any]) -> str | None:
+    messages = []
+    for item in caught:
+        text = str(getattr(item, "message", item)).strip()
+        if text and text not in messages:
+            messages.append(text)
+    return "\n".join(messages) if messages else None
+
+
+# -- torch ----------------------------------------------------------------------------------
+TORCH_FACTS = [
+    "torch.version",
+    "torch.version_base",
+    "torch.cuda_build",
+    "torch.hip_build",
+    "torch.cuda_available",
+    "torch.cuda_error",
+    "torch.device_count",
+    "torch.arch_list",
+    "torch.device_capabilities",
+    "torch.device_names",
+    "torch.cudnn_version",
+    "torch.nccl_version",
+    "torch.bf16_native",
+    "torch.import_seconds",
+]
+
+TENSORFLOW_FACTS = [
+    "tensorflow.version",
+    "tensorflow.is_cuda_build",
+    "tensorflow.cuda_build",
+    "tensorflow.cudnn_build",
+    "tensorflow.gpus",
+]
+
+
+def probe_torch(report: dict[str, dict[str, Any]], emit: Callable[[dict[str, Any]], None]) -> None:
+    if not present(report, "torch", TORCH_FACTS):
+        return
+    emit({"step": "import torch"})
+    start = time.monotonic()
+    try:
+        import torch
+    except BaseException as exc:
+        # A fact of its own, so that a report can say that the import failed and why.
+        put(report, "torch.import_error", last_line(exc))
+        reason = "import torch failed: " + describe(exc)
+        for name in TORCH_FACTS:
+            miss(report, name, reason)
+        return
+    put(report, "torch.import_seconds", round(time.monotonic() - start, 3))
+    put(report, "torch.import_error", None)
+    steps = (
+        (["torch.version", "torch.version_base", "torch.cuda_build", "torch.hip_build"], torch_versions),
+        (["torch.arch_list"], torch_arch_list),
+        (["torch.cuda_available", "torch.cuda_error"], torch_availability),
+        (["torch.device_count", "torch.device_capabilities", "torch.device_names", "torch.bf16_native"], torch_devices),
+        (["torch.cudnn_version"], torch_cudnn),
+        (["torch.nccl_version"], torch_nccl),
+    )
+    for names, step in steps:
+        attempt(report, names, functools.partial(step, report, torch))
+
+
+def torch_versions(report: dict[str, dict[str, Any]], torch: Any) -> None:
+    version = str(torch.__version__)
+    put(report, "torch.version", version)
+    put(report, "torch.version_base", version_base(version))
+    put(report, "torch.cuda_build", getattr(torch.version, "cuda", None))
+    put(report, "torch.hip_build", getattr(torch.version, "hip", None))
+
+
+def torch_arch_list(report: dict[str, dict[str, Any]], torch: Any) -> None:
+    # get_arch_list() answers [] whenever CUDA is unavailable; the compiled list does not
+    # depend on a driver, so read it directly where this build has it.
+    flags_fn = getattr(torch._C, "_cuda_getArchFlags", None)
+    if flags_fn is not None:
+        put(report, "torch.arch_list", arch_list_from_flags(flags_fn()))
+    else:
+        put(report, "torch.arch_list", list(torch.cuda.get_arch_list()))
+
+
+def torch_availability(report: dict[str, dict[str, Any]], torch: Any) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        available = bool(torch.cuda.is_available())
+    put(report, "torch.cuda_available", available)
+    error = None if available else warning_text(caught)
+    if error is None and not available and report["values"].get("torch.cuda_build"):
+        # A CUDA build that says "unavailable" without a warning (e.g. no visible
+        # device): initialising explains why.
+        try:
+            with warnings.catch_warnings(record=True) as caught_init:
+                warnings.simplefilter("always")
+                torch.cuda.init()
+            error = warning_text(caught_init)
+        except BaseException as exc:
+            error = describe(exc)
+    put(report, "torch.cuda_error", error)
+
+
+def torch_devices(report: dict[str, dict[str, Any]], torch: Any) -> None:
+    count = int(torch.cuda.device_count()) if report["values"].get("torch.cuda_available") else 0
+    put(report, "torch.device_count", count)
+    caps = []
+    names = []
+    for index in range(count):
+        major, minor = torch.cuda.get_device_capability(index)
+        caps.append(capability_text(major, minor))
+        names.append(str(torch.cuda.get_device_name(index)))
+    put(report, "torch.device_capabilities", caps)
+    put(report, "torch.device_names", names)
+    put(report, "torch.bf16_native", bf16_native(caps))
+
+
+def torch_cudnn(report: dict[str, dict[str, Any]], torch: Any) -> None:
+    version = torch.backends.cudnn.version()
+    put(report, "torch.cudnn_version", None if version is None else int(version))
+
+
+def torch_nccl(report: dict[str, dict[str, Any]], torch: Any) -> None:
+    if not report["values"].get("torch.cuda_build"):
+        put(report, "torch.nccl_version", None)  # CPU-only and ROCm builds carry no NCCL
+        return
+    import torch.cuda.nccl as nccl_module
+
+    put(report, "torch.nccl_version", nccl_text(nccl_module.version()))
+
+
+# -- TensorFlow -----------------------------------------------------------------------------
+def probe_tensorflow(report: dict[str, dict[str, Any]], emit: Callable[[dict[str, Any]], None]) -> None:
+    if not present(report, "tensorflow", TENSORFLOW_FACTS):
+        return
+    emit({"step": "import tensorflow"})
+    try:
+        import tensorflow as tf
+    except BaseException as exc:
+        reason = "import tensorflow failed: " + describe(exc)
+        for name in TENSORFLOW_FACTS:
+            miss(report, name, reason)
+        return
+
+    attempt(report, ["tensorflow.version"], lambda: put(report, "tensorflow.version", str(tf.__version__)))
+
+    def build() -> None:
+        info = dict(tf.sysconfig.get_build_info())
+        put(report, "tensorflow.is_cuda_build", bool(info.get("is_cuda_build", False)))
+        cuda = info.get("cuda_version")
+        cudnn = info.get("cudnn_version")
+        put(report, "tensorflow.cuda_build", None if cuda is None else str(cuda))
+        put(report, "tensorflow.cudnn_build", None if cudnn is None else str(cudnn))
+
+    attempt(report, ["tensorflow.is_cuda_build", "tensorflow.cuda_build", "tensorflow.cudnn_build"], build)
+
+    def gpus() -> None:
+        names = []
+        for device in tf.config.list_physical_devices("GPU"):
+            name = str(device.name)
+            try:
+                details = tf.config.experimental.get_device_details(device)
+                name = str(details.get("device_name", name))
+            except Exception:  # details are optional; the device's own name stands
+                name = str(device.name)
+            names.append(name)
+        put(report, "tensorflow.gpus", names)
+
+    attempt(report, ["tensorflow.gpus"], gpus)
+
+
+# -- distributions: what this sys.path resolves -------------------------------------------------
+PACKAGE_FACTS = [
+    "framework.sys_path",
+    "framework.pythonpath",
+    "framework.conda_prefix",
+    "framework.install_paths",
+    "framework.distribution_count",
+    "framework.companion_count",
+    "torch.requires",
+    "framework.cuda_toolkit_requires",
+]
+LIBRARY_FACTS = ["framework.cuda_library_count"]
+
+
+def probe_packages(report: dict[str, dict[str, Any]], config: dict[str, Any]) -> dict[str, list[Installed]]:
+    """``dist[i]``: each CUDA distribution CONFIG names, the copy ``sys.path`` resolves and the
+    copies it shadows; ``companion[i]`` likewise for torch's companions; torch's own pins."""
+    put(report, "framework.sys_path", list(sys.path))
+    put(report, "framework.pythonpath", os.environ.get("PYTHONPATH"))
+    conda = os.path.isdir(os.path.join(sys.prefix, "conda-meta"))
+    put(report, "framework.conda_prefix", sys.prefix if conda else None)
+    attempt(report, ["framework.install_paths"], functools.partial(put_install_paths, report))
+    names = set(config.get("distributions", ()))
+    prefixes = tuple(config.get("distribution_prefixes", ()))
+    companions = dict(config.get("companions", {}))
+    found = installed(sys.path, lambda n: n in names or n.startswith(prefixes) or n in companions)
+    dists = [name for name in sorted(found) if name not in companions]
+    for index, name in enumerate(dists):
+        put_copies(report, f"dist[{index}]", found[name])
+    put(report, "framework.distribution_count", len(dists))
+    for index, name in enumerate(name for name in sorted(found) if name in companions):
+        base = f"companion[{index}]"
+        put_copies(report, base, found[name])
+        first = found[name][0]
+        requires = metadata_field(first.metadata, "Requires-Dist")
+        put(report, base + ".requires_torch", [r for r in requires if requirement_name(r) == "torch"])
+        attempt(report, [base + ".build"], functools.partial(put_build, report, base, first, companions[name]))
+    put(report, "framework.companion_count", len([name for name in found if name in companions]))
+
+    def pins(owner: str, fact: str) -> None:
+        if owner not in found:
+            put(report, fact, None)  # not installed: nothing is pinned
+            return
+        requires = metadata_field(found[owner][0].metadata, "Requires-Dist")
+        named = [(r, requirement_name(r) or "") for r in requires]
+        put(report, fact, [r for r, name in named if name in names or name.startswith(prefixes)])
+
+    toolkit = "framework.cuda_toolkit_requires"
+    attempt(report, ["torch.requires"], lambda: pins("torch", "torch.requires"))
+    attempt(report, [toolkit], lambda: pins("cuda-toolkit", toolkit))
+    return found
+
+
+def put_install_paths(report: dict[str, dict[str, Any]]) -> None:
+    """Where ``pip install`` puts packages (``purelib``, ``platlib``) and ``--user`` does."""
+    import site
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    user = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    where = {"purelib": paths.get("purelib"), "platlib": paths.get("platlib"), "user": user}
+    put(report, "framework.install_paths", where)
+
+
+def put_copies(report: dict[str, dict[str, Any]], base: str, copies: list[Installed]) -> None:
+    first = copies[0]
+    put(report, base + ".name", first.name)
+    put(report, base + ".version", first.version)
+    put(report, base + ".location", first.location)
+    put(report, base + ".shadowed", [{"version": c.version, "location": c.location} for c in copies[1:]])
+
+
+def put_build(report: dict[str, dict[str, Any]], base: str, dist: Installed, package: str) -> None:
+    put(report, base + ".build", build_files(dist, package))
+
+
+# -- the CUDA libraries this process mapped ---------------------------------------------------
+def probe_loaded(report: dict[str, dict[str, Any]], found: dict[str, list[Installed]]) -> None:
+    """``cudalib[i]``: every CUDA library mapped now (after ``import torch`` and CUDA's
+    initialisation), with the distribution that owns its file, if any."""
+    libraries = loaded_libraries(read_maps())
+    paths = [library["path"] for library in libraries]
+    owned = owners([copy for copies in found.values() for copy in copies], paths)
+    if any(path not in owned for path in paths):  # not a CUDA wheel's: torch's own, or another one's
+        everything = installed(sys.path, lambda name: True)
+        owned.update(owners([copy for copies in everything.values() for copy in copies], paths))
+    for index, library in enumerate(libraries):
+        base = f"cudalib[{index}]"
+        owner = owned.get(library["path"])
+        for key in ("library", "file", "path", "soname", "version", "version_source", "problems"):
+            put(report, f"{base}.{key}", library[key])
+        put(report, base + ".distribution", owner.name if owner else None)
+        put(report, base + ".distribution_version", owner.version if owner else None)
+        put(report, base + ".distribution_location", owner.location if owner else None)
+        if library["version"] is None and owner is not None:
+            put(report, base + ".version", owner.version)
+            put(report, base + ".version_source", "distribution")
+    put(report, "framework.cuda_library_count", len(libraries))
+
+
+def collect(emit: Callable[[dict[str, Any]], None], config: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    report = new_report()
+    put(report, "framework.python", sys.executable)
+    put(report, "framework.python_version", platform.python_version())
+    found: dict[str, list[Installed]] = {}
+
+    def packages() -> None:
+        emit({"step": "read distributions"})
+        found.update(probe_packages(report, config or {}))
+
+    def libraries() -> None:
+        emit({"step": "read loaded libraries"})
+        probe_loaded(report, found)
+
+    # The libraries are read after torch (which initialises CUDA) and before TensorFlow, whose
+    # own CUDA libraries are not torch's to answer for.
+    steps = (
+        (packages, PACKAGE_FACTS),
+        (functools.partial(probe_torch, report, emit), ["torch.installed", *TORCH_FACTS]),
+        (libraries, LIBRARY_FACTS),
+        (functools.partial(probe_tensorflow, report, emit), ["tensorflow.installed", *TENSORFLOW_FACTS]),
+    )
+    for step, names in steps:
+        attempt(report, names, step)
+    return report
+
+
+def paths_record() -> dict[str, Any]:
+    """The interpreter's sys.path and standard-library folders, for the parent's fatbin scan,
+    which runs while this child imports torch."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    stdlib = [paths.get("stdlib"), paths.get("platstdlib")]
+    return {"paths": {"sys_path": list(sys.path), "stdlib": stdlib}}
+
+
+def main() -> None:
+    records_fd, emit = open_records()
+    emit(paths_record())
+    config = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    emit(collect(emit, config))
+    sys.stderr.flush()
+    status = 0
+    if config.get("then") == "wait":  # for the smoke steps, once the read-only probes are done
+
+        def one_script(order: dict[str, Any]) -> bool:
+            run_order(order, records_fd)
+            return False  # this child ends after it
+
+        status = serve(one_script)
+    end(status)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""What the fatbin scan found per file, kept between runs in cuda-doctor's cache folder.
+
+An entry is valid while its file keeps the same size, modification time and inode: a
+reinstalled wheel writes new files, so it is read again.  A cache that cannot be read or written
+only costs time; the reason is kept in ``error``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from cuda_doctor import __version__
+from cuda_doctor.base.atomic import write_text
+from cuda_doctor.base.paths import cache_dir
+from cuda_doctor.base.reading import read_bytes
+
+SCHEMA = 1
+#: A cache file larger than this is not read (a fresh scan costs less than trusting it).
+CACHE_CAP = 64 << 20
+
+Stamp = list[int]
+
+
+def stamp_of(stat: os.stat_result) -> Stamp:
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+
+
+class ScanCache:
+    def __init__(
+        self, path: Path | None, entries: dict[str, dict[str, Any]] | None = None, error: str | None = None
+    ) -> None:
+        self.path = path
+        self.entries = entries or {}
+        self.error = error
+        self.dirty = False
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> ScanCache:
+        try:
+            path = path or cache_dir() / f"fatbin-{__version__}.json"
+        except OSError as exc:  # no cache folder: the scan reads every file, and keeps nothing
+            return cls(None, error=str(exc))
+        try:
+            data = read_bytes(path, CACHE_CAP, "a fatbin scan cache")  # FileRefused past the cap, or not a file
+        except FileNotFoundError:
+            return cls(path)
+        except OSError as exc:
+            return cls(path, error=f"cannot read {path}: {exc.strerror or exc}")
+        try:
+            loaded = json.loads(data)
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser's depth
+            return cls(path, error=f"{path} is not valid JSON ({exc}): read again from the files")
+        if not isinstance(loaded, dict) or loaded.get("schema") != SCHEMA or not isinstance(loaded.get("files"), dict):
+            return cls(path)  # another layout (an older cuda-doctor): start afresh
+        return cls(path, {k: v for k, v in loaded["files"].items() if isinstance(v, dict)})
+
+    def get(self, path: str, stamp: Stamp) -> dict[str, Any] | None:
+        entry = self.entries.get(path)
+        return entry if entry is not None and entry.get("stamp") == stamp else None
+
+    def put(self, path: str, entry: dict[str, Any]) -> None:
+        self.entries[path] = entry
+        self.dirty = True
+
+    def save(self) -> None:
+        """Write the cache if anything changed; entries of files that are gone are dropped."""
+        if not self.dirty or self.path is None:
+            return
+        kept = {path: entry for path, entry in self.entries.items() if os.path.exists(path)}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_text(self.path, json.dumps({"schema": SCHEMA, "files": kept}, separators=(",", ":")))
+        except OSError as exc:
+            self.error = f"cannot write {self.path}: {exc.strerror or exc}"
+            return
+        self.dirty = False

@@ -1,0 +1,154 @@
+"""The fatbin scan judged per GPU, and the CUDA linkage of compiled extensions against torch.
+
+Per visible GPU (``gpu[i].compute_capability`` from NVML): the files with device code that have
+neither SASS it runs (``wheels.arch_support``, as for torch's own arch list: the same major at a
+lower or equal minor, an arch-specific ``sm_90a`` on exactly 9.0) nor PTX for an older or equal
+architecture; and the
+files whose only way onto this GPU is PTX newer than the driver can compile
+(``rules/data/ptx_isa.toml``).  Across files: extensions that need ``libc10_cuda.so`` under a
+CPU-only torch, and torch extensions linked to another CUDA major than torch's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from cuda_doctor.core.facts import Facts, indexed
+from cuda_doctor.framework.libraries.common import missing
+from cuda_doctor.tables import load_table
+from cuda_doctor.tables.versions import major_minor
+from cuda_doctor.tables.wheels import arch_support
+
+#: Files named in one message at most (the count says how many there are).
+SHOWN = 8
+
+
+def derive(facts: Facts) -> None:
+    files = facts.get("fatbin.files")
+    outs = [f"derived.gpu[{i}].{name}" for i in facts.indices("gpu") for name in ("kernels_missing", "ptx_too_new")]
+    if missing(facts, "fatbin.files", *outs, "derived.extensions.c10_cuda_on_cpu") or not isinstance(files, list):
+        return
+    roots = [str(r) for r in facts.get("fatbin.site_dirs") or []]
+    coded = [
+        f
+        for f in files
+        if isinstance(f, dict) and (f.get("sass") or f.get("sass_specific") or f.get("ptx")) and not _nvidia_library(f)
+    ]
+    facts.set("derived.fatbin.device_code_files", len(coded))
+    for index in facts.indices("gpu"):
+        _per_gpu(facts, index, coded, roots)
+    _linkage(facts, [f for f in files if isinstance(f, dict)], roots)
+
+
+def _nvidia_library(item: dict[str, Any]) -> bool:
+    """NVIDIA's own CUDA library wheels (nvidia-cufft, nvidia-cublas, …) are not judged here.
+
+    They support what their CUDA release supports (the driver and build rules judge that), and
+    some keep most device code outside ``.nv_fatbin``: on the H200, libcufft.so.12 of CUDA 13
+    showed only an sm_75 entry there while cuFFT runs on sm_90.  A verdict from their headers
+    would be a false failure."""
+    return str(item.get("distribution") or "").startswith("nvidia-")
+
+
+def describe(item: dict[str, Any], roots: list[str], gpu_code: str = "") -> str:
+    """``flash-attn 2.8.3: flash_attn_2_cuda….so (has sm_80, sm_90)``."""
+    path = str(item["path"])
+    shown = next((os.path.relpath(path, r) for r in roots if path.startswith(r.rstrip("/") + "/")), path)
+    owner = f"{item['distribution']} {item.get('distribution_version')}: " if item.get("distribution") else ""
+    return f"{owner}{shown}{f' ({gpu_code})' if gpu_code else ''}"
+
+
+def _sass(item: dict[str, Any]) -> list[str]:
+    return [f"sm_{a}" for a in item.get("sass", [])] + [f"sm_{a}a" for a in item.get("sass_specific", [])]
+
+
+def has_text(item: dict[str, Any]) -> str:
+    code = _sass(item) + [f"PTX {version} for sm_{arch}" for arch, version in item.get("ptx", [])]
+    return "has " + ", ".join(code) if code else "no device code"
+
+
+def _arch_list(item: dict[str, Any]) -> list[str]:
+    """The file's device code in the spelling of ``wheels.arch_support``."""
+    return _sass(item) + [f"compute_{arch}" for arch, _ in item.get("ptx", [])]
+
+
+def ptx_needs(isa: str) -> tuple[str | None, bool]:
+    """The first CUDA release that compiles PTX ISA ``isa``, and whether the table row is verified."""
+    row = next((r for r in load_table("ptx_isa")["isa"] if r["ptx"] == isa), None)
+    return (str(row["cuda"]), bool(row.get("verified"))) if row else (None, False)
+
+
+def _per_gpu(facts: Facts, index: int, coded: list[dict[str, Any]], roots: list[str]) -> None:
+    base = f"derived.gpu[{index}]"
+    capability = facts.get(indexed("gpu", index, "compute_capability"))
+    cc = major_minor(capability)
+    if cc is None:
+        reason = facts.reason(indexed("gpu", index, "compute_capability")) or "its compute capability is unknown"
+        facts.mark_all_unknown((base + ".kernels_missing", base + ".ptx_too_new"), reason)
+        return
+    driver_cuda = major_minor(facts.get("driver.cuda_version"))
+    missing: list[str] = []
+    too_new: list[str] = []
+    unverified: list[str] = []
+    jit = 0
+    for item in coded:
+        support = arch_support(str(capability), _arch_list(item))
+        if support == "none":
+            missing.append(describe(item, roots, has_text(item)))
+        elif support == "ptx":
+            jit += 1
+            needs = _ptx_floor(item, cc)
+            if needs and driver_cuda and needs[0] and (major_minor(needs[0]) or (0, 0)) > driver_cuda:
+                text = describe(item, roots, f"PTX needs a CUDA {needs[0]} driver")
+                (too_new if needs[1] else unverified).append(text)
+    complete = bool(facts.get("fatbin.complete"))
+    if not missing and not complete:
+        reason = f"the scan is incomplete: {facts.get('fatbin.incomplete_reason')}"
+        facts.mark_unknown(base + ".kernels_missing", reason)
+    else:
+        facts.set(base + ".kernels_missing", missing[:SHOWN])
+        facts.set(base + ".kernels_missing_count", len(missing))
+    facts.set(base + ".ptx_too_new", too_new[:SHOWN])
+    facts.set(base + ".ptx_unverified", unverified[:SHOWN])
+    facts.set(base + ".ptx_jit_count", jit)
+    facts.set(base + ".device_code_files", len(coded))
+    facts.set(base + ".arch_list_hint", f"{cc[0]}.{cc[1]}")
+
+
+def _ptx_floor(item: dict[str, Any], cc: tuple[int, int]) -> tuple[str | None, bool] | None:
+    """The least CUDA version among the PTX entries that this GPU can JIT (arch ≤ its SM)."""
+    sm = cc[0] * 10 + cc[1]
+    best: tuple[tuple[int, int], str, bool] | None = None
+    for arch, isa in item.get("ptx", []):
+        if int(arch) > sm:
+            continue
+        cuda, verified = ptx_needs(str(isa))
+        parsed = major_minor(cuda) if cuda else None
+        if parsed is None:
+            return None  # an ISA the table does not know: no claim either way
+        if best is None or parsed < best[0]:
+            best = (parsed, str(cuda), verified)
+    return (best[1], best[2]) if best else None
+
+
+def _linkage(facts: Facts, files: list[dict[str, Any]], roots: list[str]) -> None:
+    companions = {row["name"] for row in load_table("companions")["companion"]}
+    torch_build = facts.get("torch.cuda_build")
+    cpu_torch = facts.has("torch.cuda_build") and torch_build is None and not facts.get("torch.hip_build")
+    theirs = [f for f in files if f.get("distribution") not in companions and f.get("distribution") != "torch"]
+    if missing(facts, "torch.cuda_build", "derived.extensions.c10_cuda_on_cpu"):
+        return
+    c10 = [describe(f, roots) for f in theirs if f.get("c10_cuda")] if cpu_torch else []
+    facts.set("derived.extensions.c10_cuda_on_cpu", c10[:SHOWN])
+    facts.set("derived.extensions.c10_cuda_on_cpu_count", len(c10))
+    major = re.match(r"^(\d+)", str(torch_build)) if torch_build else None
+    differs = []
+    if major:
+        for item in theirs:
+            linked = item.get("cudart")
+            if item.get("torch") and isinstance(linked, int) and linked != int(major.group(1)):
+                differs.append(describe(item, roots, f"needs libcudart.so.{linked}"))
+    facts.set("derived.extensions.cudart_differs", differs[:SHOWN])
+    facts.set("derived.extensions.cudart_differs_count", len(differs))

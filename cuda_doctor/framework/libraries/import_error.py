@@ -1,0 +1,102 @@
+"""Why ``import torch`` failed, from the error's text and what the process had loaded by then.
+
+The texts users paste: ``libcusparse.so.12: undefined symbol: __nvJitLinkComplete_12_4, version
+libnvJitLink.so.12`` (an older copy of the needed library was loaded first, typically from
+``LD_LIBRARY_PATH``), ``libcudnn.so.9: cannot open shared object file`` (a pinned wheel missing,
+or installed where torch's loader does not look), ``libc10_cuda.so: cannot open shared object
+file`` (torch's own files incomplete).  ``derived.torch_import.*`` names the cause, the library
+to blame and the command that fixes it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from cuda_doctor.base.childside.loaded import cuda_library_key
+from cuda_doctor.core.facts import Facts
+from cuda_doctor.framework.libraries.common import (
+    index_option,
+    library_pin,
+    missing,
+    pip_install,
+    torch_pins,
+    torch_version,
+)
+
+UNDEFINED = re.compile(
+    r"(?P<library>[^\s:]+\.so[.\d]*): undefined symbol: (?P<symbol>[^,\s]+)(?:, version (?P<needs>\S+))?"
+)
+MISSING = re.compile(r"(?P<library>lib[\w.+-]*?\.so[.\d]*): cannot open shared object file")
+#: torch's own libraries (torch/lib): when one is missing, torch's installation is broken.
+TORCH_LIBRARIES = re.compile(r"^lib(c10|torch|shm|caffe2_nvrtc)(_\w+)?\.so")
+OUT = "derived.torch_import.cause"
+#: Set (None where they do not apply) whenever the cause is known, so that rules can test them.
+DETAILS = (
+    "library", "symbol", "needs", "culprit_path", "culprit_origin", "path_command", "pin", "install_command",
+    "installed_at",
+)  # fmt: skip
+
+
+def derive(facts: Facts) -> None:
+    if missing(facts, "torch.import_error", OUT):
+        return
+    text = facts.get("torch.import_error")
+    if not text:
+        facts.set(OUT, None)
+        return
+    for name in DETAILS:
+        facts.set(f"derived.torch_import.{name}", None)
+    undefined = UNDEFINED.search(str(text))
+    cannot_open = MISSING.search(str(text))
+    if undefined:
+        _undefined(facts, undefined)
+    elif cannot_open and TORCH_LIBRARIES.match(cannot_open.group("library")):
+        _torch_incomplete(facts, cannot_open.group("library"))
+    elif cannot_open:
+        _missing(facts, cannot_open.group("library"))
+    else:
+        facts.set(OUT, "other")
+
+
+def _undefined(facts: Facts, match: re.Match[str]) -> None:
+    facts.set(OUT, "undefined_symbol")
+    library = match.group("library").rsplit("/", 1)[-1]
+    needs = match.group("needs")
+    facts.set("derived.torch_import.library", library)
+    facts.set("derived.torch_import.symbol", match.group("symbol"))
+    facts.set("derived.torch_import.needs", needs)
+    key = cuda_library_key(needs) if needs else None
+    culprit = next((i for i in facts.indices("cudalib") if facts.get(f"cudalib[{i}].library") == key), None)
+    if culprit is not None:
+        facts.set("derived.torch_import.culprit_path", facts.get(f"cudalib[{culprit}].path"))
+        facts.set("derived.torch_import.culprit_origin", facts.get(f"derived.cudalib[{culprit}].origin_text"))
+        facts.set("derived.torch_import.path_command", facts.get(f"derived.cudalib[{culprit}].path_command"))
+    _pinned_install(facts, key)
+
+
+def _missing(facts: Facts, library: str) -> None:
+    facts.set(OUT, "missing_library")
+    facts.set("derived.torch_import.library", library)
+    key = cuda_library_key(library)
+    pin = _pinned_install(facts, key)
+    dists = [i for i in facts.indices("dist") if pin is not None and facts.get(f"dist[{i}].name") == pin]
+    facts.set("derived.torch_import.installed_at", facts.get(f"dist[{dists[-1]}].location") if dists else None)
+
+
+def _pinned_install(facts: Facts, key: str | None) -> str | None:
+    """The pinned distribution of library ``key`` and the command that installs it."""
+    pin = library_pin(torch_pins(facts) if facts.has("torch.requires") else {}, key)
+    facts.set("derived.torch_import.pin", pin.requirement if pin else None)
+    facts.set("derived.torch_import.install_command", pip_install(facts, pin.requirement) if pin else None)
+    return pin.name if pin else None
+
+
+def _torch_incomplete(facts: Facts, library: str) -> None:
+    facts.set(OUT, "torch_incomplete")
+    facts.set("derived.torch_import.library", library)
+    version = torch_version(facts)
+    index = index_option(facts)
+    if version and index is not None:
+        options = "--force-reinstall --no-deps" + (f" {index}" if index else "")
+        command = pip_install(facts, f"torch=={version.split('+')[0]}", options=options)
+        facts.set("derived.torch_import.install_command", command)

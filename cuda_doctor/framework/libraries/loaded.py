@@ -1,0 +1,133 @@
+"""Where each CUDA library the framework process mapped came from, against torch's pins.
+
+Per ``cudalib[i]``: its origin (the wheel torch pins, another wheel, a folder on
+``LD_LIBRARY_PATH``, conda, the system, the driver, the forward-compatibility package), its
+version against the pinned one, the variable that put it first and the command that takes it
+out.  ``derived.libcuda.*`` describes the driver library that was loaded (for the driver rules).
+"""
+
+from __future__ import annotations
+
+import os
+
+from cuda_doctor.core.facts import Facts
+from cuda_doctor.framework.libraries.common import (
+    Pin,
+    compare_versions,
+    in_variable,
+    library_pin,
+    missing,
+    pinned_version,
+    satisfies,
+    torch_pins,
+    without_entry,
+)
+
+#: A libcuda in one of these folders is NVIDIA's forward-compatibility package (cuda-compat-X-Y
+#: installs /usr/local/cuda-X.Y/compat/libcuda.so.*).
+COMPAT_FOLDER = "compat"
+
+
+RELATIONS = {
+    "same": "the pinned version {wanted}",
+    "older": "older than the pinned {wanted}",
+    "newer": "newer than the pinned {wanted}",
+    "major_differs": "of another major version than the pinned {wanted}",
+    "unknown": "a version that could not be compared with the pin",
+}
+
+
+def is_compat(path: str) -> bool:
+    return os.path.basename(os.path.dirname(path)) == COMPAT_FOLDER
+
+
+def derive(facts: Facts) -> None:
+    if missing(facts, "framework.cuda_library_count", "derived.libcuda.loaded"):
+        return
+    pins = torch_pins(facts) if facts.has("torch.requires") else {}
+    seen: dict[str, str] = {}
+    for name in ("path", "folder", "version", "compat", "path_command"):
+        facts.set(f"derived.libcuda.{name}", None)
+    facts.set("derived.libcuda.loaded", False)
+    for index in facts.indices("cudalib"):
+        key = str(facts.get(f"cudalib[{index}].library"))
+        path = str(facts.get(f"cudalib[{index}].path"))
+        facts.set(f"derived.cudalib[{index}].other_copy", seen[key] if seen.get(key, path) != path else None)
+        seen.setdefault(key, path)
+        _judge(facts, index, key, path, pins)
+        if key == "cuda" and not facts.get("derived.libcuda.loaded"):
+            _libcuda(facts, index, path)
+
+
+def _judge(facts: Facts, index: int, key: str, path: str, pins: dict[str, Pin]) -> None:
+    base = f"derived.cudalib[{index}]"
+    owner = facts.get(f"cudalib[{index}].distribution")
+    folder = os.path.dirname(path)
+    ld_path = facts.get("env.ld_library_path")
+    pin = library_pin(pins, key)
+    origin = _origin(facts, key, path, owner, folder, ld_path)
+    facts.set(base + ".origin", origin)
+    facts.set(base + ".pin", pin.requirement if pin else None)
+    if key == "cuda":
+        status = origin  # the driver's library: torch pins none; the driver rules judge it
+    elif pin is None:
+        status = "unpinned"
+    elif owner == pin.name:
+        meets = satisfies(facts.get(f"cudalib[{index}].distribution_version"), pin.specifier)
+        status = "pinned" if meets else "pin_mismatch"
+    else:
+        status = "elsewhere"
+    facts.set(base + ".status", status)
+    wanted = pinned_version(pin.specifier) if pin else None
+    facts.set(base + ".pinned_version", wanted)
+    relation = compare_versions(facts.get(f"cudalib[{index}].version"), wanted)
+    facts.set(base + ".relation", relation)
+    facts.set(base + ".relation_text", RELATIONS.get(relation, "").format(wanted=wanted))
+    facts.set(base + ".origin_text", _origin_text(facts, index, origin, owner))
+    variable, entry = _variable(facts, origin, folder, owner, index)
+    facts.set(base + ".variable", variable)
+    value = ld_path if variable == "LD_LIBRARY_PATH" else facts.get("framework.pythonpath")
+    facts.set(base + ".path_command", without_entry(variable, value, entry) if variable and entry else None)
+
+
+def _origin(facts: Facts, key: str, path: str, owner: object, folder: str, ld_path: object) -> str:
+    if key == "cuda":
+        return "compat" if is_compat(path) else "driver"
+    if owner:
+        return "wheel"
+    if in_variable(ld_path, folder):
+        return "LD_LIBRARY_PATH"
+    conda = facts.get("framework.conda_prefix")
+    if isinstance(conda, str) and path.startswith(conda.rstrip("/") + "/"):
+        return "conda"
+    return "system"
+
+
+def _origin_text(facts: Facts, index: int, origin: str, owner: object) -> str:
+    if origin == "wheel":
+        return f"the {owner} {facts.get(f'cudalib[{index}].distribution_version')} wheel"
+    return {
+        "driver": "the NVIDIA driver",
+        "compat": "the CUDA forward-compatibility package",
+        "LD_LIBRARY_PATH": "a folder on LD_LIBRARY_PATH",
+        "conda": "the conda environment",
+    }.get(origin, "a system folder")
+
+
+def _variable(facts: Facts, origin: str, folder: str, owner: object, index: int) -> tuple[str | None, str | None]:
+    """The path variable that put this copy first, and the entry in it."""
+    if origin in ("LD_LIBRARY_PATH", "compat") and in_variable(facts.get("env.ld_library_path"), folder):
+        return "LD_LIBRARY_PATH", folder
+    location = facts.get(f"cudalib[{index}].distribution_location")
+    if owner and isinstance(location, str) and in_variable(facts.get("framework.pythonpath"), location):
+        return "PYTHONPATH", location
+    return None, None
+
+
+def _libcuda(facts: Facts, index: int, path: str) -> None:
+    facts.set("derived.libcuda.loaded", True)
+    facts.set("derived.libcuda.path", path)
+    facts.set("derived.libcuda.folder", os.path.dirname(path))
+    facts.set("derived.libcuda.version", facts.get(f"cudalib[{index}].version"))
+    facts.set("derived.libcuda.compat", is_compat(path))
+    facts.set("derived.libcuda.path_command", facts.get(f"derived.cudalib[{index}].path_command"))

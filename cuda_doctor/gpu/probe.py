@@ -1,0 +1,110 @@
+"""The GPU probe: NVML first, ``nvidia-smi`` when NVML cannot answer in this Python.
+
+NVML can fail here while the driver is fine (no ``nvidia-ml-py`` in the inspected
+environment, ``libnvidia-ml.so.1`` not on the loader path, a hung call); nvidia-smi then
+often still knows the driver and the GPUs.  When NVML's answer is definitive
+(``no_gpu``, ``version_mismatch``) it is kept as is.  When both fail, nvidia-smi's verdict
+wins where it says more (it hung or flooded its output: a driver is installed); otherwise the
+NVML facts are kept and nvidia-smi's reason is added to ``driver.error``.  NVML's own reason is
+always kept in ``nvml.error``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from cuda_doctor.base.process import running_pids
+from cuda_doctor.core.facts import Facts, indexed
+from cuda_doctor.core.probe import ProbeContext
+from cuda_doctor.gpu.nvml import nvml_disabled
+from cuda_doctor.gpu.nvml.read import collect_nvml
+
+# NVML statuses that nvidia-smi (built on the same NVML) could only repeat.
+_DEFINITIVE = {"ok", "no_gpu", "version_mismatch"}
+
+
+class GpuProbe(NamedTuple):
+    """``nvml`` replaces the ``pynvml`` module (tests pass a fake GPU)."""
+
+    name: str = "gpu"
+    nvml: Any = None
+
+    def applies(self, ctx: ProbeContext) -> bool:
+        return True
+
+    def deadline(self, ctx: ProbeContext) -> float:
+        # NVML's read, then nvidia-smi's -q -x, --query-gpu and its retry without an unknown field
+        return 4 * ctx.timeout + 5
+
+    def collect(self, ctx: ProbeContext) -> Facts:
+        ours = set(running_pids())  # cuda-doctor's children when the reading starts, and at its end
+        facts = self._collect(ctx)
+        leave_out(facts, ours | set(running_pids()))
+        return facts
+
+    def _collect(self, ctx: ProbeContext) -> Facts:
+        if nvml_disabled(ctx.env):
+            # nvidia-smi only: for a Python whose NVML binding is broken, and for tests that
+            # must not read the host's GPU
+            facts = _collect_nvidia_smi(ctx)
+            facts.set("nvml.error", "NVML disabled by CUDA_DOCTOR_DISABLE_NVML")
+            if not facts.has("driver.status"):  # no nvidia-smi either: no driver to talk to
+                reason = facts.reason("driver.status") or "nvidia-smi gave no answer"
+                facts.set("driver.status", "library_not_found")
+                facts.set("driver.error", f"NVML disabled; {reason}")
+            return facts
+        nvml_facts = collect_nvml(ctx, self.nvml)
+        status = nvml_facts.get("driver.status")
+        if status in _DEFINITIVE:
+            return nvml_facts
+        smi_facts = _collect_nvidia_smi(ctx)
+        nvml_error = nvml_facts.get("nvml.error") or nvml_facts.get("driver.error")
+        smi_status = smi_facts.get("driver.status")
+        # nvidia-smi's verdict wins when it has one, unless it says less than NVML's; an
+        # nvidia-smi that ran and printed something (its notes are recorded) says the driver is
+        # there, whatever this Python's NVML said
+        answered = smi_facts.has("driver.smi_notes")
+        if smi_status is not None and (answered or not _less_specific(smi_status, status)):
+            smi_facts.set("nvml.error", nvml_error)
+            return smi_facts
+        smi_reason = (
+            smi_facts.get("driver.error") or smi_facts.unknown.get("driver.status") or "nvidia-smi gave no answer"
+        )
+        merged = nvml_facts.copy()
+        merged.set("driver.error", f"{nvml_facts.get('driver.error')}; {smi_reason}")
+        merged.set("nvml.error", nvml_error)
+        return merged
+
+
+def leave_out(facts: Facts, pids: set[int]) -> None:
+    """Take cuda-doctor's own children out of ``gpu[i].processes``: they are no other process
+    on the GPU (the JAX child initialises its backend, a context on every GPU, while this
+    probe reads)."""
+    for i in facts.indices("gpu"):
+        procs = facts.get(indexed("gpu", i, "processes"))
+        if not isinstance(procs, list):
+            continue
+        others = [proc for proc in procs if not (isinstance(proc, dict) and proc.get("pid") in pids)]
+        if len(others) < len(procs):
+            facts.set(indexed("gpu", i, "processes"), others)
+            facts.set(indexed("gpu", i, "process_count"), len(others))
+
+
+def _less_specific(smi_status: str, nvml_status: Any) -> bool:
+    """Whether nvidia-smi's failure says less than NVML's, which is then kept.  Otherwise
+    nvidia-smi's verdict wins: it hanging or flooding its output shows that a driver is
+    installed, whatever NVML could not load here."""
+    if smi_status == "error":
+        return nvml_status != "error"
+    # nvidia-smi loads the same libnvidia-ml.so.1: NVML named the broken file it found
+    return smi_status == "library_not_found" and nvml_status == "library_unloadable"
+
+
+def _collect_nvidia_smi(ctx: ProbeContext) -> Facts:
+    # the fallback: its parser (and subprocess) is imported only when NVML cannot answer
+    from cuda_doctor.gpu.nvidia_smi import collect_nvidia_smi
+
+    return collect_nvidia_smi(ctx)
+
+
+PROBE = GpuProbe()

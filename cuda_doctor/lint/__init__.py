@@ -1,0 +1,1 @@
+"""Static checks of training code, notebooks, Dockerfiles and requirements (``cuda-doctor lint``)."""
