@@ -1,9 +1,5 @@
-"""The command line: click commands that wire the pipeline.  No logic lives here.
-
-``main`` is the one error boundary: usage errors and ``UserError`` (a bad config, rule, option or
-report file; a click exception) become one line and exit 2; anything unexpected is written to a
-log file whose path is printed, never a bare traceback, and exits 3.
-"""
+"""The command line: click commands that wire the pipeline.  ``main`` is the one error boundary: usage
+errors and ``UserError`` exit 2 with one line; anything unexpected exits 3, its traceback in a log file."""
 
 from __future__ import annotations
 
@@ -19,8 +15,7 @@ from cuda_doctor import __version__
 from cuda_doctor.base import streams
 from cuda_doctor.commands import COMMANDS
 
-#: Exit statuses a scheduler can tell apart (docs/checklist.md): 0 nothing at --fail-on,
-#: 1 findings, 2 a usage or configuration error, 3 cuda-doctor itself failed.
+#: Exit statuses (docs/checklist.md): 0 nothing at --fail-on, 1 findings, 2 usage or config error, 3 crash.
 EXIT_USAGE = 2
 EXIT_CRASH = 3
 
@@ -31,8 +26,7 @@ class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
-    # Parsing (which prints --help and --version) and running the command, with a standard
-    # output that is closed or no longer read ended by ``streams``, not by click's silent exit 1.
+    # Parsing (--help, --version) and running: a lost stdout is ended by ``streams``, not click's exit 1.
     def make_context(
         self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
     ) -> click.Context:
@@ -65,17 +59,18 @@ def cli() -> None:
 
 
 def _write_crash_log() -> Path:
-    import datetime as _dt
     import tempfile
+    import time
     import traceback
 
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     directory = Path(os.environ.get("XDG_STATE_HOME", Path(tempfile.gettempdir())))
-    path = directory / f"cuda-doctor-crash-{stamp}-{os.getpid()}.log"
+    path = directory / f"cuda-doctor-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     try:
         from cuda_doctor.base import atomic
+        from cuda_doctor.base.secrets import redact, redact_argv
 
-        atomic.write_text(path, f"cuda-doctor {__version__}\nargv: {sys.argv}\n\n{traceback.format_exc()}")
+        text = f"cuda-doctor {__version__}\nargv: {redact_argv(sys.argv)}\n\n{redact(traceback.format_exc())}"
+        atomic.write_bytes(path, text.encode("utf-8", "backslashreplace"), mode=0o600)  # readable by its owner only
     except OSError:
         path = Path("(could not write a log; run with CUDA_DOCTOR_DEBUG=1 to see the traceback)")
     return path

@@ -89,8 +89,7 @@ def with_driver_library(env: dict[str, str], folder: Path) -> dict[str, str]:
     a process that stands for a machine with a driver (the fake ``pynvml`` of
     tests/fakes/pynvml_h200, a broken binding): such a machine has the library, and without one
     cuda-doctor does not import the binding at all.  The file is a copy of a shared object every
-    CPython has (its ctypes extension), without NVML's functions, which only the early asks of
-    ``nvml.early_open`` look for."""
+    CPython has (its ctypes extension), without NVML's functions."""
     import _ctypes
 
     folder.mkdir(parents=True, exist_ok=True)

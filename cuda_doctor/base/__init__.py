@@ -1,2 +1,1 @@
-"""Infrastructure every layer uses: processes and children, deadlines, bounded reading, atomic
-writes, streams, paths and the TOML cache.  Imports nothing else of cuda-doctor."""
+"""Infrastructure every layer uses; imports nothing else of cuda-doctor."""

@@ -1,6 +1,5 @@
 """Write a file so that readers see the old content or the new, never a part of it: a temporary
-file in the same folder, renamed into place.  On failure (a full disk, ``ulimit -f``, an
-interrupt) the temporary file is removed and the old file is left as it was."""
+file in the same folder, renamed into place, or removed on failure."""
 
 from __future__ import annotations
 
@@ -11,8 +10,10 @@ from pathlib import Path
 
 
 def write_text(path: Path, text: str) -> None:
-    """Raises OSError (the temporary file removed) when the file cannot be written."""
-    write_bytes(path, text.encode("utf-8"))
+    """Raises OSError (the temporary file removed) when the file cannot be written.  A name or
+    value that is not UTF-8 (a lone surrogate from the file system or the environment) is
+    written as a visible escape, ``\\udcff``, as JSON writes it."""
+    write_bytes(path, text.encode("utf-8", "backslashreplace"))
 
 
 def write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:

@@ -1,33 +1,10 @@
 """Children of the target interpreter: started, read and stopped in one way.
 
-Every program cuda-doctor runs *inside the interpreter it judges* (the framework probe's torch
-child, the smoke children, the NCCL ranks) goes through this module:
-
-* It is started as ``python -c SOURCE ARGS…``, never by a script's path: running a file puts
-  the file's folder first on the child's ``sys.path``, where cuda-doctor's module names could
-  shadow the user's packages.
-* It runs in its own session, recorded by ``process`` so that an interrupt kills it, and its
-  whole process group is killed at its deadline.
-* It speaks one protocol on stdout (``parse_records``): each line that is a JSON object is a
-  record; anything else (a library's chatter) is skipped.  Its first record, ``{"started":
-  true}``, comes before any heavy import: a child that printed no record has not started and
-  is given up on at its start timeout, not at its deadline.  ``{"step": label}`` announces a
-  step: passed to ``on_step`` as it comes, the last one says where a killed child was.  Every
-  other record is the child's own (framework facts, per-GPU figures, results, NCCL events).
-* What it writes is kept within caps (``process.Pipe``): the first ``STDOUT_CAP`` bytes of
-  stdout, the last ``STDERR_TAIL`` bytes of stderr; a result's ``cut`` says stdout had more.
-
-``Child`` is one child, which a probe may leave running for a later one (``handoff``); ``run``
-is one child from start to end; ``run_group`` is N children under one shared deadline (the
-NCCL ranks): the first to fail, or the deadline, stops them all.
-
-A child's source is one file, or that file composed with the child-side modules it names
-(``compose``; the rules those modules keep are in ``cuda_doctor.base.childside``).
-
-One module, not a package: what every subprocess needs (its own session, a pipe read within a
-cap, the registry an interrupt empties) is ``cuda_doctor.base.process``, shared with the external
-tools (nvidia-smi, nvcc); this module adds only what is particular to children running our code.
-"""
+Each is started as ``python -c SOURCE ARGS…`` (a script's path would put its folder first on
+``sys.path``), in its own session, and killed with its group at its deadline.  On stdout each
+line that is a JSON object is a record: ``{"started": true}`` first, before any heavy import (a
+child without it is given up on at its start timeout), ``{"step": label}`` before each step,
+then the child's own.  Output is kept within caps: the head of stdout, the tail of stderr."""
 
 from __future__ import annotations
 
@@ -56,13 +33,27 @@ _QUOTE = 300  # characters of a child's own output quoted in a message
 CHILDSIDE = Path(__file__).with_name("childside")
 _HELPER_IMPORT = re.compile(r"^from cuda_doctor\.base\.childside\.(\w+) import")
 _FUTURE = "from __future__ import annotations"
+_FUTURE_LINE = re.compile(r"^from __future__ import [^\n]*$", re.M)
+
+
+#: The first statements of every child: ``python -c`` puts the current directory first on
+#: ``sys.path``, so a repository's ``platform.py`` or ``json.py`` would run at the child's first
+#: import.  The rest of ``sys.path`` (PYTHONPATH, site-packages) stays as training sees it.
+NO_CWD_IMPORTS = 'import sys\nif sys.path[:1] == [""]:\n    del sys.path[0]\n'
+
+
+def without_cwd_imports(source: str) -> str:
+    """``source`` that never imports from the current directory: the guard goes after its
+    docstring and ``__future__`` imports, which must come first."""
+    futures = list(_FUTURE_LINE.finditer(source))
+    at = futures[-1].end() + 1 if futures else 0
+    return source[:at] + NO_CWD_IMPORTS + source[at:]
 
 
 @functools.cache
 def compose(script: Path) -> str:
-    """The whole source of the child in ``script``: each child-side module it imports (and those
-    they import) once, dependencies first, then the script, without those import lines.  Raises
-    OSError when a file cannot be read."""
+    """The whole source of the child in ``script``: the child-side modules it imports, once each
+    and dependencies first, then the script without those imports.  OSError when unreadable."""
     parts: list[tuple[str, list[str]]] = []
     _gather(script, parts, set())
     lines = [_FUTURE]  # one, first: the only place a __future__ import may stand
@@ -100,13 +91,12 @@ def parse_record(line: str | bytes) -> dict[str, Any] | None:
     """The record on one line of a child's stdout, or None for anything else."""
     import json
 
-    text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
-    text = text.strip()
+    text = (line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line).strip()
     if not text.startswith("{"):
         return None  # a library's own print, not ours
     try:
         value = json.loads(text)
-    except ValueError:  # also a line cut off mid-write: a prefix of an object never parses
+    except (ValueError, RecursionError):  # a line cut off mid-write, or nested past the parser's depth
         return None
     return value if isinstance(value, dict) else None
 
@@ -131,12 +121,8 @@ def cut_note(result: CommandResult) -> str:
 
 
 class Child:
-    """One child of the target interpreter, read as it runs.  Never raises: one that cannot be
-    started at all has its ``result`` at once (``returncode`` None, ``error`` the OS's reason).
-
-    ``timeout`` bounds its whole run, ``start_timeout`` the wait for its first record.
-    ``result`` is set once it has ended (``finish`` or ``stop``).
-    """
+    """One child of the target interpreter, read as it runs.  Never raises: one that cannot start
+    has its ``result`` at once.  ``timeout`` bounds its run, ``start_timeout`` its first record."""
 
     def __init__(
         self,
@@ -150,7 +136,7 @@ class Child:
         stdin: bool = False,
         on_step: Callable[[str], None] | None = None,
     ) -> None:
-        self.argv = (python, "-c", source, *args)
+        self.argv = (python, "-c", without_cwd_imports(source), *args)
         self.on_step = on_step
         self.limit = timeout
         self.start_limit = timeout if start_timeout is None else min(start_timeout, timeout)
@@ -182,8 +168,7 @@ class Child:
         return self._proc.poll()
 
     def wait_for(self, wanted: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
-        """The first record ``wanted`` accepts, once it has come; None when the child's output
-        ends first, or its start timeout (no record yet) or its deadline passes."""
+        """The first record ``wanted`` accepts, once it comes; None when the output or a deadline ends first."""
         seen = 0
         with self._changed:
             while True:
@@ -202,8 +187,7 @@ class Child:
             return next((record for record in self._records if wanted(record)), None)
 
     def send(self, record: Mapping[str, Any]) -> bool:
-        """Write one JSON line to the child's stdin (started with ``stdin=True``); False when it
-        is gone."""
+        """Write one JSON line to the child's stdin; False when it is gone."""
         import json
 
         stdin = None if self._proc is None or self.result is not None else self._proc.stdin
@@ -222,8 +206,7 @@ class Child:
         self._deadline = time.monotonic() + seconds
 
     def finish(self) -> CommandResult:
-        """Close its stdin, wait for it to end, and kill its group at its start timeout (no record
-        yet) or its deadline."""
+        """Close its stdin and wait for it to end; kill its group at its start timeout or deadline."""
         if self.result is not None:
             return self.result
         assert self._proc is not None
@@ -299,8 +282,7 @@ def run(
     on_step: Callable[[str], None] | None = None,
 ) -> CommandResult:
     """One child from start to end (see ``Child``)."""
-    child = Child(python, source, args, env=env, timeout=timeout, start_timeout=start_timeout, on_step=on_step)
-    return child.finish()
+    return Child(python, source, args, env=env, timeout=timeout, start_timeout=start_timeout, on_step=on_step).finish()
 
 
 @dataclass(frozen=True)
@@ -313,9 +295,7 @@ class GroupRun:
 def run_group(
     python: str, source: str, members: Sequence[tuple[Sequence[str], Mapping[str, str]]], *, timeout: float
 ) -> GroupRun:
-    """Run one child per (args, env) member at once, all within ``timeout`` seconds.  The first
-    member that fails (or cannot start) stops every other: they would wait for it until their
-    own timeout."""
+    """One child per (args, env) member at once, within ``timeout`` s; the first failure stops them all."""
     started = time.monotonic()
     group: list[Child] = []
     for args, env in members:

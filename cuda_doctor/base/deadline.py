@@ -1,10 +1,5 @@
-"""Run blocking calls with a deadline, in daemon threads that are abandoned if they overrun.
-
-For calls that cannot be interrupted: a driver call through NVML, a Docker daemon that accepts
-a connection and never answers (the SDK's socket timeout bounds each read, not the call).
-``call_with_deadline`` runs one call on a thread of its own; a ``Worker`` runs a conversation's
-calls on one thread.  A daemon thread never keeps the interpreter alive.
-"""
+"""Run blocking calls that cannot be interrupted (NVML, a Docker daemon) with a deadline, in
+daemon threads that are abandoned if they overrun."""
 
 from __future__ import annotations
 
@@ -58,12 +53,8 @@ class Overrun(Exception):
 
 
 class Worker:
-    """Runs calls one after another on one daemon thread, waiting for each at most its deadline.
-
-    For a conversation that must stay on one thread while any call may hang (sampling NVML):
-    after the first overrun the thread is abandoned and every later call raises that Overrun.
-    ``cpu_s`` is the CPU time the calls took.
-    """
+    """Runs calls one after another on one daemon thread, waiting for each at most its deadline;
+    after the first overrun every call raises that Overrun.  ``cpu_s``: the calls' CPU time."""
 
     def __init__(self, name: str) -> None:
         self._tasks: queue.Queue[tuple[Callable[[], Any], _Slot] | None] = queue.Queue()

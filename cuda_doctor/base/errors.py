@@ -1,9 +1,5 @@
-"""The one base class for errors a user can fix (a bad file, option or rule).
-
-It is a click exception, so the one boundary is click's own: wherever a command raises it
-(``cli.main``, or a command invoked on its own), the user sees ``cuda-doctor: error: <message>``
-on stderr and the exit status is 2, never a traceback.
-"""
+"""The one base class for errors a user can fix: click shows ``cuda-doctor: error: <message>``
+on stderr and exits 2, never a traceback."""
 
 from __future__ import annotations
 

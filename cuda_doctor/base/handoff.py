@@ -1,9 +1,5 @@
-"""Children one probe leaves running for a probe of a later phase, and children ending on their
-own while the run goes on; the run's end stops or waits for every one of them.
-
-Its own module, apart from ``children``: every probe's context holds one (``ProbeContext``), so
-the fast check, which starts no child, imports this and not the child machinery.
-"""
+"""Children left running for a later probe, or ending on their own, until the run's end (apart
+from ``children`` so that the fast check does not import the child machinery)."""
 
 from __future__ import annotations
 
@@ -18,12 +14,8 @@ if TYPE_CHECKING:
 
 
 class Handoff:
-    """Children one probe leaves running for a probe of a later phase: the framework probe's
-    torch child, which the smoke probe then asks to run the smoke steps, so that a check imports
-    torch once.  A child is left only while a run holds this open (``open()``: the pipeline, and
-    ``check`` until its checklist is printed); one still left when the last holder lets go is
-    stopped, and one let end on its own (``let_end``) is waited for.  Outside a run nothing is
-    left: a probe called on its own ends its children itself."""
+    """Children one probe leaves running for a later one (the torch child, reused by the smoke
+    probe), while a run holds this ``open()``; the last holder's exit stops or waits for them."""
 
     def __init__(self) -> None:
         self._holders = 0
@@ -51,10 +43,8 @@ class Handoff:
         return self._left.pop(name, None)
 
     def let_end(self, child: Child, grace: float) -> None:
-        """A child whose work is done ends on its own (its stdin closed, its group killed after
-        ``grace`` seconds) while the run goes on: a GPU child takes a few tenths of a second to
-        tear its context down, which the next phase-2 probe need not wait for.  The run's end
-        waits for it; outside a run it is stopped now."""
+        """A child whose work is done ends on its own, killed after ``grace`` s, while the run goes
+        on; outside a run it is stopped now."""
         if child.result is not None or any(ending is child for _, ending, _ in self._ending):
             return
         if not self.accepting:
@@ -66,8 +56,7 @@ class Handoff:
         self._ending.append((thread, child, time.monotonic() + grace + 10))
 
     def close(self) -> None:
-        """Stop every child still left (told by its closed stdin, killed after a second), and wait
-        for those ending on their own: none outlives the run."""
+        """Stop every child still left and wait for those ending on their own."""
         for name in list(self._left):
             child = self._left.pop(name, None)
             if child is not None:

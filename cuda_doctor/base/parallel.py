@@ -1,11 +1,6 @@
-"""Work spread over worker processes, for reading thousands of report files on every CPU.
+"""Work spread over forked worker processes (Linux only), for reading thousands of report files.
 
-JSON decoding holds the interpreter lock, so threads would not help; processes do.  Workers are
-forked (Linux only: elsewhere the caller does the work itself), so they start in milliseconds
-with everything already imported.  Each puts the interrupt signals back to their default, so that
-Ctrl-C ends it silently while cuda-doctor says so once, and asks the kernel to kill it when
-cuda-doctor ends, however that ends, so that none outlives it.
-"""
+Each worker ends silently on Ctrl-C, and the kernel kills it when cuda-doctor ends."""
 
 from __future__ import annotations
 
@@ -48,11 +43,8 @@ def available() -> bool:
 
 
 def map_chunks(func: Callable[[Sequence[T]], list[R]], items: Sequence[T], jobs: int) -> list[R] | None:
-    """``func`` over consecutive chunks of ``items`` in ``jobs`` worker processes, the results
-    joined in order.  None when worker processes cannot be had here (not Linux, no POSIX
-    semaphores, a worker killed): the caller then does the work itself, with the same outcome.
-    An exception raised by ``func`` is raised here.  ``func`` must be picklable (a module-level
-    function, or a ``functools.partial`` of one)."""
+    """``func`` (picklable) over consecutive chunks of ``items`` in ``jobs`` worker processes, the
+    results joined in order; None when workers cannot be had here (the caller then does the work)."""
     if jobs < 2 or len(items) < 2 or not available():
         return None
     import multiprocessing

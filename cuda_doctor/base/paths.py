@@ -17,12 +17,8 @@ def rules_dir() -> Path:
 
 
 def cache_dir() -> Path:
-    """cuda-doctor's folder for what it keeps between runs (``$XDG_CACHE_HOME/cuda-doctor``).
-
-    Raises OSError when there is none: no XDG_CACHE_HOME, no HOME, and no entry for this user in
-    the user database (a container run under an arbitrary UID).  A cache that cannot be used only
-    costs speed, and every caller already treats an OSError so.
-    """
+    """cuda-doctor's folder for what it keeps between runs (``$XDG_CACHE_HOME/cuda-doctor``);
+    OSError when there is none (no XDG_CACHE_HOME, no HOME, no user database entry)."""
     import os
 
     base = os.environ.get("XDG_CACHE_HOME")

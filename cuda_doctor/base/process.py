@@ -1,15 +1,8 @@
 """Time-bounded subprocesses that never raise, and the registry of every one still running.
 
-Every external program cuda-doctor runs goes through ``run_command``: a missing binary, a
-non-zero exit, a hang (killed with its whole process group at the timeout), a flood of output
-(killed once it passes ``OUTPUT_CAP``) or an OS error all come back as a ``CommandResult`` with
-a human-readable ``error``.  Children read while they run (``cuda_doctor.base.children``) start
-with ``start_streaming`` and are read through ``Pipe``, under the same caps.
-
-Each child starts in its own session and stays in a registry until it is reaped, so that
-``stop_children_on_signals`` can kill every group on SIGINT or SIGTERM: an interrupted
-cuda-doctor leaves nothing running.
-"""
+``run_command`` turns a missing binary, a non-zero exit, a hang or a flood of output (each killed
+with its process group) into a ``CommandResult`` with an ``error`` in words.  Every child is
+recorded until reaped, so that an interrupt (``stop_children_on_signals``) leaves none running."""
 
 from __future__ import annotations
 
@@ -51,9 +44,7 @@ def which(program: str, path: str | None) -> str | None:
 
 
 # -- the registry of running children ------------------------------------------------------------
-
-#: pid → (process, whether it leads its own process group).  Plain dict operations only: the
-#: signal handler reads it in the main thread, possibly while that thread was adding to it.
+#: pid → (process, whether it leads its own group); plain dict operations only (signal handlers read it).
 _RUNNING: dict[int, tuple[subprocess.Popen[bytes], bool]] = {}
 #: Held from a child's fork until it is recorded, so that an interrupt never falls in between.
 _STARTING = threading.Lock()
@@ -62,9 +53,7 @@ _STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def track(proc: subprocess.Popen[bytes], own_group: bool = True) -> None:
-    """Record a child so that an interrupt kills it: its whole group when it leads one (started
-    with ``start_new_session``), else the process alone (it shares cuda-doctor's group).  Call
-    it within ``starting()`` together with the ``Popen``."""
+    """Record a child so that an interrupt kills it; call it within ``starting()`` with the ``Popen``."""
     _RUNNING[proc.pid] = (proc, own_group)
 
 
@@ -83,9 +72,7 @@ def running_pids() -> list[int]:
 
 
 def kill_all(wait: float = 1.0) -> int:
-    """SIGKILL every recorded child (each group it leads; one sharing our group alone) and reap
-    them, waiting up to ``wait`` seconds in all (one stuck in the kernel may outlive SIGKILL);
-    returns how many.  A child another thread is starting is recorded first."""
+    """SIGKILL every recorded child and reap them within ``wait`` s in all; returns how many."""
     import subprocess
 
     starting = _STARTING.acquire(timeout=wait)  # released while waiting: that thread goes on
@@ -107,16 +94,9 @@ def kill_all(wait: float = 1.0) -> int:
 
 
 def stop_children_on_signals() -> None:
-    """On SIGINT, SIGTERM or SIGHUP: kill every recorded child group, say so in one line on
-    stderr and exit 128 + the signal's number (130, 143, 129), as a shell reports it.  Nothing
-    else runs after the signal (no KeyboardInterrupt, no traceback; a second Ctrl-C is ignored).
-    Call from the main thread.
-
-    Python runs a handler in the main thread only, and a main thread waiting on a lock (joining
-    a probe's thread) is woken only by a signal the kernel happened to deliver to it.  So the
-    handler's C part also writes the signal's number to a wakeup pipe, and a thread reading it
-    acts at once.  It leaves alone a signal whose handler is another's (``watch`` forwards them).
-    """
+    """On SIGINT, SIGTERM or SIGHUP: kill every recorded child, say so on stderr and exit 128 + the
+    signal's number.  Call from the main thread; as that thread may not wake while it waits on a
+    lock, a thread reading the wakeup pipe acts too (unless our handler was replaced: ``watch``)."""
     read_end, write_end = os.pipe()
     os.set_blocking(write_end, False)
     signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
@@ -149,16 +129,10 @@ def _stop(signum: int) -> None:
 
 
 # -- reading a child's output within a cap --------------------------------------------------------
-
-
 class Pipe:
     """One output stream of a child, read to its end on a daemon thread, keeping at most ``cap``
-    bytes: the first ones (``keep="head"``) or the last ones (``keep="tail"``).
-
-    Past the cap the rest is still read, so the child never blocks on a full pipe, but dropped;
-    ``cut`` says so and ``on_cut`` is called once.  ``on_line`` gets each complete line within
-    the cap (and a last line without its newline at the end), ``on_end`` the end of the stream.
-    """
+    bytes, the first or the last ones (``keep``).  The rest is read and dropped (``cut``,
+    ``on_cut``); ``on_line`` gets each line within the cap, ``on_end`` the end of the stream."""
 
     def __init__(
         self,
@@ -237,8 +211,6 @@ def megabytes(size: int) -> str:
 
 
 # -- starting, waiting, killing ------------------------------------------------------------------
-
-
 def run_command(
     argv: Sequence[str],
     *,
@@ -247,8 +219,7 @@ def run_command(
     cwd: str | None = None,
     cap: int = OUTPUT_CAP,
 ) -> CommandResult:
-    """Run ``argv``; on timeout, or once its output passes ``cap`` bytes, kill its process
-    group and say so."""
+    """Run ``argv``; kill its group at ``timeout`` or once its output passes ``cap`` bytes."""
     args = tuple(argv)
     name = os.path.basename(args[0]) if args else "?"
     start = time.monotonic()
@@ -284,9 +255,7 @@ def run_command(
 def start_streaming(
     argv: Sequence[str], env: Mapping[str, str] | None, *, stdin: bool = False, cwd: str | None = None
 ) -> subprocess.Popen[bytes] | str:
-    """Start a child whose output the caller reads: its own session (so that a kill takes the
-    whole group), recorded for ``kill_all``, byte pipes, a stdin pipe only when asked for.
-    Returns the process, or the OS error as text."""
+    """Start a child in its own session, recorded for ``kill_all``; the process, or the OS error as text."""
     import subprocess
 
     with _STARTING:
@@ -315,9 +284,8 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def wait_or_kill(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bool, bool]:
-    """Wait up to ``timeout`` s; past it, kill the group.  Returns (timed out, survived the kill):
-    a process stuck in the kernel (state D, a wedged driver) can outlive SIGKILL for a while.
-    A reaped child leaves the registry."""
+    """Wait up to ``timeout`` s, then kill the group; (timed out, survived the kill: stuck in the
+    kernel).  A reaped child leaves the registry."""
     import subprocess
 
     try:

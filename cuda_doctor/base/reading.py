@@ -1,10 +1,5 @@
-"""Reading a file within bounds: a regular file, at most a limit of bytes.
-
-Every file cuda-doctor reads goes through here (report files, TOML files, the files the probes
-read), so that ``/dev/zero``, a FIFO or a huge file named where a file is expected is refused
-at once, before a byte is read, with the reason in words.  The limits are listed in
-docs/limits.md.
-"""
+"""Reading a file within bounds: a regular file of at most a limit of bytes; anything else
+(``/dev/zero``, a FIFO, a huge file) is refused before a byte is read."""
 
 from __future__ import annotations
 
@@ -15,8 +10,7 @@ from pathlib import Path
 
 
 class FileRefused(OSError):
-    """A path that is not a file to read: ``strerror`` says why (it is an OSError, so callers
-    that report "cannot read" errors report this one too)."""
+    """A path that is not a file to read (an OSError); ``strerror`` says why."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(errno.EINVAL, reason)
@@ -50,13 +44,8 @@ def megabytes(size: int, digits: int = 0) -> str:
 
 
 def read_bytes(path: str | Path, limit: int, what: str = "a file") -> bytes:
-    """The bytes of ``path``: ``FileRefused``, or the OSError of opening or reading it.
-
-    What the path is, is checked before it is opened (a socket cannot be opened at all) and
-    again on what was opened (it may have been replaced meanwhile); that open does not block
-    (a FIFO waits for no writer).  The size is checked by ``fstat`` before reading (``/proc``
-    files say 0 and are read) and by what was read (a file still growing).
-    """
+    """The bytes of ``path``: ``FileRefused``, or the OSError of opening or reading it.  Checked
+    before the (non-blocking) open, on what was opened, and on what was read."""
     info = os.stat(path)
     check(info.st_mode, info.st_size, limit, what)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -71,9 +60,7 @@ def read_bytes(path: str | Path, limit: int, what: str = "a file") -> bytes:
 
 
 def _read_at_most(fd: int, limit: int, expected: int) -> bytes:
-    """Up to ``limit`` bytes, to the end of the file.  The first read asks for the size the file
-    had (and one byte more, to see its end), not for ``limit``: a buffer of the limit for each
-    of a fleet's thousands of reports costs more than reading them."""
+    """Up to ``limit`` bytes, to the end of the file; the first read asks for the ``expected`` size."""
     chunks: list[bytes] = []
     left = limit
     want = min(expected, left)

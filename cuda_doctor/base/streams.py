@@ -1,21 +1,8 @@
 """Standard output that is closed, or that nobody reads any more.
 
-* Closed (``cuda-doctor check >&-``): Python starts with ``sys.stdout`` set to None, and click
-  then drops every line without a word, so a report would be lost while the exit status still
-  spoke of findings.  ``guard`` puts a stand-in there whose writes fail; the first write ends
-  the command with one line on stderr and exit status 2.  A command that writes nothing to
-  stdout (``facts -o FILE``, ``watch``) is not affected.
-* Broken (``cuda-doctor fleet DIR | head -1``): the reader has what it wanted.  cuda-doctor
-  ends as other Unix tools do (``yes | head -1``): its children killed, then quietly by SIGPIPE,
-  which a shell reports as status 141, so that ``set -o pipefail`` still sees that the report
-  was not read to its end.  Exit 0 would turn a report with findings into a pass.
-
-Python ignores SIGPIPE, so a write to a pipe without a reader raises ``BrokenPipeError``, or,
-when the reader leaves in the middle of a large write, comes back short without a word
-(``_WholeWrites`` turns that into the error too); and click turns the error into a silent exit
-1 (``ended_when_lost`` acts first).  Only an error that left standard output itself broken ends
-the process this way: a child's pipe breaking is an ordinary error.
-"""
+Closed (``>&-``): the first write ends the command with one line on stderr and exit status 2.
+Broken (``| head -1``): cuda-doctor ends quietly by SIGPIPE (status 141), as other Unix tools
+do, never with click's silent exit 1 or with 0, which would turn findings into a pass."""
 
 from __future__ import annotations
 
@@ -47,10 +34,8 @@ class _ClosedRaw(io.RawIOBase):
 
 
 class _WholeWrites(io.BufferedWriter):
-    """A BufferedWriter whose ``write`` writes everything or raises.  Python's own returns a
-    short count, silently, when the pipe's reader goes away in the middle of a large write
-    (click ignores the count): the rest of the report was lost and the exit status 0.  Here
-    the next attempt meets the broken pipe (EPIPE), as a C program's write would."""
+    """A BufferedWriter whose ``write`` writes everything or raises: Python's own may return a
+    short count when the reader leaves, which click ignores."""
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
@@ -61,8 +46,7 @@ class _WholeWrites(io.BufferedWriter):
 
 
 def guard() -> None:
-    """At the process entry: a failing stand-in for a standard output that is closed, and
-    whole writes to one that is open."""
+    """At the process entry: a failing stand-in for a closed standard output, whole writes to an open one."""
     stdout = sys.stdout
     if stdout is None:
         # write_through: nothing is ever buffered, so nothing fails again at exit
@@ -122,8 +106,7 @@ def end(exc: BaseException) -> None:
 
 @contextlib.contextmanager
 def ended_when_lost() -> Iterator[None]:
-    """Around everything a command writes.  Needed because click itself catches a broken pipe
-    and exits 1 without a word: a lost standard output is dealt with before click sees it."""
+    """Around everything a command writes: a lost standard output is dealt with before click sees it."""
     try:
         yield
     except OSError as exc:

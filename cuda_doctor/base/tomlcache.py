@@ -1,23 +1,8 @@
-"""Parsed TOML files (rules, knowledge tables, pyproject.toml, ``--config``), cached on disk
-between runs, and read within bounds.
+"""Parsed TOML files (rules, knowledge tables, pyproject.toml, ``--config``), read within bounds
+and cached on disk between runs, as parsing them all costs more than the rest of a fast check.
 
-``tomllib`` is pure Python: parsing every rule file and knowledge table on each start costs
-more than the rest of ``cuda-doctor check --fast`` together.  The cache maps each file's path
-to its stamp and parsed content; a file whose stamp changed is parsed again, and entries of
-files that no longer exist are dropped when the cache is written.  The stamp is what one
-``stat`` gives: size, modification time, inode change time (ctime), inode and device.  The
-ctime is what makes it safe: the kernel sets it on every write, and no tool can set it back, so
-an edit that keeps the size and restores the modification time (``cp -p``, ``rsync -a``,
-``tar``) still changes the stamp.  Hashing the content would be as safe and cost a read of
-every file on every start; a ``stat`` is what the fast path already pays.
-
-Bounds (docs/limits.md): a TOML file larger than ``MAX_FILE_BYTES``, or one that is not a
-regular file (a FIFO, ``/dev/zero``), is refused before it is read; files above
-``MAX_CACHED_FILE_BYTES`` are parsed each time, never cached; the cache file is kept under
-``MAX_CACHE_BYTES`` (past it, only the entries the current run used are kept) and a larger
-one is not read.  A cache that cannot be read or written only costs speed (the reason is kept
-in ``errors``).
-"""
+Each entry is keyed by the file's ``stat`` stamp, ctime included: the kernel sets it on every
+write and no tool can set it back.  A cache that cannot be read or written only costs speed."""
 
 from __future__ import annotations
 
@@ -36,8 +21,7 @@ from cuda_doctor.base.paths import cache_dir
 
 #: A rule file, knowledge table or configuration larger than this is refused.
 MAX_FILE_BYTES = 4 << 20
-#: Larger files are parsed on every run instead of being cached (rule files and tables are a
-#: few KB; a huge pyproject.toml must not make every later run, in every project, slower).
+#: Larger files are parsed on every run instead of being cached.
 MAX_CACHED_FILE_BYTES = 256 << 10
 #: The cache file's size limit: what one start of cuda-doctor reads and unmarshals.
 MAX_CACHE_BYTES = 4 << 20
@@ -49,18 +33,14 @@ errors: list[str] = []
 _memory: dict[str, Any] | None = None
 _used: set[str] = set()  # the entries this run read or parsed
 _dirty = False
-#: Rules load on one thread while probes and derivers read their tables on others: the entries
-#: are read, added and flushed under this lock (parsing happens outside it).
+#: The entries are read, added and flushed under this lock (parsing happens outside it).
 _lock = threading.Lock()
 
 
 def cache_file() -> Path:
     """The cache file of this copy of cuda-doctor; OSError where there is no cache folder."""
-    # marshal (the format of .pyc files: no import, fastest to load) is specific to the
-    # Python version, hence the version in the name
+    # marshal's format depends on the Python version; each installed copy has rule files of its own
     python = f"py{sys.version_info[0]}{sys.version_info[1]}"
-    # One file per installed copy of cuda-doctor: every copy (each project's venv, each
-    # checkout) has rule files of its own, and one shared file would be read whole on every start.
     install = f"{zlib.crc32(os.path.dirname(__file__).encode()):08x}"
     return cache_dir() / f"toml-{__version__}-{python}-{install}.marshal"
 
@@ -96,14 +76,17 @@ def load(path: Path) -> dict[str, Any]:
     stamp = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
     with _lock:
         entry = _entries().get(key)
-        if isinstance(entry, dict) and entry.get("stamp") == stamp:
+        if isinstance(entry, dict) and entry.get("stamp") == stamp and isinstance(entry.get("data"), dict):
             _used.add(key)
             data: dict[str, Any] = entry["data"]
             return data
     from cuda_doctor.base.tomlcompat import tomllib  # parsing is the slow path: import it only then
 
     raw = reading.read_bytes(path, MAX_FILE_BYTES, WHAT)
-    data = tomllib.loads(raw.decode("utf-8"))
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except RecursionError:  # tables or arrays nested past the parser's depth
+        raise ValueError("nested too deeply to read") from None
     if len(raw) > MAX_CACHED_FILE_BYTES:
         return data
     try:
@@ -118,37 +101,32 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def flush() -> None:
-    """Write the cache if anything new was parsed: whole (a temporary file renamed into place)
-    and within ``MAX_CACHE_BYTES``."""
-    with _lock:
-        _flush()
-
-
-def _flush() -> None:
+    """Write the cache, atomically and within ``MAX_CACHE_BYTES``, if anything new was parsed."""
     global _dirty
-    if not _dirty or _memory is None:
-        return
-    try:
-        target = cache_file()
-    except OSError as exc:
-        errors.append(f"the TOML cache is not written: {exc}")
-        return
-    # files that are gone (a deleted project, a temporary rules folder) leave the cache
-    for key in [key for key in _memory if not os.path.exists(key)]:
-        del _memory[key]
-    blob = marshal.dumps(_memory)
-    if len(blob) > MAX_CACHE_BYTES:  # many projects' files: keep what this run uses
-        for key in [key for key in _memory if key not in _used]:
+    with _lock:
+        if not _dirty or _memory is None:
+            return
+        try:
+            target = cache_file()
+        except OSError as exc:
+            errors.append(f"the TOML cache is not written: {exc}")
+            return
+        # files that are gone (a deleted project, a temporary rules folder) leave the cache
+        for key in [key for key in _memory if not os.path.exists(key)]:
             del _memory[key]
         blob = marshal.dumps(_memory)
-    if len(blob) > MAX_CACHE_BYTES:
-        errors.append(f"the parsed files of this run take {len(blob)} bytes, over {MAX_CACHE_BYTES}: not cached")
-        return
-    from cuda_doctor.base import atomic
+        if len(blob) > MAX_CACHE_BYTES:  # many projects' files: keep what this run uses
+            for key in [key for key in _memory if key not in _used]:
+                del _memory[key]
+            blob = marshal.dumps(_memory)
+        if len(blob) > MAX_CACHE_BYTES:
+            errors.append(f"the parsed files of this run take {len(blob)} bytes, over {MAX_CACHE_BYTES}: not cached")
+            return
+        from cuda_doctor.base import atomic
 
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        atomic.write_bytes(target, blob, mode=0o600)
-        _dirty = False
-    except OSError as exc:
-        errors.append(f"cannot write {target}: {exc}")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic.write_bytes(target, blob, mode=0o600)
+            _dirty = False
+        except OSError as exc:
+            errors.append(f"cannot write {target}: {exc}")

@@ -1,8 +1,6 @@
-"""One module per sub-command; each exposes a click command named ``command``.
+"""One module per sub-command, each with a click command named ``command``.
 
-COMMANDS is the one explicit registry: command name → module path.  Modules are imported
-only when their command runs, so ``cuda-doctor check --fast`` does not pay for the imports
-of ``lint``, ``watch`` or the Docker SDK.  To add a command, add one line here.
+COMMANDS maps command names to modules, imported only when their command runs.
 """
 
 from __future__ import annotations

@@ -7,17 +7,7 @@ from pathlib import Path
 
 import click
 
-from cuda_doctor.commands.options import (
-    config_option,
-    fail_on_option,
-    file_option,
-    format_option,
-    python_option,
-    refuse_fast_python,
-    selection,
-    smoke_timeout_option,
-    timeout_option,
-)
+from cuda_doctor.commands import options
 from cuda_doctor.core.checkreport import Report
 from cuda_doctor.core.config import load_config
 from cuda_doctor.core.pipeline import rejudge, run_check
@@ -33,7 +23,7 @@ def _non_empty(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 
 
 @click.command("check")
-@format_option(FORMATS)
+@options.format_option(FORMATS)
 @click.option(
     "--fast",
     is_flag=True,
@@ -41,9 +31,9 @@ def _non_empty(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
     "(for hooks and entrypoints).",
 )
 @click.option("--no-smoke", is_flag=True, help="Skip the GPU smoke run.")
-@smoke_timeout_option("Seconds the smoke run may take before it is killed.")
-@python_option("Judge the framework of this interpreter instead of the current one (it needs no cuda-doctor).")
-@file_option("--facts", "facts_file", help="Judge a saved report or facts file instead of this machine.")
+@options.smoke_timeout_option("Seconds the smoke run may take before it is killed.")
+@options.python_option("Judge the framework of this interpreter instead of the current one (it needs no cuda-doctor).")
+@options.file_option("--facts", "facts_file", help="Judge a saved report or facts file instead of this machine.")
 @click.option(
     "--image",
     "images",
@@ -63,14 +53,16 @@ def _non_empty(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
     help="Run the NCCL all-reduce also with one GPU visible: one rank, a real NCCL initialisation and "
     "collective (with two or more GPUs it runs anyway, one rank per GPU).",
 )
-@timeout_option(
+@options.timeout_option(
     "Seconds each probe's external call (NVML, nvidia-smi, Docker) may take. The --python "
     "interpreter gets max(TIMEOUT, 5) s to start, then up to max(TIMEOUT, 60) s for `import torch`."
 )
-@file_option("--save", help="Also write the full JSON report to this file (for `cuda-doctor diff` and `fleet`).")
-@selection
-@fail_on_option
-@config_option
+@options.file_option(
+    "--save", help="Also write the full JSON report to this file (for `cuda-doctor diff` and `fleet`)."
+)
+@options.selection
+@options.fail_on_option
+@options.config_option
 @click.option("-v", "--verbose", is_flag=True, help="Show passing and skipped checks with their evidence.")
 def command(
     fmt: str,
@@ -101,7 +93,7 @@ def command(
         _only_judging(python=python, fast=fast, images=images, run_image=run_image, nccl=nccl)
         emit(rejudge(facts_file, config, select=select, ignore=ignore), fmt, verbose, fail_on, save)
         return
-    refuse_fast_python(fast, python)
+    options.refuse_fast_python(fast, python)
     if nccl and (fast or no_smoke):
         from cuda_doctor.base.errors import UserError
 
@@ -119,8 +111,7 @@ def command(
     )
     from cuda_doctor.report.progress import progress_line
 
-    # held open through the output: a child still tearing its GPU context down (0.2-0.5 s) is
-    # waited for once the checklist is out, not before the facts are judged
+    # held open through the output: a child still ending is waited for once the checklist is out
     with ctx.handoff.open():
         with progress_line(fmt == "text") as line:
             if line is not None:
@@ -139,8 +130,7 @@ def _only_judging(**given: object) -> None:
 def emit(report: Report, fmt: str, verbose: bool, fail_on: str, save: Path | None) -> None:
     severity = Severity(fail_on)
     code = report.exit_code(severity)  # 2 when there is no verdict, in every format
-    # the checklist first: a report that cannot be saved must not be lost as well; and the
-    # saved report is written even when stdout is closed or nobody reads it any more
+    # the checklist first (a failed save must not lose it), and the save even when printing fails
     try:
         click.echo(render(report, fmt, verbose=verbose, terminal=sys.stdout.isatty(), fail_on=fail_on), nl=False)
     finally:

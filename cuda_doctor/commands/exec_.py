@@ -1,11 +1,7 @@
 """``cuda-doctor exec -- CMD ARGS…``: the container entrypoint.
 
-Runs the fast check (no framework import unless ``--with-framework``), prints the checklist to
-stderr, then replaces itself with CMD through ``os.execvp``: CMD keeps this process's PID, so
-signals sent to the container reach it and its exit status is the container's.  When the check
-finds something at or above ``--fail-on``, CMD is not started and the exit status is 1, unless
-``--warn-only``.  Like a shell, a CMD that cannot be found exits 127 and one that cannot be
-executed exits 126, before any check runs.
+Runs the fast check, prints the checklist to stderr, then becomes CMD through ``os.execvp`` (CMD
+keeps the PID, so the container's signals and exit status are CMD's).
 """
 
 from __future__ import annotations
@@ -64,7 +60,6 @@ def command(
         message, code = problem
         click.echo(f"cuda-doctor exec: {message}", err=True)
         sys.exit(code)
-
     # Imported here so `exec` with a missing CMD answers before paying for the pipeline.
     from cuda_doctor.core.config import load_config
     from cuda_doctor.core.pipeline import run_check
@@ -75,12 +70,9 @@ def command(
     config = load_config(config_path, Path.cwd())
     level = fail_on or config.fail_on or "error"
     # what exec leaves out is said as exec's choice, not as an option the user never passed
-    because = "at container start (exec runs no GPU smoke run)" if with_framework else None
+    because = "exec runs no GPU smoke run" if with_framework else "exec runs the fast check"
     ctx = ProbeContext(
-        timeout=timeout,
-        fast=not with_framework,
-        smoke=False,
-        skipped_because=because or "at container start (exec runs the fast check)",
+        timeout=timeout, fast=not with_framework, smoke=False, skipped_because=f"at container start ({because})"
     )
     report = run_check(ctx, config, command="exec")
     click.echo(render(report, "text", verbose=False, terminal=sys.stderr.isatty(), fail_on=level), err=True, nl=False)
@@ -89,11 +81,8 @@ def command(
         click.echo(f"cuda-doctor exec: starting {program}, but {no_verdict(report.results)}", err=True)
     elif code != 0:
         if not warn_only:
-            click.echo(
-                f"cuda-doctor exec: not starting {program}: findings at or above '{level}' "
-                "(fix them, or pass --warn-only to start anyway)",
-                err=True,
-            )
+            why = f"findings at or above '{level}' (fix them, or pass --warn-only to start anyway)"
+            click.echo(f"cuda-doctor exec: not starting {program}: {why}", err=True)
             sys.exit(EXIT_REFUSED)
         click.echo(f"cuda-doctor exec: starting {program} despite the findings (--warn-only)", err=True)
     _become(cmd)
@@ -110,22 +99,20 @@ def _resolve(program: str) -> tuple[str, int] | None:
         if not os.access(path, os.X_OK):
             return f"{program}: Permission denied", EXIT_NOT_EXECUTABLE
         return None
-    if shutil.which(program) is None:
-        # which() skips files without the execute bit; say so rather than "not found".
-        for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
-            candidate = Path(directory or ".") / program
-            if candidate.is_file():
-                return f"{program}: Permission denied", EXIT_NOT_EXECUTABLE
-        return f"{program}: command not found", EXIT_NOT_FOUND
-    return None
+    if shutil.which(program) is not None:
+        return None
+    # which() skips files without the execute bit; say so rather than "not found".
+    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        if (Path(directory or ".") / program).is_file():
+            return f"{program}: Permission denied", EXIT_NOT_EXECUTABLE
+    return f"{program}: command not found", EXIT_NOT_FOUND
 
 
 def _become(cmd: tuple[str, ...]) -> None:
     """Replace this process with ``cmd``; only returns by exiting when exec itself fails."""
     from cuda_doctor.gpu.nvml.read import wait_closed
 
-    # NVML is shut down on a background thread once the facts are read; CMD must not inherit
-    # what it still holds open.  A wedged driver does not keep CMD from starting.
+    # CMD must not inherit what NVML, shut down in the background, still holds open
     if not wait_closed(timeout=2.0):
         click.echo("cuda-doctor exec: NVML did not shut down within 2 s; starting anyway", err=True)
     sys.stdout.flush()

@@ -42,5 +42,4 @@ def command(
     report = Report(facts=facts, results=[], command="facts", problems=problems)
     terminal = sys.stdout.isatty() and output is None
     # JSON is indented for a person (a terminal or a file), compact when piped, as `check` prints it
-    text = render(report, fmt, color=terminal, indent=terminal or output is not None)
-    echo_or_write(text, output)
+    echo_or_write(render(report, fmt, color=terminal, indent=terminal or output is not None), output)

@@ -59,6 +59,5 @@ def command(
     result = compare_fleet(reports, errors, noise=noise, repeated=repeated)
     terminal = sys.stdout.isatty() and output is None
     # width None: the terminal's (rich measures it), 80 columns into a pipe or a file
-    text = render_fleet(result, fmt, color=terminal, width=None, all_nodes=all_nodes)
-    echo_or_write(text, output)
+    echo_or_write(render_fleet(result, fmt, color=terminal, width=None, all_nodes=all_nodes), output)
     sys.exit(1 if fail_on_difference and not result.uniform else 0)

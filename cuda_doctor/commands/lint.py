@@ -9,14 +9,7 @@ from pathlib import Path
 import click
 
 from cuda_doctor.base.errors import UserError
-from cuda_doctor.commands.options import (
-    config_option,
-    fail_on_option,
-    file_option,
-    format_option,
-    jobs_option,
-    selection,
-)
+from cuda_doctor.commands import options
 from cuda_doctor.commands.output import try_write
 from cuda_doctor.core.config import load_config
 from cuda_doctor.core.results import Severity
@@ -28,20 +21,19 @@ from cuda_doctor.report.lint import FORMATS, render
 
 @click.command("lint")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@format_option(FORMATS)
-@selection
-@fail_on_option
-@config_option
-@file_option("--output", "-o", help="Write the report to this file instead of stdout.")
+@options.format_option(FORMATS)
+@options.selection
+@options.fail_on_option
+@options.config_option
+@options.file_option("--output", "-o", help="Write the report to this file instead of stdout.")
 @click.option(
     "--exclude",
     multiple=True,
     metavar="GLOB",
     help="Skip paths matching GLOB (fnmatch, against the path relative to the given "
-    "directory and against each path component, e.g. 'build' or 'tests/*.py'). "
-    "Repeatable.",
+    "directory and against each path component, e.g. 'build' or 'tests/*.py'). Repeatable.",
 )
-@jobs_option("Worker processes for large trees (0: one per CPU).")
+@options.jobs_option("Worker processes for large trees (0: one per CPU).")
 @click.option(
     "--max-size",
     type=click.IntRange(1),
@@ -73,7 +65,7 @@ def command(
     config = load_config(config_path, Path.cwd())
     loaded = load_rules(config.rules_dirs)  # environment rules too: the configuration names both
     check_selection(loaded, "lint", config, select, ignore)
-    options = LintOptions(
+    settings = LintOptions(
         select=select or config.select,
         ignore=tuple(ignore) + tuple(config.ignore),
         exclude=exclude,
@@ -81,7 +73,7 @@ def command(
         max_bytes=max_size * 1024 * 1024,
         jobs=jobs,
     )
-    report = lint_paths(list(paths) or [Path(".")], options, lint_rules(loaded))
+    report = lint_paths(list(paths) or [Path(".")], settings, lint_rules(loaded))
     if output is None:
         _to_stdout(render(report, fmt, color=fmt == "text" and sys.stdout.isatty()))
     else:

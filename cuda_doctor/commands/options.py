@@ -29,6 +29,7 @@ def _split(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -
 
 
 def selection(func: F) -> F:
+    """``--select`` and ``--ignore``."""
     for name, help in (
         ("--ignore", "Skip these rules (ids, id prefixes such as CD5, or categories). Repeatable or comma-separated."),
         ("--select", "Run only these rules (ids, id prefixes such as CD1, or categories)."),
@@ -37,22 +38,18 @@ def selection(func: F) -> F:
     return func
 
 
-def config_option(func: F) -> F:
-    return click.option(
-        "--config",
-        "config_path",
-        type=click.Path(path_type=Path, dir_okay=False),
-        help="A TOML file with [tool.cuda-doctor] settings (default: the nearest pyproject.toml).",
-    )(func)
-
-
-def fail_on_option(func: F) -> F:
-    return click.option(
-        "--fail-on",
-        type=click.Choice(["error", "warning", "info"]),
-        default=None,
-        help="Lowest severity that makes the exit code 1 (default: error, or fail-on from config).",
-    )(func)
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="A TOML file with [tool.cuda-doctor] settings (default: the nearest pyproject.toml).",
+)
+fail_on_option = click.option(
+    "--fail-on",
+    type=click.Choice(["error", "warning", "info"]),
+    default=None,
+    help="Lowest severity that makes the exit code 1 (default: error, or fail-on from config).",
+)
 
 
 def format_option(choices: Iterable[str], help: str = "Output format.") -> Callable[[F], F]:
@@ -77,8 +74,7 @@ def python_option(help: str) -> Callable[[F], F]:
 
 
 def refuse_fast_python(fast: bool, python: str | None) -> None:
-    """--python names the interpreter whose framework is judged, and --fast never imports a
-    framework: together the interpreter would silently go unchecked."""
+    """--fast never imports a framework: with --python the interpreter would go unchecked."""
     if fast and python is not None:
         from cuda_doctor.base.errors import UserError
 

@@ -1,13 +1,19 @@
-"""Writing a command's report to a file, whole (``atomic``: a temporary file in the same folder,
-renamed into place), so nobody (a fleet collector, a CI step) ever reads half a report and a
-failed write leaves the previous report as it was.  Missing folders are created; a symlink is
-written through (its target is replaced); a path that is not a regular file (``/dev/stdout``,
-a FIFO) is written to directly."""
+"""Writing a command's report to a file, whole (renamed into place), so nobody reads half a report.
+
+Missing folders are created. A symlink is written through and a FIFO or device written to
+directly, as the kernel's ``protected_symlinks`` and ``protected_fifos`` allow: never one that
+another user planted in a shared, sticky folder such as ``/tmp``; and a FIFO without a reader
+is an error, not a wait.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
+
+import click
 
 from cuda_doctor.base import atomic
 
@@ -24,19 +30,34 @@ def write_file(path: Path, text: str) -> None:
 def echo_or_write(text: str, path: Path | None) -> None:
     """The report to ``path`` when one is given, else to stdout."""
     if path is None:
-        import click
-
         click.echo(text, nl=False)
     else:
         write_file(path, text)
 
 
+def planted(path: Path) -> str | None:
+    """Why ``path`` must not be followed or opened: a symlink, FIFO or device owned by another
+    user (nor by the folder's owner) in a world-writable sticky folder; None when it may be."""
+    try:
+        info = os.lstat(path)
+        folder = os.stat(path.parent)
+    except OSError:
+        return None
+    shared = folder.st_mode & stat.S_ISVTX and folder.st_mode & stat.S_IWOTH
+    if not shared or stat.S_ISREG(info.st_mode) or info.st_uid in (os.geteuid(), folder.st_uid):
+        return None
+    kind = "a symlink" if stat.S_ISLNK(info.st_mode) else "a FIFO or device"
+    return f"{path} is {kind} owned by another user (uid {info.st_uid}) in a shared folder: not written through"
+
+
 def try_write(path: Path, text: str) -> str | None:
     """``write_file`` that returns why it failed (None when written) instead of raising."""
     try:
+        refused = planted(path)
+        if refused is not None:
+            return refused
         if path.exists() and not path.is_file():
-            with path.open("w", encoding="utf-8") as fh:
-                fh.write(text)
+            _write_special(path, text)
             return None
         real = Path(os.path.realpath(path))  # through a symlink, as open() would write
         real.parent.mkdir(parents=True, exist_ok=True)
@@ -45,3 +66,16 @@ def try_write(path: Path, text: str) -> str | None:
         blocked = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
         return f"{blocked} is not a directory" if blocked else (exc.strerror or str(exc))
     return None
+
+
+def _write_special(path: Path, text: str) -> None:
+    """Write to a FIFO or device (``-o /dev/stdout``); a FIFO nobody reads is an error."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OSError(exc.errno, "a FIFO that nobody reads") from None
+        raise
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)

@@ -7,16 +7,8 @@ from pathlib import Path
 
 import click
 
+from cuda_doctor.commands import options
 from cuda_doctor.commands.check import emit
-from cuda_doctor.commands.options import (
-    config_option,
-    fail_on_option,
-    file_option,
-    format_option,
-    python_option,
-    smoke_timeout_option,
-    timeout_option,
-)
 from cuda_doctor.core.checkreport import Report
 from cuda_doctor.core.config import Config, load_config
 from cuda_doctor.core.pipeline import collect, judge_facts
@@ -26,25 +18,24 @@ from cuda_doctor.report.check import FORMATS
 from cuda_doctor.report.progress import ProgressLine, progress_line
 from cuda_doctor.smoke.probe import SmokeProbe
 
-#: The smoke rules, and the GPU probe whose facts (clock reasons, MIG, UUIDs) they read.
-#: CD25 is JAX's smoke step, run after torch's when jax is installed.
-SMOKE_RULES = ("CD7", "CD25", "CD101")  # the driver check says why a smoke run could not start
+#: The smoke rules (CD25: JAX's step) and the driver check, which says why a smoke run could not start.
+SMOKE_RULES = ("CD7", "CD25", "CD101")
 NCCL_RULES = ("CD8",)
 
 
 @click.command("smoke")
-@format_option(FORMATS)
-@smoke_timeout_option("Seconds the whole smoke run may take before its child process is killed.")
-@python_option("Run the smoke test with this interpreter's framework (it needs no cuda-doctor).")
-@timeout_option("Seconds the GPU probe's NVML / nvidia-smi calls may take.")
-@file_option("--save", help="Also write the full JSON report to this file.")
+@options.format_option(FORMATS)
+@options.smoke_timeout_option("Seconds the whole smoke run may take before its child process is killed.")
+@options.python_option("Run the smoke test with this interpreter's framework (it needs no cuda-doctor).")
+@options.timeout_option("Seconds the GPU probe's NVML / nvidia-smi calls may take.")
+@options.file_option("--save", help="Also write the full JSON report to this file.")
 @click.option(
     "--nccl",
     is_flag=True,
     help="Also run the NCCL all-reduce (one process per GPU; one rank on a single GPU) and the interconnect checks.",
 )
-@fail_on_option
-@config_option
+@options.fail_on_option
+@options.config_option
 @click.option("-v", "--verbose", is_flag=True, help="Show passing checks with their evidence.")
 def command(
     fmt: str,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from cuda_doctor.base.secrets import redact_argv
 from cuda_doctor.commands.options import file_option, format_option
 from cuda_doctor.commands.output import write_file
 from cuda_doctor.report.watch import FORMATS, render
@@ -90,7 +91,7 @@ def command(interval: float, fmt: str, output: Path | None, save: Path | None, c
             click.echo(proc.message, err=True)
             sys.exit(proc.exit_code)
         forwarder.attach(proc)
-        sampler = Sampler(proc.pid, interval=interval, started=started, command=cmd)
+        sampler = Sampler(proc.pid, interval=interval, started=started, command=tuple(redact_argv(cmd)))
         sampler.start()
         code = child.wait(proc)
         series = replace(sampler.stop(), exit_code=code)

@@ -1,13 +1,11 @@
-"""Derived container facts: image requirements judged for this host, tag status, torch variants.
-
-Reads the probed facts (``container.*`` for the container we run in, ``image[i].*`` for local
-images, ``driver.*`` and ``gpu[i].*`` for the host) and writes ``derived.container.*`` and
-``derived.image[i].*``.  Never raises: a missing input leaves the output unknown with the reason.
+"""``derived.container.*`` and ``derived.image[i].*``: image requirements judged for this host,
+tag status, torch variants.  Never raises: a missing input leaves the output unknown with the reason.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from cuda_doctor.container.require import Host, HostGPU, RequireResult, check_env
 from cuda_doctor.core.facts import Facts, indexed
@@ -20,22 +18,16 @@ def derive(facts: Facts) -> None:
         _derive_image(facts, i, host)
 
 
-# -- the host ----------------------------------------------------------------------------------
-
-
 def host_from_facts(facts: Facts) -> Host:
-    gpus: tuple[HostGPU, ...] | None = None
-    indices = facts.indices("gpu")
-    if indices:
-        gpus = tuple(
-            HostGPU(
-                brand=_str_or_none(facts.get(indexed("gpu", i, "brand"))),
-                arch=_str_or_none(facts.get(indexed("gpu", i, "compute_capability"))),
-            )
-            for i in indices
+    gpus: tuple[HostGPU, ...] | None = tuple(
+        HostGPU(
+            brand=_str_or_none(facts.get(indexed("gpu", i, "brand"))),
+            arch=_str_or_none(facts.get(indexed("gpu", i, "compute_capability"))),
         )
-    elif facts.get("gpu.count") == 0:
-        gpus = ()
+        for i in facts.indices("gpu")
+    )
+    if not gpus and facts.get("gpu.count") != 0:
+        gpus = None  # not known to be none
     return Host(
         driver_version=_str_or_none(facts.get("driver.version")),
         cuda_version=_str_or_none(facts.get("driver.cuda_version")),
@@ -47,20 +39,13 @@ def _str_or_none(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-# -- requirement -------------------------------------------------------------------------------
-
-
 def _require_env(facts: Facts, prefix: str) -> dict[str, str]:
-    env: dict[str, str] = {}
     extra = facts.get(f"{prefix}.require_env")
-    if isinstance(extra, Mapping):
-        env.update({str(k): str(v) for k, v in extra.items() if v is not None})
-    require_cuda = facts.get(f"{prefix}.nvidia_require_cuda")
-    if require_cuda:
-        env["NVIDIA_REQUIRE_CUDA"] = str(require_cuda)
-    cuda_version = facts.get(f"{prefix}.cuda_version")
-    if cuda_version:
-        env["CUDA_VERSION"] = str(cuda_version)
+    env = {str(k): str(v) for k, v in extra.items() if v is not None} if isinstance(extra, Mapping) else {}
+    for name, fact in (("NVIDIA_REQUIRE_CUDA", "nvidia_require_cuda"), ("CUDA_VERSION", "cuda_version")):
+        value = facts.get(f"{prefix}.{fact}")
+        if value:
+            env[name] = str(value)
     if facts.get(f"{prefix}.nvidia_disable_require") is True:
         env["NVIDIA_DISABLE_REQUIRE"] = "true"
     return env
@@ -102,8 +87,7 @@ def _derive_container(facts: Facts, host: Host) -> None:
         reason = next((facts.reason(n) for n in inputs if facts.reason(n)), None)
         facts.mark_all_unknown((f"{out}.{n}" for n in _OUTPUTS), reason or "the container environment was not probed")
         return
-    env = _require_env(facts, "container")
-    result = check_env(env, host)
+    result = check_env(_require_env(facts, "container"), host)
     _write_requirement(facts, out, result)
     facts.set(f"{out}.suggested_image", _newest_for(host) if result.satisfied is False else None)
 
@@ -113,37 +97,37 @@ def _newest_for(host: Host) -> str | None:
     from cuda_doctor.container import tags
 
     ceiling = tags.minor_of(host.cuda_version)
-    if ceiling is None:
-        return None
+    return None if ceiling is None else _suggest_image("nvidia/cuda", None, ceiling=ceiling, flavour="base")
+
+
+def _suggest_image(name: str, tag: str | None, **options: Any) -> str | None:
+    """``name:`` the tag ``tags.suggest`` picks; None when there is none or no catalogue."""
+    from cuda_doctor.container import tags
+
     try:
-        suggested = tags.suggest(None, ceiling=ceiling, flavour="base")
+        suggested = tags.suggest(tag, **options)
     except tags.CatalogueError:
         return None
-    return f"nvidia/cuda:{suggested}" if suggested else None
+    return f"{name}:{suggested}" if suggested else None
 
 
 def _derive_image(facts: Facts, i: int, host: Host) -> None:
     prefix = f"image[{i}]"
-    out = f"derived.image[{i}]"
     if facts.has(f"{prefix}.ref"):
         _derive_tag_status(facts, i)  # needs only the reference: a deleted tag is never local
     if facts.get(f"{prefix}.found") is not True:
         reason = facts.get(f"{prefix}.error") or facts.reason(f"{prefix}.found") or "the image was not inspected"
         names = (*_OUTPUTS, "torch_cuda_mismatch", "suggested_image")
-        facts.mark_all_unknown((f"{out}.{n}" for n in names), str(reason))
+        facts.mark_all_unknown((f"derived.{prefix}.{n}" for n in names), str(reason))
         return
-    result = check_env(_require_env(facts, prefix), host)
-    _write_requirement(facts, out, result)
+    _write_requirement(facts, f"derived.{prefix}", check_env(_require_env(facts, prefix), host))
     _derive_suggested_tag(facts, i, host)
     _derive_torch_mismatch(facts, i)
 
 
-# -- nvidia/cuda tags (judged and suggested by container/tags.py) -------------------------------
-
-
 def _cuda_ref(facts: Facts, i: int) -> tuple[str, str | None] | str | None:
-    """(repository as the user writes it, tag) of an nvidia/cuda image, None for another image,
-    or the reason the reference cannot be read."""
+    """(repository as the user writes it, tag) of an nvidia/cuda image, None for another image, or
+    why the reference cannot be read."""
     from cuda_doctor.container.reference import InvalidReference, is_nvidia_cuda, parse_reference
 
     try:
@@ -204,9 +188,6 @@ def _derive_suggested_tag(facts: Facts, i: int, host: Host) -> None:
     facts.set(out, f"{found[0]}:{suggested}" if suggested else None)
 
 
-# -- torch variant -----------------------------------------------------------------------------
-
-
 def _derive_torch_mismatch(facts: Facts, i: int) -> None:
     from cuda_doctor.tables.versions import major_minor
 
@@ -230,15 +211,8 @@ def _derive_torch_mismatch(facts: Facts, i: int) -> None:
 
 
 def _base_for_torch(facts: Facts, i: int, minor: tuple[int, int]) -> str | None:
-    """A real nvidia/cuda tag of the CUDA minor torch was built for, or None when the catalogue
-    has no supported one.  For an nvidia/cuda image it is the tag CD904 suggests (same flavour
-    and OS); for another image a devel tag (its nvcc builds the extensions)."""
-    from cuda_doctor.container import tags
-
+    """A supported nvidia/cuda tag of torch's CUDA minor: CD904's for an nvidia/cuda image, else devel."""
     found = _cuda_ref(facts, i)
-    name, tag, flavour = (found[0], found[1], None) if isinstance(found, tuple) else ("nvidia/cuda", None, "devel")
-    try:
-        suggested = tags.suggest(tag, cuda_minor=minor, flavour=flavour)
-    except tags.CatalogueError:
-        return None
-    return f"{name}:{suggested}" if suggested else None
+    if isinstance(found, tuple):
+        return _suggest_image(*found, cuda_minor=minor)
+    return _suggest_image("nvidia/cuda", None, cuda_minor=minor, flavour="devel")

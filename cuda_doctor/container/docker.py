@@ -1,17 +1,8 @@
-"""The Docker engine and the local images that matter for GPU work, read through the docker SDK.
+"""The Docker engine and the local GPU images (``--image`` first, then local ``nvidia/cuda``,
+``pytorch/pytorch`` and ``nvcr.io/nvidia/*``), read through the optional docker SDK.
 
-Facts: ``docker.status`` ("ok" | "sdk_missing" | "unreachable" | "permission_denied" |
-"timeout" | "error"), ``docker.error``, ``docker.sdk_python`` (where the SDK is missing: the
-interpreter to install it into, quoted for a shell), ``docker.version``, ``docker.api_version``,
-``docker.runtimes``, ``docker.nvidia_runtime``, ``docker.default_runtime``, ``docker.cdi_devices``,
-``docker.cdi_spec_dirs``, and per image ``image[i].*``: the references named with ``--image``
-first, then local ``nvidia/cuda``, ``pytorch/pytorch`` and ``nvcr.io/nvidia/*`` images.
-
-The SDK is an optional extra; its absence is mentioned only where an engine socket exists (or
-``DOCKER_HOST`` names a remote engine) or an ``--image`` is named.  ``DOCKER_HOST`` (and the TLS
-variables) come from the context's environment.  Every API call is bounded twice: the SDK's
-socket timeout, and a worker-thread deadline for a daemon that accepts a connection and never
-answers.
+Every API call is bounded twice: the SDK's socket timeout, and a worker-thread deadline for a
+daemon that accepts a connection and never answers.
 """
 
 from __future__ import annotations
@@ -20,12 +11,12 @@ import functools
 import re
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cuda_doctor.base.deadline import call_with_deadline
+from cuda_doctor.base.deadline import Outcome, call_with_deadline
 from cuda_doctor.container.reference import InvalidReference, parse_reference, repo_tags_matching
-from cuda_doctor.container.require import parse_bool
+from cuda_doctor.container.require import is_requirement, parse_bool
 from cuda_doctor.core.facts import Facts
 from cuda_doctor.core.probe import ProbeContext
 
@@ -44,8 +35,7 @@ class DockerProbe:
         return not ctx.fast or bool(ctx.images)  # an explicit --image asks for Docker
 
     def deadline(self, ctx: ProbeContext) -> float:
-        """Every API call's own limit added up: connect, info, listing, one inspection per
-        image (requested and discovered), closing, and with --run-image five steps per image."""
+        """Every API call's own limit added up, with five steps per image under --run-image."""
         images = len(ctx.images) + MAX_DISCOVERED
         calls = (3 + images) * (ctx.timeout + 2.0) + 2.0
         runs = images * (5 * ctx.smoke_timeout + 2.0) if ctx.run_images else 0.0
@@ -53,106 +43,91 @@ class DockerProbe:
 
     def collect(self, ctx: ProbeContext) -> Facts:
         facts = Facts()
-        requested = list(ctx.images)
         try:
             import docker  # an optional extra
         except ImportError:
-            _sdk_missing(facts, ctx, requested)
+            _sdk_missing(facts, ctx)
             return facts
         deadline = ctx.timeout + 2.0
         # version="auto" asks the daemon for its API version, so connecting is the first round trip.
         connect = functools.partial(docker.from_env, environment=dict(ctx.env), timeout=max(1, round(ctx.timeout)))
         outcome = call_with_deadline(connect, deadline, "docker-connect")
-        if outcome.timed_out:
-            _engine_down(facts, "timeout", _timeout_message(ctx), requested)
-            return facts
-        if outcome.error is not None or outcome.value is None:
-            status, message = classify_error(outcome.error, ctx)
-            _engine_down(facts, status, message, requested)
+        if outcome.value is None:
+            _engine_down(facts, *_failure(outcome, ctx), ctx.images)
             return facts
         client = outcome.value
         try:
-            self._collect_engine(ctx, client, facts, deadline)
+            _collect_engine(ctx, client, facts, deadline)
         finally:
             closed = call_with_deadline(client.close, 2.0, "docker-close")
             if closed.error is not None:
                 facts.set("docker.close_error", f"{type(closed.error).__name__}: {closed.error}")
         return facts
 
-    def _collect_engine(self, ctx: ProbeContext, client: Any, facts: Facts, deadline: float) -> None:
-        info = call_with_deadline(client.info, deadline, "docker-info")
-        if info.timed_out or info.error is not None:
-            status, message = ("timeout", _timeout_message(ctx)) if info.timed_out else classify_error(info.error, ctx)
-            _engine_down(facts, status, message, list(ctx.images))
-            return
-        facts.set("docker.status", "ok")
-        facts.set("docker.error", None)
-        facts.set("docker.host", _docker_host(ctx.env))
-        facts.set("docker.api_version", getattr(getattr(client, "api", None), "api_version", None))
-        record_info(facts, info.value if isinstance(info.value, dict) else {})
-        refs = collect_images(client, ctx, deadline)
-        for i, image in enumerate(refs):
-            for key, value in image.items():
-                if key.startswith("unknown:"):
-                    facts.mark_unknown(f"image[{i}].{key[len('unknown:') :]}", str(value))
-                else:
-                    facts.set(f"image[{i}].{key}", value)
-        facts.set("image.count", len(refs))
-        if ctx.run_images:
-            from cuda_doctor.container.run_image import run_nvidia_smi
-
-            for i, image in enumerate(refs):
-                if image.get("found") is True:
-                    facts.merge(run_nvidia_smi(client, str(image["ref"]), i, ctx.smoke_timeout))
-                else:
-                    reason = str(image.get("error") or "the image was not found")
-                    facts.set(f"image[{i}].run_status", "skipped")
-                    facts.set(f"image[{i}].run_output", None)
-                    facts.set(f"image[{i}].run_error", reason)
-
 
 PROBE = DockerProbe()
 
 
-# -- connecting --------------------------------------------------------------------------------
+def _collect_engine(ctx: ProbeContext, client: Any, facts: Facts, deadline: float) -> None:
+    info = call_with_deadline(client.info, deadline, "docker-info")
+    if info.timed_out or info.error is not None:
+        _engine_down(facts, *_failure(info, ctx), ctx.images)
+        return
+    facts.set("docker.status", "ok")
+    facts.set("docker.error", None)
+    facts.set("docker.host", _docker_host(ctx.env))
+    facts.set("docker.api_version", getattr(getattr(client, "api", None), "api_version", None))
+    record_info(facts, info.value if isinstance(info.value, dict) else {})
+    refs = collect_images(client, ctx, deadline)
+    for i, image in enumerate(refs):
+        for key, value in image.items():
+            if key.startswith("unknown:"):
+                facts.mark_unknown(f"image[{i}].{key.removeprefix('unknown:')}", str(value))
+            else:
+                facts.set(f"image[{i}].{key}", value)
+    facts.set("image.count", len(refs))
+    if not ctx.run_images:
+        return
+    from cuda_doctor.container.run_image import run_nvidia_smi
+
+    for i, image in enumerate(refs):
+        if image.get("found") is True:
+            facts.merge(run_nvidia_smi(client, str(image["ref"]), i, ctx.smoke_timeout))
+        else:
+            facts.set(f"image[{i}].run_status", "skipped")
+            facts.set(f"image[{i}].run_output", None)
+            facts.set(f"image[{i}].run_error", str(image.get("error") or "the image was not found"))
 
 
 def _docker_host(env: Mapping[str, str]) -> str:
     return env.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
 
-def _engine_may_answer(ctx: ProbeContext) -> bool:
-    """A socket where the engine would listen exists, or DOCKER_HOST names a remote engine."""
+def _sdk_missing(facts: Facts, ctx: ProbeContext) -> None:
+    """Said only where an engine socket, a remote DOCKER_HOST or an --image makes it matter."""
     host = _docker_host(ctx.env)
-    # tcp://, ssh://: only the SDK could tell
-    return not host.startswith("unix://") or ctx.file(host.removeprefix("unix://")).exists()
-
-
-def _sdk_missing(facts: Facts, ctx: ProbeContext, requested: list[str]) -> None:
-    """Without the SDK nothing can be asked of an engine; that is worth saying only where an
-    engine socket or an --image makes it matter, and then once (CD901), with the command that
-    installs it into the environment cuda-doctor runs in."""
-    host = _docker_host(ctx.env)
-    if not requested and not _engine_may_answer(ctx):
-        _engine_down(facts, "unreachable", f"no Docker daemon answers at {host} (no such socket)", requested)
+    # tcp://, ssh://: only the SDK could tell whether an engine answers
+    if not ctx.images and host.startswith("unix://") and not ctx.file(host.removeprefix("unix://")).exists():
+        _engine_down(facts, "unreachable", f"no Docker daemon answers at {host} (no such socket)", ctx.images)
         return
     facts.set("docker.sdk_python", shlex.quote(sys.executable))  # cuda-doctor's own interpreter
-    _engine_down(
-        facts,
-        "sdk_missing",
-        f"the docker SDK for Python is not installed where cuda-doctor runs ({sys.executable})",
-        requested,
-    )
+    message = f"the docker SDK for Python is not installed where cuda-doctor runs ({sys.executable})"
+    _engine_down(facts, "sdk_missing", message, ctx.images)
 
 
 def _timeout_message(ctx: ProbeContext) -> str:
     return f"the Docker daemon at {_docker_host(ctx.env)} did not answer in {ctx.timeout:g} s"
 
 
-def _chain(exc: BaseException | None) -> list[BaseException]:
+def _failure(outcome: Outcome[Any], ctx: ProbeContext) -> tuple[str, str]:
+    """(docker.status, message) of a call that timed out or failed."""
+    return ("timeout", _timeout_message(ctx)) if outcome.timed_out else classify_error(outcome.error, ctx)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
     """The exception, its causes and contexts, and exceptions carried in their args."""
     seen: list[BaseException] = []
-    todo: list[BaseException] = [exc] if exc is not None else []
+    todo = [exc]
     while todo:
         item = todo.pop()
         if any(item is s for s in seen):
@@ -175,20 +150,12 @@ def classify_error(exc: BaseException | None, ctx: ProbeContext) -> tuple[str, s
     text = " ".join(str(e) for e in chain)
     names = " ".join(type(e).__name__ for e in chain)
     if any(isinstance(e, PermissionError) for e in chain) or "Permission denied" in text:
-        return (
-            "permission_denied",
-            f"permission denied on {host}: add your user to the docker group "
-            "(sudo usermod -aG docker $USER, then log in again) or run as root",
-        )
+        fix = "add your user to the docker group (sudo usermod -aG docker $USER, then log in again) or run as root"
+        return "permission_denied", f"permission denied on {host}: {fix}"
     if any(isinstance(e, TimeoutError) for e in chain) or "Timeout" in names or "timed out" in text:
         return "timeout", _timeout_message(ctx)
-    unreachable = (FileNotFoundError, ConnectionRefusedError, ConnectionError)
-    if (
-        any(isinstance(e, unreachable) for e in chain)
-        or "ConnectionError" in names
-        or "Connection refused" in text
-        or "No such file" in text
-    ):
+    unreachable = "ConnectionError" in names or "Connection refused" in text or "No such file" in text
+    if unreachable or any(isinstance(e, (FileNotFoundError, ConnectionError)) for e in chain):
         root = next((e for e in reversed(chain) if isinstance(e, OSError) and e.strerror), None)
         why = root.strerror if root is not None else _short(exc)  # "No such file or directory"
         return "unreachable", f"no Docker daemon answers at {host} ({why})"
@@ -202,7 +169,7 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
 
 
-def _engine_down(facts: Facts, status: str, message: str, requested: list[str]) -> None:
+def _engine_down(facts: Facts, status: str, message: str, requested: Sequence[str]) -> None:
     facts.set("docker.status", status)
     facts.set("docker.error", message)
     engine = ("version", "runtimes", "nvidia_runtime", "default_runtime", "cdi_devices")
@@ -223,16 +190,13 @@ def _engine_down(facts: Facts, status: str, message: str, requested: list[str]) 
         facts.set("image.count", len(requested))
 
 
-# -- engine facts ------------------------------------------------------------------------------
-
-
 def record_info(facts: Facts, info: Mapping[str, Any]) -> None:
     """Facts from ``docker info`` (GET /info)."""
     facts.set("docker.version", info.get("ServerVersion"))
     runtimes = info.get("Runtimes")
     names = sorted(runtimes) if isinstance(runtimes, dict) else []
     facts.set("docker.runtimes", names)
-    facts.set("docker.nvidia_runtime", any(n == "nvidia" or n.startswith("nvidia") for n in names))
+    facts.set("docker.nvidia_runtime", any(n.startswith("nvidia") for n in names))
     facts.set("docker.default_runtime", info.get("DefaultRuntime"))
     # CDI: CDISpecDirs (API 1.45+) and DiscoveredDevices (API 1.50+) where the engine has them.
     spec_dirs = info.get("CDISpecDirs")
@@ -247,27 +211,17 @@ def record_info(facts: Facts, info: Mapping[str, Any]) -> None:
     facts.set("docker.cdi_gpu", any(d.startswith("nvidia.com/gpu") for d in ids))
 
 
-# -- images ------------------------------------------------------------------------------------
-
-
 def collect_images(client: Any, ctx: ProbeContext, deadline: float) -> list[dict[str, Any]]:
     """One dict per image: the requested references first, then interesting local images."""
-    out: list[dict[str, Any]] = []
-    seen_ids: set[str] = set()
-    for ref in ctx.images:
-        item = inspect_reference(client, ref, deadline)
-        item["requested"] = True
-        if item.get("id"):
-            seen_ids.add(str(item["id"]))
-        out.append(item)
+    out = [{**inspect_reference(client, ref, deadline), "requested": True} for ref in ctx.images]
+    seen_ids = {str(item["id"]) for item in out if item.get("id")}
     listed = call_with_deadline(client.api.images, deadline, "docker-images")
     if listed.timed_out or listed.error is not None:
         reason = _timeout_message(ctx) if listed.timed_out else _short(listed.error)  # type: ignore[arg-type]
         out.append({"ref": None, "requested": False, "found": False, "error": f"listing images failed: {reason}"})
         return out
-    summaries = listed.value if isinstance(listed.value, list) else []
     discovered = 0
-    for summary in summaries:
+    for summary in listed.value if isinstance(listed.value, list) else []:
         tags = repo_tags_matching(summary.get("RepoTags"))
         image_id = str(summary.get("Id", ""))
         if not tags or image_id in seen_ids:
@@ -276,43 +230,30 @@ def collect_images(client: Any, ctx: ProbeContext, deadline: float) -> list[dict
         if discovered >= MAX_DISCOVERED:
             break
         discovered += 1
-        item = inspect_reference(client, tags[0], deadline)
-        item["requested"] = False
-        out.append(item)
+        out.append({**inspect_reference(client, tags[0], deadline), "requested": False})
     return out
 
 
 def inspect_reference(client: Any, ref: str, deadline: float) -> dict[str, Any]:
-    item: dict[str, Any] = {"ref": ref}
     try:
         parse_reference(ref)
     except InvalidReference as exc:
-        item.update(found=False, error=str(exc))
-        return item
+        return {"ref": ref, "found": False, "error": str(exc)}
     outcome = call_with_deadline(lambda: client.api.inspect_image(ref), deadline, "docker-inspect")
     if outcome.timed_out:
-        item["unknown:found"] = f"inspecting {ref} did not finish in {deadline:g} s"
-        return item
-    if outcome.error is not None:
-        if type(outcome.error).__name__ in ("ImageNotFound", "NotFound"):
-            item.update(found=False, error=f"no such image on this host: {ref} (pull it first: docker pull {ref})")
-        else:
-            item["unknown:found"] = f"inspecting {ref} failed: {_short(outcome.error)}"
-        return item
-    data = outcome.value if isinstance(outcome.value, dict) else {}
-    item.update(image_facts(data, ref))
-    item["found"] = True
-    item["error"] = None
-    return item
+        return {"ref": ref, "unknown:found": f"inspecting {ref} did not finish in {deadline:g} s"}
+    if outcome.error is None:
+        data = outcome.value if isinstance(outcome.value, dict) else {}
+        return {"ref": ref, **image_facts(data, ref), "found": True, "error": None}
+    if type(outcome.error).__name__ in ("ImageNotFound", "NotFound"):
+        error = f"no such image on this host: {ref} (pull it first: docker pull {ref})"
+        return {"ref": ref, "found": False, "error": error}
+    return {"ref": ref, "unknown:found": f"inspecting {ref} failed: {_short(outcome.error)}"}
 
 
 def env_dict(env_list: Any) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for entry in env_list or []:
-        name, sep, value = str(entry).partition("=")
-        if sep:
-            out[name] = value
-    return out
+    pairs = (str(entry).partition("=") for entry in env_list or [])
+    return {name: value for name, sep, value in pairs if sep}
 
 
 def image_facts(data: Mapping[str, Any], ref: str | None = None) -> dict[str, Any]:
@@ -327,11 +268,7 @@ def image_facts(data: Mapping[str, Any], ref: str | None = None) -> dict[str, An
         "tags": list(data.get("RepoTags") or []),
         "cuda_version": env.get("CUDA_VERSION"),
         "nvidia_require_cuda": env.get("NVIDIA_REQUIRE_CUDA"),
-        "require_env": {
-            k: v
-            for k, v in sorted(env.items())
-            if k.startswith("NVIDIA_REQUIRE_") and not k.startswith("NVIDIA_REQUIRE_JETPACK")
-        },
+        "require_env": {k: v for k, v in sorted(env.items()) if is_requirement(k)},
         "nvidia_disable_require": parse_bool(env.get("NVIDIA_DISABLE_REQUIRE")),
         "nvidia_visible_devices": env.get("NVIDIA_VISIBLE_DEVICES"),
         "torch_version": torch_version,
@@ -344,13 +281,8 @@ def image_facts(data: Mapping[str, Any], ref: str | None = None) -> dict[str, An
 
 
 def torch_variant(env: Mapping[str, str], labels: Mapping[str, Any], names: list[str]) -> tuple[str | None, str | None]:
-    """(torch version, CUDA version of the torch build): from the env, labels, or the tag of a
-    ``pytorch/pytorch`` image such as ``2.3.0-cuda12.1-cudnn8-runtime``."""
-    version: str | None = None
-    for name in _TORCH_ENV:
-        if env.get(name):
-            version = env[name]
-            break
+    """(torch version, its CUDA build) from the env, labels, or a ``pytorch/pytorch`` tag."""
+    version = next((env[name] for name in _TORCH_ENV if env.get(name)), None)
     candidates = [version or ""] + [str(v) for k, v in labels.items() if "torch" in str(k).lower()]
     for text in candidates:
         match = _CU_SUFFIX.search(text)

@@ -1,8 +1,5 @@
-"""Docker image references: parse, normalise, and tell which images cuda-doctor cares about.
-
-The grammar is the one of distribution/reference (``reference.go``): an optional registry
-domain, lower-case path components, an optional ``:tag`` and an optional ``@digest``.  A bare
-image id (``sha256:…`` or 12–64 hex digits) is also accepted, since ``docker inspect`` takes it.
+"""Docker image references (distribution/reference's grammar, plus bare image ids as ``docker
+inspect`` takes them): parse, normalise, and tell which images cuda-doctor cares about.
 """
 
 from __future__ import annotations
@@ -56,24 +53,19 @@ def parse_reference(text: str) -> ImageRef:
     name = match.group("name")
     if len(name) > 255:
         raise InvalidReference(f"not a valid image reference: {text!r} (name longer than 255 characters)")
-    domain, path = _split_domain(name)
-    return ImageRef(ref, domain, path, match.group("tag"), match.group("digest"))
-
-
-def _split_domain(name: str) -> tuple[str, str]:
     # As docker does: the first component is a registry if it has a dot or a port, or is localhost.
     first, sep, rest = name.partition("/")
     if sep and ("." in first or ":" in first or first == "localhost" or first != first.lower()):
-        return first, rest
-    path = name if sep else f"library/{name}"
-    return DEFAULT_DOMAIN, path
+        domain, path = first, rest
+    else:
+        domain, path = DEFAULT_DOMAIN, (name if sep else f"library/{name}")
+    return ImageRef(ref, domain, path, match.group("tag"), match.group("digest"))
 
 
 def is_interesting(repository: str) -> bool:
     """Images whose CUDA requirements matter: nvidia/cuda, pytorch/pytorch, nvcr.io/nvidia/*."""
-    return repository in ("docker.io/nvidia/cuda", "docker.io/pytorch/pytorch") or repository.startswith(
-        "nvcr.io/nvidia/"
-    )
+    interesting = ("docker.io/nvidia/cuda", "docker.io/pytorch/pytorch")
+    return repository in interesting or repository.startswith("nvcr.io/nvidia/")
 
 
 def is_nvidia_cuda(repository: str) -> bool:

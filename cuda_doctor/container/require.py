@@ -1,22 +1,8 @@
-"""The NVIDIA Container Toolkit's ``NVIDIA_REQUIRE_*`` check, as a pure function.
+"""The NVIDIA Container Toolkit's ``NVIDIA_REQUIRE_*`` check (libnvidia-container's dsl.c), as a pure function.
 
-Semantics (nvidia-container-toolkit ``cmd/nvidia-container-runtime/README.md``; evaluation in
-libnvidia-container ``src/cli/dsl.c`` and ``src/cli/configure.c``; which variables count in
-nvidia-container-toolkit ``internal/config/image/cuda_image.go``):
-
-* every ``NVIDIA_REQUIRE_*`` variable except ``NVIDIA_REQUIRE_JETPACK`` is a requirement, and
-  all of them must hold;
-* inside one variable, space-separated clauses are OR-ed and comma-separated constraints
-  AND-ed;
-* a true ``NVIDIA_DISABLE_REQUIRE`` (Go's ``strconv.ParseBool``) turns every check off;
-* a "legacy" image (``CUDA_VERSION`` set, ``NVIDIA_REQUIRE_CUDA`` not) requires
-  ``cuda>=MAJOR.MINOR`` of its ``CUDA_VERSION``;
-* ``cuda`` compares the driver's CUDA version, ``driver`` the driver version, ``arch`` the
-  compute capability and ``brand`` the product brand (case-insensitively) of *each* visible
-  GPU; with no GPU visible, ``arch`` and ``brand`` hold.
-
-Where the toolkit knows the brand but we do not (no NVML reading), a ``brand`` constraint is
-*unknown* rather than assumed: the toolkit itself says no when the brand differs.
+Every ``NVIDIA_REQUIRE_*`` but ``_JETPACK`` must hold; in one, space-separated clauses are OR-ed
+and comma-separated constraints AND-ed; ``cuda``/``driver`` compare versions, ``arch``/``brand``
+each visible GPU (and hold with none).  An unknown brand or arch stays unknown, never assumed.
 """
 
 from __future__ import annotations
@@ -25,8 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-#: Go's strconv.ParseBool
-_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
+_TRUE = {"1", "t", "T", "TRUE", "true", "True"}  # Go's strconv.ParseBool
 
 _OPERATORS = ("!=", "<=", ">=", "=", "<", ">")  # longest first
 _VERSION = re.compile(r"^[0-9.]+$")
@@ -40,10 +25,7 @@ class HostGPU(NamedTuple):
 
 
 class Host(NamedTuple):
-    """The host a requirement is judged against.
-
-    ``gpus`` is ``None`` when the visible GPUs are unknown and ``()`` when there are none.
-    """
+    """The host a requirement is judged against; ``gpus``: None when unknown, ``()`` when none."""
 
     driver_version: str | None
     cuda_version: str | None
@@ -69,19 +51,15 @@ def parse_bool(value: str | None) -> bool:
     return value is not None and value.strip() in _TRUE
 
 
-def requirements_from_env(env: Mapping[str, str]) -> tuple[list[str], bool, str | None]:
-    """The requirement expressions an image's environment asks for.
+def is_requirement(name: str) -> bool:
+    return name.startswith("NVIDIA_REQUIRE_") and not name.startswith("NVIDIA_REQUIRE_JETPACK")
 
-    Returns ``(expressions, disabled, error)``; ``error`` is set when ``CUDA_VERSION`` of a legacy
-    image is not a version (the toolkit then refuses to start the container).
-    """
+
+def requirements_from_env(env: Mapping[str, str]) -> tuple[list[str], bool, str | None]:
+    """``(expressions, disabled, error)``: ``error`` when a legacy image's ``CUDA_VERSION`` is not a version."""
     if parse_bool(env.get("NVIDIA_DISABLE_REQUIRE")):
         return [], True, None
-    exprs = [
-        value
-        for name, value in sorted(env.items())
-        if name.startswith("NVIDIA_REQUIRE_") and not name.startswith("NVIDIA_REQUIRE_JETPACK")
-    ]
+    exprs = [value for name, value in sorted(env.items()) if is_requirement(name)]
     legacy = env.get("CUDA_VERSION", "")
     if legacy and not env.get("NVIDIA_REQUIRE_CUDA"):
         major_minor = legacy_cuda_requirement(legacy)
@@ -104,7 +82,7 @@ def compare_versions(left: str, op: str, right: str) -> bool:
     if not _VERSION.match(left) or not _VERSION.match(right):
         raise InvalidExpression(f"not a version: {left!r} {op} {right!r}")
     a, b = ([int(part) for part in version.split(".") if part] for version in (left, right))
-    width = max(len(a), len(b))  # missing components count as zero
+    width = max(len(a), len(b))
     a, b = a + [0] * (width - len(a)), b + [0] * (width - len(b))
     return {"=": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
 
@@ -143,11 +121,7 @@ def _leaf(text: str, host: Host, gpu: HostGPU | None) -> tuple[bool | None, str 
 
 
 def _evaluate_one(expr: str, host: Host, gpu: HostGPU | None) -> tuple[bool | None, str | None, str | None]:
-    """One expression for one GPU: (holds, failing-or-unknown constraint, unknown reason).
-
-    Three-valued OR of AND clauses, in the toolkit's order (AND stops at the first false member,
-    OR at the first true clause).
-    """
+    """One expression for one GPU, three-valued: (holds, failing-or-unknown constraint, unknown reason)."""
     unknown: tuple[str, str] | None = None
     last_false: str | None = None
     for clause in (c for c in expr.split(" ") if c):
@@ -192,7 +166,7 @@ def _cuda_alone(needed: str | None, host: Host) -> bool | None:
 def evaluate(requirements: Sequence[str], host: Host, *, disabled: bool = False) -> RequireResult:
     """Judge requirement expressions against a host as the toolkit would at container start."""
     reqs = tuple(r for r in requirements if r.strip())
-    needed = required_cuda(reqs)  # it compares only the digits and dots of cuda>= constraints: never raises
+    needed = required_cuda(reqs)  # never raises: it reads only digits and dots
     if disabled:
         return RequireResult(True, "NVIDIA_DISABLE_REQUIRE turns the requirement checks off", None, needed, reqs, True)
     if not reqs:
@@ -205,8 +179,7 @@ def evaluate(requirements: Sequence[str], host: Host, *, disabled: bool = False)
     def result(satisfied: bool | None, detail: str, failing: str | None) -> RequireResult:
         return RequireResult(satisfied, detail, failing, needed, reqs, cuda_satisfied=cuda_ok)
 
-    # The toolkit evaluates every requirement once per visible GPU (or once, with none); with the
-    # GPUs unknown, once for a GPU whose brand and arch are unknown.
+    # once per visible GPU (once with none); with the GPUs unknown, for a GPU with nothing known
     targets: tuple[HostGPU | None, ...] = (HostGPU(),) if host.gpus is None else host.gpus or (None,)
     unknown: tuple[str, str] | None = None
     for gpu in targets:
@@ -227,12 +200,8 @@ def evaluate(requirements: Sequence[str], host: Host, *, disabled: bool = False)
 def _unsatisfied_message(expr: str) -> str:
     # libnvidia-container reports the expression's first clause, with advice for cuda>=.
     first = next((c for c in expr.split(" ") if c), expr)
-    if first.startswith("cuda>="):
-        return (
-            f"unsatisfied condition: {first}, please update your driver to a newer version, "
-            "or use an earlier cuda container"
-        )
-    return f"unsatisfied condition: {first}"
+    advice = ", please update your driver to a newer version, or use an earlier cuda container"
+    return f"unsatisfied condition: {first}" + (advice if first.startswith("cuda>=") else "")
 
 
 def check_env(env: Mapping[str, str], host: Host) -> RequireResult:

@@ -1,12 +1,5 @@
-"""``--run-image``: the NVIDIA Container Toolkit's own test, run through the SDK.
-
-The equivalent of ``docker run --rm --gpus all IMAGE nvidia-smi``.
-
-It is done in steps (create, start, wait, logs, remove), each step time-bounded.  Facts:
-``image[i].run_status`` ("ok" | "failed" | "no_device_driver" | "timeout" | "error" |
-"skipped"), ``image[i].run_output`` (the tail of what nvidia-smi printed) and
-``image[i].run_error``.  "could not select device driver" is Docker's answer when no GPU
-device driver (the NVIDIA Container Toolkit) is configured.
+"""``--run-image``: ``docker run --rm --gpus all IMAGE nvidia-smi`` through the SDK, in steps
+(create, start, wait, logs, remove), each time-bounded.
 """
 
 from __future__ import annotations
@@ -16,7 +9,7 @@ from typing import Any
 from cuda_doctor.base.deadline import call_with_deadline
 from cuda_doctor.core.facts import Facts
 
-NO_DEVICE_DRIVER = "could not select device driver"
+NO_DEVICE_DRIVER = "could not select device driver"  # Docker, with no NVIDIA Container Toolkit set up
 OUTPUT_LIMIT = 4000
 
 
@@ -28,6 +21,7 @@ def run_nvidia_smi(
 
     facts = Facts()
     prefix = f"image[{index}]"
+    what = f"{' '.join(command)} in {ref}"
 
     def record(status: str, output: str | None, error: str | None) -> Facts:
         facts.set(f"{prefix}.run_status", status)
@@ -55,25 +49,18 @@ def run_nvidia_smi(
         output = logs.value.decode("utf-8", "replace") if isinstance(logs.value, bytes) else None
         if waited.timed_out or waited.error is not None:
             detail = _short(waited.error) if waited.error is not None else ""
-            return record(
-                "timeout", output, f"{' '.join(command)} in {ref} did not finish in {timeout:g} s {detail}".strip()
-            )
+            return record("timeout", output, f"{what} did not finish in {timeout:g} s {detail}".strip())
         code = waited.value.get("StatusCode") if isinstance(waited.value, dict) else None
         if code == 0:
             return record("ok", output, None)
         last = (output or "").strip().splitlines()
-        return record(
-            "failed",
-            output,
-            f"{' '.join(command)} in {ref} exited with status {code}" + (f": {last[-1]}" if last else ""),
-        )
+        tail = f": {last[-1]}" if last else ""
+        return record("failed", output, f"{what} exited with status {code}{tail}")
     finally:
         removed = call_with_deadline(lambda: container.remove(force=True), timeout, "docker-rm")
         if removed.timed_out or removed.error is not None:
-            facts.set(
-                f"{prefix}.run_cleanup_error",
-                "timed out" if removed.timed_out else _short(removed.error),  # type: ignore[arg-type]
-            )
+            why = "timed out" if removed.timed_out else _short(removed.error)  # type: ignore[arg-type]
+            facts.set(f"{prefix}.run_cleanup_error", why)
 
 
 def _api_failure(exc: BaseException) -> tuple[str, str | None, str]:

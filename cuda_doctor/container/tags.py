@@ -1,11 +1,7 @@
 """The nvidia/cuda tag catalogue (``rules/data/nvidia_cuda_tags.toml``), read in one place.
 
-Every check that judges an nvidia/cuda tag or suggests one goes through here: ``judge`` says
-what became of a tag (supported, unsupported but still pullable, removed, never published, or
-newer than the catalogue), ``suggest`` names the nearest tag that NVIDIA lists as supported:
-the same flavour (with the cuDNN naming of the version it lands on), the same OS where that
-version has it, and the CUDA minor a torch wheel needs when one is given.  Suggestions only ever
-come from verified rows, so every tag cuda-doctor prints exists in NVIDIA's lists.
+``judge`` says what became of a tag; ``suggest`` names the nearest tag NVIDIA lists as supported.
+Suggestions come only from verified rows, so every tag cuda-doctor prints exists.
 """
 
 from __future__ import annotations
@@ -107,23 +103,24 @@ def _build(data: dict[str, Any]) -> Catalogue:
     for row in data.get("version", []):
         cuda = str(row["cuda"])
         numbers = tuple(int(p) for p in cuda.split("."))
+        tags = {
+            f"{cuda}-{flavour}-{os_name}": state
+            for state in ("supported", "unsupported", "removed")
+            for flavour, systems in row.get(state, {}).items()
+            for os_name in systems
+        }
         if row.get("verified") is not True:
-            # its tags are seen, not settled: never an error, never a suggestion, and no other
-            # tag of this release is said never to have existed
+            # seen, not settled: never an error or a suggestion, nor proof that other tags never existed
             doubtful.add(numbers)
-            for state in ("supported", "unsupported", "removed"):
-                unverified.update(f"{cuda}-{f}-{o}" for f, systems in row.get(state, {}).items() for o in systems)
+            unverified.update(tags)
             continue
         listed.add(numbers)
+        cat.state.update(tags)
         if len(numbers) == 3:
             minor = (numbers[0], numbers[1])
             cat.newest_minor[minor[0]] = max(cat.newest_minor.get(minor[0], minor), minor)
-        for state in ("supported", "unsupported", "removed"):
-            for flavour, systems in row.get(state, {}).items():
-                for os_name in systems:
-                    cat.state[f"{cuda}-{flavour}-{os_name}"] = state
-                if state == "supported" and len(numbers) == 3:
-                    cat.supported.setdefault(numbers, {})[str(flavour)] = tuple(sorted(systems))
+            for flavour, systems in row.get("supported", {}).items():
+                cat.supported.setdefault(numbers, {})[str(flavour)] = tuple(sorted(systems))
         for tag in (*row.get("removed_no_os", []), *row.get("removed_rc", [])):
             cat.state[str(tag)] = "removed"
         if row.get("removed_from_docs_on"):
@@ -135,21 +132,12 @@ def _build(data: dict[str, Any]) -> Catalogue:
     return cat
 
 
-# -- judging a tag -----------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Verdict:
-    """What became of one tag.
-
-    ``state``: ``supported`` | ``unsupported`` (end of life, still pullable) | ``removed``
-    (deleted) | ``nonexistent`` (never published) | ``unlisted`` (not in the catalogue, and
-    newer than what it covers) | ``unverified`` (seen in use, not in NVIDIA's lists).
-    ``certain``: the catalogue is verified for this tag, so a finding may be an error.
-    """
+    """What became of one tag; ``certain``: the catalogue is verified for it (a finding may be an error)."""
 
     tag: str | None
-    state: str
+    state: str  # supported | unsupported (still pullable) | removed | nonexistent | unlisted | unverified
     certain: bool
     reason: str
     superseded: bool = False  # unsupported, and a newer patch of the same minor is supported
@@ -211,16 +199,11 @@ def _listed(cat: Catalogue, tag: str, state: str, parsed: CudaTag | None) -> Ver
 
 
 def _covered(cat: Catalogue, numbers: Version) -> bool:
-    """Whether the catalogue settles that a version not in it never existed: its minor is older
-    than the newest minor of its major that NVIDIA listed (CUDA updates only the newest minor of
-    a major; the newest one may still get a patch after the catalogue's date)."""
+    """Whether an unlisted version never existed: its minor is older than its major's newest listed."""
     newest = cat.newest_minor.get(numbers[0])
     if newest is None:
         return bool(cat.newest_minor) and numbers[0] < min(cat.newest_minor)
     return (numbers[0], numbers[1]) < newest
-
-
-# -- suggesting a tag --------------------------------------------------------------------------
 
 
 def minor_of(text: object) -> tuple[int, int] | None:
@@ -240,9 +223,8 @@ def suggest(
 ) -> str | None:
     """The nearest supported tag to ``tag`` (None: ``latest``), or None when there is none.
 
-    ``cuda_minor``: only that CUDA minor (the one a pinned torch wheel is built for), so that the
-    tag and the wheel agree.  ``ceiling``: the newest release at or below that CUDA (what the
-    driver runs) instead of the nearest.  ``flavour`` overrides the tag's.
+    ``cuda_minor``: only that CUDA minor (a pinned torch wheel's); ``ceiling``: the newest release
+    at or below that CUDA (what the driver runs); ``flavour`` overrides the tag's.
     """
     cat = catalogue()
     parsed = cat.parse(tag) if tag else None
@@ -269,8 +251,7 @@ def _releases_with(flavour: str) -> dict[Version, str]:
 
 
 def _flavour_at(wanted: str, flavours: dict[str, tuple[str, ...]]) -> str | None:
-    """The name ``wanted`` has at a version: cuDNN tags are ``cudnn8-``, ``cudnn9-`` or ``cudnn-``
-    depending on the version; the same cuDNN number is kept where the version has it."""
+    """``wanted``'s name at a version (cuDNN tags are ``cudnn8-``, ``cudnn9-`` or ``cudnn-`` by version)."""
     if wanted in flavours:
         return wanted
     prefix, _, kind = wanted.rpartition("-")
@@ -284,8 +265,7 @@ def _flavour_at(wanted: str, flavours: dict[str, tuple[str, ...]]) -> str | None
 
 
 def _nearest(wanted: Version, versions: list[Version]) -> Version:
-    """Same minor (its newest patch), else the next release up in the same major, else the
-    newest below in it, else the next release up, else the newest below."""
+    """Same minor (newest patch), else next up or newest below in the major, else next up or newest below."""
     major = wanted[0]
     padded = wanted + (0,) * (3 - len(wanted))
     same_minor = [v for v in versions if v[:2] == wanted[:2]]
@@ -299,8 +279,7 @@ def _nearest(wanted: Version, versions: list[Version]) -> Version:
 
 @functools.lru_cache(maxsize=4096)
 def _pick_os(wanted: str, available: tuple[str, ...], default: str) -> str:
-    """The same OS; else a newer release of it; else its successor (CentOS → Rocky Linux);
-    else an older release of it; else the default OS family."""
+    """The same OS, else a newer release, its successor (CentOS → Rocky), an older release, the default."""
     if wanted in available:
         return wanted
     for name, version, below in _os_preferences(wanted, default):
@@ -325,8 +304,7 @@ def _os_preferences(wanted: str, default: str) -> list[tuple[str, Version, bool]
 
 
 def _same_distro(name: str, version: Version, available: tuple[str, ...], *, below: bool) -> str | None:
-    """The release of distribution ``name`` closest to ``version`` from above, or (``below``)
-    from either side: the next one up, else the newest below."""
+    """The release of ``name`` next up from ``version``, else (with ``below``) the newest below it."""
     matches = ((_OS.match(os_name), os_name) for os_name in available)
     releases = [(_os_version(m.group("version")), os_name) for m, os_name in matches if m and m.group("name") == name]
     above = sorted(r for r in releases if r[0] >= version)
@@ -337,9 +315,6 @@ def _same_distro(name: str, version: Version, available: tuple[str, ...], *, bel
 
 def _os_version(text: str) -> Version:
     return tuple(int(p) for p in text.split(".") if p.isdigit())
-
-
-# -- NGC framework images ----------------------------------------------------------------------
 
 
 def ngc_pytorch_cuda(release: str) -> str | None:

@@ -1,9 +1,4 @@
-"""What one run found: the facts, the rule results and any internal problems (the report model).
-
-``check``, ``facts``, ``smoke`` and ``exec`` produce one; the reporters render it, and
-``to_dict`` is its JSON form, in the schema named here, which ``cuda_doctor.core.reportfile`` reads
-back with its checks.
-"""
+"""The report model: what one run found; ``to_dict`` is its JSON form, which ``reportfile`` reads back."""
 
 from __future__ import annotations
 
@@ -16,8 +11,7 @@ from cuda_doctor.core.facts import Facts
 from cuda_doctor.core.results import Result, Severity, Status, exit_code
 
 SCHEMA = "cuda-doctor/report"
-#: The report schema version this version writes and fully understands.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 1  # the version this cuda-doctor writes and fully understands
 
 
 def json_header(schema: str, version: int) -> dict[str, object]:
@@ -27,14 +21,6 @@ def json_header(schema: str, version: int) -> dict[str, object]:
     return {"schema": schema, "schema_version": version, "tool": {"name": "cuda-doctor", "version": __version__}}
 
 
-def hostname() -> str:
-    return os.uname().nodename  # the same as socket.gethostname(), without importing socket
-
-
-def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
-
-
 @dataclass(slots=True)
 class Report:
     """What one run found; ``to_dict`` is its JSON form."""
@@ -42,15 +28,12 @@ class Report:
     facts: Facts
     results: list[Result]
     command: str = "check"
-    host: str = field(default_factory=hostname)
-    created: str = field(default_factory=now)
+    host: str = field(default_factory=lambda: os.uname().nodename)  # socket.gethostname() without importing it
+    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()))
     problems: list[str] = field(default_factory=list)  # internal trouble worth showing (never silent)
 
     def counts(self) -> dict[str, int]:
-        counts = {status.value: 0 for status in Status}
-        for result in self.results:
-            counts[result.status.value] += 1
-        return counts
+        return {status.value: sum(r.status is status for r in self.results) for status in Status}
 
     def exit_code(self, fail_on: Severity) -> int:
         return exit_code(self.results, fail_on)

@@ -1,9 +1,5 @@
-"""``[tool.cuda-doctor]`` configuration: selection, severities, extra rule directories.
-
-Found in the nearest ``pyproject.toml`` above the working directory, or given with
-``--config FILE`` (a pyproject.toml, or a TOML file whose top level holds the same keys).
-Every mistake is reported with the file and the field.
-"""
+"""``[tool.cuda-doctor]`` configuration, from the nearest ``pyproject.toml`` or ``--config FILE`` (which
+may hold the keys at its top level).  Every mistake is reported with the file and the field."""
 
 from __future__ import annotations
 
@@ -25,8 +21,7 @@ class ConfigError(UserError):
 
 
 class Config(NamedTuple):
-    """Immutable; a NamedTuple because every command creates one at start-up, where a frozen
-    dataclass costs about a millisecond to define."""
+    """Immutable; a NamedTuple because every command makes one at start-up."""
 
     select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
@@ -46,12 +41,11 @@ def find_pyproject(start: Path) -> Path | None:
 
 def load_config(path: Path | None, cwd: Path) -> Config:
     """``path`` given → it must exist and parse; otherwise the nearest pyproject.toml, if any."""
-    explicit = path is not None
-    target = path if path is not None else find_pyproject(cwd)
+    target = path or find_pyproject(cwd)
     if target is None:
         return Config()
     try:
-        data = tomlcache.load(target)  # a project's pyproject.toml rarely changes between runs
+        data = tomlcache.load(target)
     except FileNotFoundError:
         raise ConfigError(f"{target}: no such file") from None
     except FileRefused as exc:  # a FIFO, /dev/zero, a directory, a huge file
@@ -63,11 +57,10 @@ def load_config(path: Path | None, cwd: Path) -> Config:
     except OSError as exc:
         raise ConfigError(f"{target}: cannot read: {exc.strerror}") from None
     section = data.get("tool", {}).get("cuda-doctor")
+    if section is None and path is not None and target.name != "pyproject.toml":
+        section = data  # a file of its own holds the keys at its top level
     if section is None:
-        if explicit and target.name != "pyproject.toml":
-            section = data
-        else:
-            return Config(source=None)
+        return Config()
     if not isinstance(section, dict):
         raise ConfigError(f"{target}: [tool.cuda-doctor] must be a table")
     return parse_config(section, target)

@@ -35,6 +35,7 @@ PROBES: dict[str, ProbeEntry] = {
     "jax": ProbeEntry("cuda_doctor.jax.probe", 1),
     "docker": ProbeEntry("cuda_doctor.container.docker", 1),
     "kernel": ProbeEntry("cuda_doctor.host.kernel_module", 1),
+    "kernel_log": ProbeEntry("cuda_doctor.host.kernel_log", 1, fast=True),
     # JAX's backend and its smoke step, never beside the torch smoke run: first, so that the JAX
     # child's end (its contexts torn down) overlaps the torch run's start
     "jax_gpu": ProbeEntry("cuda_doctor.jax.gpu_probe", 2),
@@ -76,6 +77,8 @@ FAMILIES: dict[str, Family] = {
     "docker": Family("docker", "Docker"),
     "image": Family("docker", "the Docker images", "image", ("ref", "requested")),
     "kernel": Family("kernel"),
+    "kernel_log": Family("kernel_log", "the kernel log"),
+    "xid": Family(None, "the kernel log's Xid events"),
     "smoke": Family("smoke", "the GPU smoke run", "GPU"),
     "nccl": Family("nccl", "NCCL and the links between the GPUs"),
     "nvlink": Family("nccl", "NVLink", "GPU"),
@@ -93,6 +96,7 @@ DERIVERS: list[tuple[str, tuple[str, ...]]] = [
     ("cuda_doctor.gpu.fabric_health:derive", ()),
     ("cuda_doctor.gpu.nvlink_health:derive", ()),
     ("cuda_doctor.host.derive:derive", ()),
+    ("cuda_doctor.host.xid:derive", ("kernel_log.",)),
     ("cuda_doctor.container.derive:derive", ("container.cuda_version", "container.nvidia_require", "image[")),
     ("cuda_doctor.smoke.expected:derive", ("smoke",)),
     ("cuda_doctor.jax.derive:derive", ("jax.",)),

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from cuda_doctor.base import tomlcache
+from cuda_doctor.base.secrets import redact, redact_value
 from cuda_doctor.core.checkreport import Report
 from cuda_doctor.core.config import Config
 from cuda_doctor.core.facts import Facts
@@ -160,7 +161,7 @@ def join(started: Started, progress: Progress | None = None, order: Sequence[str
             facts.set(f"probe.{name}.status", "error")
             facts.mark_unknown(name, f"the {name} probe failed: {run.error}")
         elif run.result is not None:
-            facts.merge(run.result)
+            facts.merge(without_secrets(run.result))
             facts.set(f"probe.{name}.status", "ok")
         facts.set(f"probe.{name}.seconds", run.seconds)  # None: still running when abandoned
         if progress and run.thread.is_alive():  # abandoned: it will never say it is done
@@ -193,6 +194,15 @@ def gather(
         # phase 2 probes load the GPU: one at a time, so that none measures another's work
         for probe in later:
             facts.merge(collect(ctx, [probe], progress))
+    return facts
+
+
+def without_secrets(facts: Facts) -> Facts:
+    """``facts`` with no credential in any value (``DOCKER_HOST=tcp://user:password@host``)."""
+    for name, value in facts.values.items():
+        facts.values[name] = redact_value(value)
+    for name, reason in facts.unknown.items():
+        facts.unknown[name] = redact(reason)
     return facts
 
 
@@ -282,9 +292,11 @@ def rejudge(path: Path, config: Config, *, select: Iterable[str] = (), ignore: I
 
     saved = load_report(path)
     # derived facts are recomputed with this version's tables
-    facts = Facts(
-        {k: v for k, v in saved.values.items() if not k.startswith("derived.")},
-        {k: v for k, v in saved.unknown.items() if not k.startswith("derived.")},
+    facts = without_secrets(
+        Facts(
+            {k: v for k, v in saved.values.items() if not k.startswith("derived.")},
+            {k: v for k, v in saved.unknown.items() if not k.startswith("derived.")},
+        )
     )
     results, problems = judge_facts(facts, config, select=select, ignore=ignore)
     results = [not_in_report(result, facts) for result in results]

@@ -1,22 +1,13 @@
-"""Report files: reading them back, their checks, and the one error.
+"""Report files (the schema ``checkreport`` writes): reading them back, their checks, and the one error.
 
-``check --save`` and ``--format json`` write the schema that ``checkreport`` names
-(``checkreport.Report.to_dict``);
-``check --facts``, ``diff`` and ``fleet`` read it back here, with the same checks, so a broken
-file gets the same one-line ``ReportFileError`` whichever command reads it.  Reading is bounded
-(docs/json-schema.md): at most ``MAX_BYTES``, regular files only (a FIFO or ``/dev/zero`` is
-refused before a byte is read), and JSON nested too deeply for the parser is an error, not a crash.
-
-Reading thousands of reports (``fleet``) has a fast path, never a second reader: msgspec decodes
-the JSON when it is installed (the ``fast`` extra), and a document it refuses is decoded again by
-the standard library, which accepts it or names the problem, so both give the same values and the
-same errors; ``Fields`` keeps only what the caller reads; and many files are read in worker
-processes (``parallel.py``).
+Reading is bounded (docs/json-schema.md): at most ``MAX_BYTES``, regular files only, and JSON nested too
+deeply is an error, not a crash.  msgspec decodes when installed; what it refuses goes to ``json``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import gc
 import os
@@ -25,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cuda_doctor.base.errors import UserError
+from cuda_doctor.base.reading import FileRefused, read_bytes
 from cuda_doctor.core.checkreport import SCHEMA, SCHEMA_VERSION
 from cuda_doctor.core.results import Result, Status
 
@@ -35,6 +27,11 @@ if TYPE_CHECKING:
 MAX_BYTES = 64 * 2**20
 #: Files per worker process below which another worker costs more than it saves (``jobs=0``).
 REPORTS_PER_JOB = 250
+_STATUSES = {s.value for s in Status}
+_LISTS = (list, tuple)  # a tuple: the key is absent (the default in _parse_results)
+_NO_EVIDENCE: dict[str, Any] = {}
+_FACTS_ONLY = "facts only (no rule results): written by `cuda-doctor facts`"
+_JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
 
 
 class ReportFileError(UserError):
@@ -74,11 +71,7 @@ class SavedReport(NamedTuple):
 
 
 class Fields(NamedTuple):
-    """The part of each report a caller keeps.  The file is still read and checked whole, with the
-    same errors as without; then only ``facts(values)`` is kept (``unknown`` is left empty), and
-    the results whose status is in ``statuses``.  Thousands of reports then fit in memory, and
-    come back from a worker process cheaply.  ``facts`` must be a module-level function (it is
-    sent to worker processes by name)."""
+    """What a caller keeps of each report (still checked whole); ``facts`` must be a module-level function."""
 
     facts: Callable[[Mapping[str, Any]], dict[str, Any]]
     statuses: frozenset[Status]
@@ -86,8 +79,13 @@ class Fields(NamedTuple):
 
 def load_report(path: str | Path, fields: Fields | None = None) -> SavedReport:
     """Read and check one report file; raises ``ReportFileError`` naming the file."""
-    shown = str(path)
-    return parse_report(_decode(_read_bounded(path, shown), shown), shown, fields)
+    try:
+        raw = read_bytes(path, MAX_BYTES, "a report file")
+    except FileRefused as exc:
+        raise ReportFileError(path, str(exc.strerror)) from None
+    except OSError as exc:
+        raise ReportFileError(path, f"cannot read: {_os_reason(path, exc)}") from None
+    return parse_report(_decode(raw, str(path)), str(path), fields)
 
 
 @functools.cache
@@ -103,10 +101,7 @@ def fast_decoder() -> Callable[[bytes], Any] | None:
 def _decode(raw: bytes, shown: str) -> Any:
     fast = fast_decoder()
     if fast is not None:
-        # msgspec gives the standard library's values for every document it accepts; what it
-        # refuses (NaN, a lone surrogate, bad UTF-8, no JSON at all) falls through to the
-        # standard library, which accepts it as before or raises the error a user reads.
-        with contextlib.suppress(ValueError, RecursionError):  # msgspec.DecodeError is a ValueError
+        with contextlib.suppress(ValueError, RecursionError):  # msgspec.DecodeError is a ValueError: json decides
             return fast(raw)
     try:
         text = raw.decode("utf-8")
@@ -117,31 +112,17 @@ def _decode(raw: bytes, shown: str) -> Any:
     import json  # only reading a saved report needs it; a plain check never imports json
 
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ReportFileError(shown, _describe_json_error(text, exc)) from None
     except RecursionError:
         raise ReportFileError(shown, "not a cuda-doctor report (JSON nested too deeply to read)") from None
     except ValueError as exc:  # e.g. an integer with more digits than Python converts
         raise ReportFileError(shown, f"not valid JSON: {exc}") from None
-    return data
-
-
-def _read_bounded(path: str | Path, shown: str) -> bytes:
-    from cuda_doctor.base.reading import FileRefused, read_bytes
-
-    try:
-        return read_bytes(path, MAX_BYTES, "a report file")
-    except FileRefused as exc:
-        raise ReportFileError(shown, str(exc.strerror)) from None
-    except OSError as exc:
-        raise ReportFileError(shown, f"cannot read: {_os_reason(path, exc)}") from None
 
 
 def _os_reason(path: str | Path, exc: OSError) -> str:
     """The OS error in words; a symlink that leads nowhere says where it points."""
-    import errno
-
     if exc.errno == errno.ELOOP:
         return "a symlink loop (too many levels of symbolic links)"
     if exc.errno == errno.ENOENT and os.path.islink(path):
@@ -153,7 +134,6 @@ def _describe_json_error(text: str, exc: JSONDecodeError) -> str:
     if text.lstrip()[:1] not in ("{", "["):
         return "not JSON (was the report saved with --format json?)"
     if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
-        # The parser ran out of text: the usual sign of a copy or write that was cut short.
         return f"truncated JSON (not valid JSON): the file ends at line {exc.lineno} before the report is complete"
     return f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
 
@@ -172,7 +152,8 @@ def parse_report(data: Any, path: str, fields: Fields | None = None) -> SavedRep
 
 def _parse(data: Any, path: str, keep: frozenset[str] | None) -> SavedReport:
     if not isinstance(data, dict):
-        raise ReportFileError(path, f"not a cuda-doctor report (top level is a JSON {_kind(data)})")
+        kind = _JSON_KINDS.get(type(data), "null" if data is None else type(data).__name__)
+        raise ReportFileError(path, f"not a cuda-doctor report (top level is a JSON {kind})")
     schema = data.get("schema")
     if schema is None and "facts" not in data:
         if "values" in data:
@@ -208,9 +189,6 @@ def _parse(data: Any, path: str, keep: frozenset[str] | None) -> SavedReport:
     )
 
 
-_FACTS_ONLY = "facts only (no rule results): written by `cuda-doctor facts`"
-
-
 def _version(version: Any, data: Mapping[str, Any], path: str) -> int:
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise ReportFileError(path, f"invalid schema_version {version!r} (expected a positive integer)")
@@ -218,9 +196,8 @@ def _version(version: Any, data: Mapping[str, Any], path: str) -> int:
         writer = _tool_version(data) or "a newer cuda-doctor"
         raise ReportFileError(
             path,
-            f"report schema version {version} (written by {writer}) is newer than this "
-            f"cuda-doctor understands (version {SCHEMA_VERSION}); upgrade cuda-doctor "
-            "(pip install --upgrade . from its repository)",
+            f"report schema version {version} (written by {writer}) is newer than this cuda-doctor understands "
+            f"(version {SCHEMA_VERSION}); upgrade cuda-doctor (pip install --upgrade . from its repository)",
         )
     return version
 
@@ -232,7 +209,7 @@ def _unknown(raw: Any, path: str) -> dict[str, str]:
 
 
 def _from_facts_dump(data: dict[str, Any], path: str) -> SavedReport:
-    # A bare {values, unknown} dump: facts without verdicts still re-judge and compare.
+    """A bare {values, unknown} dump: facts without verdicts still re-judge and compare."""
     values = data["values"]
     if not isinstance(values, dict):
         raise ReportFileError(path, "facts dump must have 'values' and 'unknown' objects")
@@ -244,20 +221,13 @@ def _from_facts_dump(data: dict[str, Any], path: str) -> SavedReport:
         schema_version=0,
         values=values,
         unknown=_unknown(data.get("unknown", {}), path),
-        results=(),
         notes=("facts only (no rule results): read from a bare `cuda-doctor facts` dump",),
         command="facts",
     )
 
 
-_STATUSES = {s.value for s in Status}
-
-
-def _parse_results(
-    raw: Any, path: str, keep: frozenset[str] | None = None
-) -> tuple[tuple[Result, ...], tuple[str, ...]]:
-    """The results, each checked; with ``keep``, one of another status is not made into a
-    ``Result`` when its shape is the one written (it is then certainly well formed)."""
+def _parse_results(raw: Any, path: str, keep: frozenset[str] | None) -> tuple[tuple[Result, ...], tuple[str, ...]]:
+    """The results, each checked; with ``keep``, one of another status in the written shape is skipped."""
     if not isinstance(raw, list):
         raise ReportFileError(path, "'results' must be a list")
     results: list[Result] = []
@@ -278,17 +248,13 @@ def _parse_results(
             and type(item.get("links", ())) in _LISTS
             and type(item.get("evidence", _NO_EVIDENCE)) is dict
         ):
-            continue  # checked, and not kept
+            continue
         try:
             results.append(Result.from_dict(item))
         except (TypeError, KeyError, ValueError) as exc:
             raise ReportFileError(path, f"malformed result for rule {item.get('rule')!r}: {exc}") from None
     notes = (f"{skipped} result(s) with a status this version does not know were left out",)
     return tuple(results), notes if skipped else ()
-
-
-_LISTS = (list, tuple)  # a tuple: the key is absent (the default in _parse_results)
-_NO_EVIDENCE: dict[str, Any] = {}
 
 
 def _tool_version(data: Mapping[str, Any]) -> str | None:
@@ -298,45 +264,34 @@ def _tool_version(data: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _kind(value: Any) -> str:
-    return {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}.get(
-        type(value), "null" if value is None else type(value).__name__
-    )
-
-
-# -- many files (fleet) -------------------------------------------------------------------------
-
-
 def load_many(
     paths: Iterable[str | Path], fields: Fields | None = None, jobs: int = 1
 ) -> tuple[list[SavedReport], list[ReportFileError]]:
     """Load every report it can; the ones it cannot are returned as errors, in input order."""
-    reports, errors, _ = load_unique(paths, fields, jobs)
-    return reports, errors
+    return load_unique(paths, fields, jobs)[:2]
 
 
 def load_unique(
     paths: Iterable[str | Path], fields: Fields | None = None, jobs: int = 1
 ) -> tuple[list[SavedReport], list[ReportFileError], list[str]]:
-    """``load_many`` of files as given and the ``*.json`` entries of directories (sorted, not
-    recursive), each resolved path read once; the third item names the paths given again.
-    An entry that cannot be read (a dangling symlink, a loop, a FIFO, a folder) is an error.
-    ``jobs`` above 1 reads them in that many worker processes where this system has them
-    (``parallel.map_chunks``), 0 as many as suit the CPUs and the number of files; the outcome is
-    the same, in the same order."""
+    """``load_many`` of files and the ``*.json`` of directories (not recursive), each path read once, in
+    ``jobs`` worker processes (0: as many as suit); the third item names the paths given again."""
     files: list[tuple[Path, Path | None]] = []  # each with its resolved path, when already known
     errors: list[ReportFileError] = []
     for entry in map(Path, paths):
-        if entry.is_dir():
-            found = _json_files(entry)
-            if not found:
-                errors.append(ReportFileError(entry, "directory holds no *.json reports"))
-            files.extend(found)
-        else:
-            files.append((entry, None))
+        found = _json_files(entry) if entry.is_dir() else [(entry, None)]
+        if not found:
+            errors.append(ReportFileError(entry, "directory holds no *.json reports"))
+        files.extend(found)
     unique, repeated = _unique(files)
+    outcomes = None
+    if jobs != 1 and len(unique) > 1:
+        from cuda_doctor.base import parallel
+
+        jobs = jobs or parallel.default_jobs(len(unique), REPORTS_PER_JOB)
+        outcomes = parallel.map_chunks(functools.partial(_load_chunk, fields=fields), unique, jobs)
     reports: list[SavedReport] = []
-    for loaded in _load_all(unique, fields, jobs):
+    for loaded in _load_chunk(unique, fields) if outcomes is None else outcomes:
         if isinstance(loaded, ReportFileError):
             errors.append(loaded)
         else:
@@ -345,10 +300,7 @@ def load_unique(
 
 
 def _json_files(folder: Path) -> list[tuple[Path, Path | None]]:
-    """Every ``*.json`` entry in ``folder``, sorted: not only regular files, since a dangling
-    symlink, a loop, a FIFO or a folder fails to load and is named with its reason.  Each comes
-    with its resolved path when it is not a symlink (the folder's, and its name: no system call
-    per file)."""
+    """Every ``*.json`` entry (even one that will fail to load), sorted; with its resolved path unless a symlink."""
     found: list[tuple[Path, Path | None]] = []
     try:
         real = folder.resolve()
@@ -358,35 +310,22 @@ def _json_files(folder: Path) -> list[tuple[Path, Path | None]]:
                     found.append((folder / e.name, None if e.is_symlink() else real / e.name))
     except OSError:  # an unreadable folder: named as holding no reports, as a glob would have it
         return []
-    return sorted(found, key=lambda pair: pair[0].name)  # one folder: the names decide, and compare faster
+    return sorted(found, key=lambda pair: pair[0].name)
 
 
 def _unique(files: list[tuple[Path, Path | None]]) -> tuple[list[Path], list[str]]:
-    seen: set[Path] = set()
-    unique: list[Path] = []
+    unique: dict[Path, Path] = {}  # each resolved path → the first file given for it
     repeated: list[str] = []
     for f, resolved in files:
         try:
             key = resolved or f.resolve()
         except (OSError, RuntimeError):
             key = f.absolute()  # a symlink loop: it fails to load and is named then
-        if key in seen:
+        if key in unique:
             repeated.append(str(f))
         else:
-            seen.add(key)
-            unique.append(f)
-    return unique, repeated
-
-
-def _load_all(files: list[Path], fields: Fields | None, jobs: int) -> list[SavedReport | ReportFileError]:
-    if jobs != 1 and len(files) > 1:
-        from cuda_doctor.base import parallel
-
-        jobs = jobs or parallel.default_jobs(len(files), REPORTS_PER_JOB)
-        loaded = parallel.map_chunks(functools.partial(_load_chunk, fields=fields), files, jobs)
-        if loaded is not None:
-            return loaded
-    return _load_chunk(files, fields)
+            unique[key] = f
+    return list(unique.values()), repeated
 
 
 def _load_chunk(files: Sequence[Path], fields: Fields | None) -> list[SavedReport | ReportFileError]:
@@ -402,12 +341,7 @@ def _load_chunk(files: Sequence[Path], fields: Fields | None) -> list[SavedRepor
 
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
-    """Pause the cycle collector while building many JSON objects.
-
-    Decoded JSON holds no reference cycles, yet each new dict counts towards the next
-    collection: on a fleet of thousands of reports the collector's repeated walks over
-    everything already loaded cost about a third of the time.
-    """
+    """Pause the cycle collector while building many JSON objects: they hold no cycles, yet trigger it."""
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -20,9 +20,6 @@ class Status(str, enum.Enum):
     ERROR = "error"  # the rule itself broke
 
 
-_BY_VALUE = {s.value: s for s in Status}
-
-
 class Severity(str, enum.Enum):
     ERROR = "error"
     WARNING = "warning"
@@ -39,10 +36,9 @@ class Severity(str, enum.Enum):
 
 #: Statuses that are findings, with the severity that each counts as for ``--fail-on``.
 FINDING_RANK = {Status.INFO: 1, Status.WARN: 2, Status.FAIL: 3, Status.ERROR: 3}
-
-
 #: A result's evidence when it names none (shared, so it cannot be changed).
 NO_EVIDENCE: Mapping[str, Any] = MappingProxyType({})
+_BY_VALUE = {s.value: s for s in Status}
 
 
 class Result(NamedTuple):
@@ -56,6 +52,7 @@ class Result(NamedTuple):
     commands: tuple[str, ...] = ()
     links: tuple[str, ...] = ()
     evidence: Mapping[str, Any] = NO_EVIDENCE  # the facts the verdict rests on
+    origin: str | None = None  # the ``rules-dirs`` folder of a rule not shipped with cuda-doctor
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -69,11 +66,12 @@ class Result(NamedTuple):
             "commands": list(self.commands),
             "links": list(self.links),
             "evidence": dict(self.evidence),
+            "origin": self.origin,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Result:
-        get = data.get  # a fleet reads hundreds of thousands of these: no call more than needed
+        get = data.get  # a fleet reads many thousands of these
         status = data["status"]
         return cls(
             rule_id=str(data["rule"]),
@@ -86,6 +84,7 @@ class Result(NamedTuple):
             commands=tuple(get("commands", ())),
             links=tuple(get("links", ())),
             evidence=dict(get("evidence", {})),
+            origin=get("origin"),
         )
 
     def rank(self) -> int:
@@ -104,9 +103,7 @@ def is_core(result: Result) -> bool:
 
 
 def no_verdict(results: list[Result]) -> str | None:
-    """Why ``results`` give no verdict, or None when they do: a rule could not get the driver's
-    state or the list of GPUs, or nothing at all was judged.  Only for a report where nothing
-    reached ``--fail-on``: a finding is a verdict whatever else is unknown."""
+    """Why ``results`` (none at ``--fail-on``) give no verdict: a core fact unknown or nothing judged; else None."""
     core = [name for name in CORE_FACTS if any(name in r.evidence for r in results if is_core(r))]
     if core:
         return " and ".join(about(name) for name in core) + " could not be checked"

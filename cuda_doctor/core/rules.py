@@ -8,8 +8,10 @@ breaks becomes a result with status ``error``, never a traceback.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+import shlex
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
 RULE_KINDS = ("env", "lint")
+#: The most of a fact's text a ``matches`` condition reads.
+MATCHED_TEXT = 1 << 20
 _ID = re.compile(r"^[A-Z][A-Z0-9]*\d{3}$")
 
 
@@ -73,13 +77,26 @@ _a_length = _operand(
 )
 
 
+@functools.lru_cache(maxsize=256)
+def linear_regex(pattern: str) -> Any:
+    """``pattern`` compiled by RE2, which matches in time linear in the text: a rule from a
+    repository cannot make judging backtrack for minutes."""
+    import re2  # google-re2; only rules that match patterns pay for its import
+
+    return re2.compile(pattern)
+
+
+def _matches(value: Any, pattern: Any) -> bool:
+    return value is not None and linear_regex(str(pattern)).search(str(value)[:MATCHED_TEXT]) is not None
+
+
 def _a_regex(operand: Any) -> str | None:
     if not isinstance(operand, str):
         return "must be a regular expression (a string)"
     try:
-        re.compile(operand)
-    except re.error as exc:
-        return f"is not a valid regular expression ({exc})"
+        linear_regex(operand)
+    except Exception as exc:  # re2.error; RE2 has no backreferences nor lookaround
+        return f"is not a valid regular expression for RE2, which has no backreferences nor lookaround ({exc})"
     return None
 
 
@@ -113,7 +130,7 @@ OPERATORS: dict[str, Operator] = {
     "in": Operator(lambda v, x: v in x, _a_list),
     "not_in": Operator(lambda v, x: v not in x, _a_list),
     "contains": Operator(lambda v, x: v is not None and x in v, _a_scalar),
-    "matches": Operator(lambda v, x: v is not None and re.search(str(x), str(v)) is not None, _a_regex),
+    "matches": Operator(_matches, _a_regex),
     "gt": Operator(lambda v, x: v is not None and _num(v) > _num(x), _a_number),
     "gte": Operator(lambda v, x: v is not None and _num(v) >= _num(x), _a_number),
     "lt": Operator(lambda v, x: v is not None and _num(v) < _num(x), _a_number),
@@ -233,6 +250,12 @@ class Rule(NamedTuple):
     detector: str | None = None  # lint rules
     message: str = ""  # lint rules
     fix: str | None = None  # lint rules
+
+    def origin(self) -> str | None:
+        """The folder of a rule that does not ship with cuda-doctor (``rules-dirs``): its
+        messages and fixes are the repository's words, not cuda-doctor's.  None: shipped."""
+        shipped = rules_dir()
+        return None if self.path.parent == shipped else str(self.path.parent)
 
     def severity_override(self, overrides: Mapping[str, str]) -> str | None:
         """The configured severity for this rule: its own id wins, then the longest id prefix,
@@ -545,7 +568,10 @@ def _result(
     evidence: dict[str, Any] | None = None,
 ) -> Result:
     evidence = evidence or {}
-    return Result(rule.id, rule.title, rule.category, status, message, subject, fix, commands, rule.links, evidence)
+    origin = rule.origin()
+    return Result(
+        rule.id, rule.title, rule.category, status, message, subject, fix, commands, rule.links, evidence, origin
+    )
 
 
 def _judge_one(
@@ -620,6 +646,25 @@ def _skipped(
     return _result(rule, Status.SKIPPED, message, subject, evidence=_evidence(dict.fromkeys(missing), facts))
 
 
+def is_command_fact(name: str) -> bool:
+    """A fact that holds a whole command line, quoted where it was built (``derived.pip``,
+    ``derived.torch_install_command``): a fix's command takes it as it is."""
+    last = name.rsplit(".", 1)[-1]
+    return last == "pip" or last.endswith(("command", "_fix"))
+
+
+def command_values(facts: Facts, bind: Callable[[str], str]) -> Callable[[str], str]:
+    """``render_template``'s values inside a command: each fact shell-quoted, so that a pasted
+    fix runs exactly the command it shows, whatever a path or a name holds ("a b", "$(…)")."""
+    shown = fact_values(facts, bind)
+
+    def value(name: str) -> str:
+        text = shown(name)
+        return text if is_command_fact(bind(name)) else shlex.quote(text)
+
+    return value
+
+
 def _commands(
     templates: tuple[str, ...], facts: Facts, bind: Callable[[str], str]
 ) -> tuple[tuple[str, ...], str | None]:
@@ -631,7 +676,7 @@ def _commands(
         if unknown:
             missing = missing or facts.unknown_reason(unknown[0])
             continue
-        rendered.append(render_template(template, fact_values(facts, bind)))
+        rendered.append(render_template(template, command_values(facts, bind)))
     return tuple(rendered), missing
 
 

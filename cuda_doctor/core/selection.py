@@ -1,9 +1,6 @@
-"""Which rules a selection names (``--select`` / ``--ignore``; ``select`` / ``ignore`` / ``severity``
-in ``[tool.cuda-doctor]``): ids, id prefixes or categories, in any case (``Rule.matches``).
-
-Environment rules (``check``) and lint rules share one configuration, so a configured entry may
-name rules of either kind; each command applies the entries that name rules of its own kind.
-"""
+"""Which rules a selection (``--select`` / ``--ignore``, or the configuration) names: ids, id prefixes
+or categories, in any case.  Environment and lint rules share one configuration: each command applies
+the entries that name rules of its own kind."""
 
 from __future__ import annotations
 
@@ -26,12 +23,8 @@ class Rule(Protocol):
     def matches(self, pattern: str) -> bool: ...
 
 
-#: Each kind of rule: the command that runs it, and the word for it.
-KINDS = {"env": ("check", "environment"), "lint": ("lint", "lint")}
-
-
-#: Why a rule that did not run was left out: the message of its ``skipped`` result.  A report
-#: with any of these is partial: it cannot vouch for the whole machine.
+KINDS = {"env": ("check", "environment"), "lint": ("lint", "lint")}  # kind → (the command running it, its word)
+#: Why a rule did not run (its ``skipped`` message); a report with any of these cannot vouch for the machine.
 DESELECTED_BY_OPTIONS = "deselected by --select/--ignore"
 IGNORED_BY_CONFIG = "ignored by config"
 NOT_SELECTED_BY_CONFIG = "not selected by config"
@@ -50,8 +43,8 @@ def unknown_patterns(rules: Iterable[Rule], patterns: Iterable[str]) -> list[str
 
 
 def selected_ids(rules: Iterable[Rule], select: Iterable[str], ignore: Iterable[str]) -> set[str]:
-    """The ids of ``rules`` (all of one kind) that ``select`` and ``ignore`` leave; a select entry
-    that names none of them (rules of the other kind) does not filter."""
+    """The ids of ``rules`` (of one kind) that ``select`` and ``ignore`` leave; a select entry naming none
+    of them (rules of the other kind) does not filter."""
     rules = list(rules)
     chosen = [p for p in select if any(rule.matches(p) for rule in rules)]
     keep = [rule for rule in rules if not chosen or any(rule.matches(p) for p in chosen)]
@@ -65,8 +58,8 @@ def left_out(
     configured: tuple[Iterable[str], Iterable[str]] = ((), ()),
     off: Iterable[str] = (),
 ) -> dict[str, str]:
-    """The ids of ``rules`` (all of one kind) that will not run → why: the command line's
-    ``select`` / ``ignore``, the ``configured`` (select, ignore), or ``off`` in the configuration."""
+    """The ids of ``rules`` (of one kind) that will not run → why: ``select`` / ``ignore`` on the
+    command line, the ``configured`` (select, ignore), or ``off`` in the configuration."""
     config_select, config_ignore = (list(patterns) for patterns in configured)
     chosen = selected_ids(rules, [*config_select, *select], [*config_ignore, *ignore])
     by_config = selected_ids(rules, config_select, config_ignore)
@@ -86,8 +79,7 @@ def left_out(
 def check_selection(
     rules: Sequence[Rule], kind: str, config: Config, select: Iterable[str] = (), ignore: Iterable[str] = ()
 ) -> None:
-    """Refuse entries that match no rule (a typo would deselect every check) and a ``--select`` of
-    rules of the other kind only (the command would run none of them)."""
+    """Refuse entries that match no rule (a typo) and a ``--select`` of only the other kind's rules."""
     select = list(select)
     where = config.source or "configuration"
     for label, patterns in (
@@ -99,10 +91,9 @@ def check_selection(
     ):
         bad = unknown_patterns(rules, patterns)
         if bad:
-            quoted = ", ".join(repr(p) for p in bad)
-            names = ", ".join(bad)
             raise SelectionError(
-                f"{label}: no rule matches {names} (unknown rule id or category {quoted}; see `cuda-doctor rules`)"
+                f"{label}: no rule matches {', '.join(bad)} (unknown rule id or category "
+                f"{', '.join(repr(p) for p in bad)}; see `cuda-doctor rules`)"
             )
     mine = [rule for rule in rules if rule.kind == kind]
     command, word = next(value for key, value in KINDS.items() if key != kind)

@@ -1,27 +1,7 @@
-"""Report what torch and TensorFlow see, from inside the interpreter being inspected.
-
-This file is run as ``python -c <its source> [CONFIG]`` by the target interpreter, which need
-not have cuda-doctor installed, so it uses the standard library (and the frameworks) only and
-keeps to syntax that Python 3.7 understands.  It prints records (``cuda_doctor.base.children``) on
-stdout: ``{"started": true}`` first, ``{"step": "import torch"}`` before each framework import,
-then the report, ``{"values": {fact: value}, "unknown": {fact: reason}}``.  It never lets an
-exception out: each step that fails becomes an unknown fact with the error text.
-
-With CONFIG ``{"then": "wait"}`` it then waits for one more order on stdin (``childside.report.serve``): the
-smoke run's framework-level script, run in this same process, so that a check imports torch
-once; the parent sends it only when the read-only probes are done, so that the GPU probe never
-counts cuda-doctor's own kernels as another process on the GPU.
-
-Besides the frameworks' own answers it reports what the interpreter would install-resolve and
-what the process really loaded: the CUDA distributions (``dist[i]``: the copy ``sys.path`` finds
-first, and the ones it shadows), torch's pins on them (``torch.requires``), its companion
-packages (``companion[i]``) and, after ``import torch`` and CUDA's initialisation, every CUDA
-library mapped into the process (``cudalib[i]``).  Those readers are child-side modules of
-``cuda_doctor.base.childside``, composed into this source by ``cuda_doctor.base.children.compose``.
-CONFIG names the distributions and companions to report (the parent's knowledge tables).
-Right after ``{"started": true}`` it prints ``{"paths": …}``, its ``sys.path``, for the parent's
-fatbin scan (``cuda_doctor.framework.fatbin``), which runs while this child imports torch.
-"""
+"""Report what torch and TensorFlow see, from inside the inspected interpreter (standard library and
+Python 3.7 syntax only): records of its ``sys.path``, each slow step, then the report, where a
+failing step becomes unknown facts.  With CONFIG ``{"then": "wait"}`` it then runs the smoke
+script in this process (sent once the read-only probes are done), so that a check imports torch once."""
 
 from __future__ import annotations
 
@@ -64,14 +44,17 @@ def last_line(exc: BaseException) -> str:
     return type(exc).__name__ + (": " + text[-1] if text else "")
 
 
+def miss_all(report: dict[str, dict[str, Any]], names: list[str], reason: str) -> None:
+    for name in names:
+        miss(report, name, reason)
+
+
 def present(report: dict[str, dict[str, Any]], framework: str, names: list[str]) -> bool:
-    """``<framework>.installed``, found without importing it; when it is not installed, every one
-    of ``names`` is unknown for that reason."""
+    """``<framework>.installed``, found without importing it; if absent, ``names`` say so."""
     found = importlib.util.find_spec(framework) is not None
     put(report, framework + ".installed", found)
     if not found:
-        for name in names:
-            miss(report, name, f"{framework} is not installed in {sys.executable}")
+        miss_all(report, names, f"{framework} is not installed in {sys.executable}")
     return found
 
 
@@ -79,10 +62,6 @@ def present(report: dict[str, dict[str, Any]], framework: str, names: list[str])
 def version_base(version: str) -> str:
     """``2.11.0+cu130`` → ``2.11.0``; ``2.6.0a0+git1234`` → ``2.6.0a0``."""
     return version.split("+", 1)[0]
-
-
-def capability_text(major: int, minor: int) -> str:
-    return f"{major}.{minor}"
 
 
 def bf16_native(capabilities: list[str]) -> bool:
@@ -108,9 +87,7 @@ def nccl_text(version: Any) -> str | None:
 
 def arch_list_from_flags(flags: Any) -> list[str]:
     """``"sm_75 sm_80 compute_90"`` → ``["sm_75", "sm_80", "compute_90"]``."""
-    if not flags:
-        return []
-    return [part for part in str(flags).split() if part]
+    return str(flags).split() if flags else []
 
 
 def warning_text(caught: list[Any]) -> str | None:
@@ -122,31 +99,23 @@ def warning_text(caught: list[Any]) -> str | None:
     return "\n".join(messages) if messages else None
 
 
-# -- torch ----------------------------------------------------------------------------------
-TORCH_FACTS = [
-    "torch.version",
-    "torch.version_base",
-    "torch.cuda_build",
-    "torch.hip_build",
-    "torch.cuda_available",
-    "torch.cuda_error",
-    "torch.device_count",
-    "torch.arch_list",
-    "torch.device_capabilities",
-    "torch.device_names",
-    "torch.cudnn_version",
-    "torch.nccl_version",
-    "torch.bf16_native",
-    "torch.import_seconds",
-]
+def warned(call: Callable[[], Any]) -> tuple[Any, str | None]:
+    """What ``call`` returns, and the text of the warnings it raised."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = call()
+    return result, warning_text(caught)
 
+
+TORCH_FACTS = [
+    "torch.version", "torch.version_base", "torch.cuda_build", "torch.hip_build", "torch.cuda_available",
+    "torch.cuda_error", "torch.device_count", "torch.arch_list", "torch.device_capabilities",
+    "torch.device_names", "torch.cudnn_version", "torch.nccl_version", "torch.bf16_native", "torch.import_seconds",
+]  # fmt: skip
 TENSORFLOW_FACTS = [
-    "tensorflow.version",
-    "tensorflow.is_cuda_build",
-    "tensorflow.cuda_build",
-    "tensorflow.cudnn_build",
+    "tensorflow.version", "tensorflow.is_cuda_build", "tensorflow.cuda_build", "tensorflow.cudnn_build",
     "tensorflow.gpus",
-]
+]  # fmt: skip
 
 
 def probe_torch(report: dict[str, dict[str, Any]], emit: Callable[[dict[str, Any]], None]) -> None:
@@ -159,9 +128,7 @@ def probe_torch(report: dict[str, dict[str, Any]], emit: Callable[[dict[str, Any
     except BaseException as exc:
         # A fact of its own, so that a report can say that the import failed and why.
         put(report, "torch.import_error", last_line(exc))
-        reason = "import torch failed: " + describe(exc)
-        for name in TORCH_FACTS:
-            miss(report, name, reason)
+        miss_all(report, TORCH_FACTS, "import torch failed: " + describe(exc))
         return
     put(report, "torch.import_seconds", round(time.monotonic() - start, 3))
     put(report, "torch.import_error", None)
@@ -186,29 +153,22 @@ def torch_versions(report: dict[str, dict[str, Any]], torch: Any) -> None:
 
 
 def torch_arch_list(report: dict[str, dict[str, Any]], torch: Any) -> None:
-    # get_arch_list() answers [] whenever CUDA is unavailable; the compiled list does not
-    # depend on a driver, so read it directly where this build has it.
+    # get_arch_list() answers [] whenever CUDA is unavailable; the compiled list needs no driver.
     flags_fn = getattr(torch._C, "_cuda_getArchFlags", None)
-    if flags_fn is not None:
-        put(report, "torch.arch_list", arch_list_from_flags(flags_fn()))
-    else:
-        put(report, "torch.arch_list", list(torch.cuda.get_arch_list()))
+    arches = arch_list_from_flags(flags_fn()) if flags_fn is not None else list(torch.cuda.get_arch_list())
+    put(report, "torch.arch_list", arches)
 
 
 def torch_availability(report: dict[str, dict[str, Any]], torch: Any) -> None:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        available = bool(torch.cuda.is_available())
+    result, error = warned(torch.cuda.is_available)
+    available = bool(result)
     put(report, "torch.cuda_available", available)
-    error = None if available else warning_text(caught)
-    if error is None and not available and report["values"].get("torch.cuda_build"):
-        # A CUDA build that says "unavailable" without a warning (e.g. no visible
-        # device): initialising explains why.
+    if available:
+        error = None
+    elif error is None and report["values"].get("torch.cuda_build"):
+        # A CUDA build that says "unavailable" without a warning: initialising explains why.
         try:
-            with warnings.catch_warnings(record=True) as caught_init:
-                warnings.simplefilter("always")
-                torch.cuda.init()
-            error = warning_text(caught_init)
+            error = warned(torch.cuda.init)[1]
         except BaseException as exc:
             error = describe(exc)
     put(report, "torch.cuda_error", error)
@@ -221,7 +181,7 @@ def torch_devices(report: dict[str, dict[str, Any]], torch: Any) -> None:
     names = []
     for index in range(count):
         major, minor = torch.cuda.get_device_capability(index)
-        caps.append(capability_text(major, minor))
+        caps.append(f"{major}.{minor}")
         names.append(str(torch.cuda.get_device_name(index)))
     put(report, "torch.device_capabilities", caps)
     put(report, "torch.device_names", names)
@@ -242,7 +202,6 @@ def torch_nccl(report: dict[str, dict[str, Any]], torch: Any) -> None:
     put(report, "torch.nccl_version", nccl_text(nccl_module.version()))
 
 
-# -- TensorFlow -----------------------------------------------------------------------------
 def probe_tensorflow(report: dict[str, dict[str, Any]], emit: Callable[[dict[str, Any]], None]) -> None:
     if not present(report, "tensorflow", TENSORFLOW_FACTS):
         return
@@ -250,9 +209,7 @@ def probe_tensorflow(report: dict[str, dict[str, Any]], emit: Callable[[dict[str
     try:
         import tensorflow as tf
     except BaseException as exc:
-        reason = "import tensorflow failed: " + describe(exc)
-        for name in TENSORFLOW_FACTS:
-            miss(report, name, reason)
+        miss_all(report, TENSORFLOW_FACTS, "import tensorflow failed: " + describe(exc))
         return
 
     attempt(report, ["tensorflow.version"], lambda: put(report, "tensorflow.version", str(tf.__version__)))
@@ -260,10 +217,9 @@ def probe_tensorflow(report: dict[str, dict[str, Any]], emit: Callable[[dict[str
     def build() -> None:
         info = dict(tf.sysconfig.get_build_info())
         put(report, "tensorflow.is_cuda_build", bool(info.get("is_cuda_build", False)))
-        cuda = info.get("cuda_version")
-        cudnn = info.get("cudnn_version")
-        put(report, "tensorflow.cuda_build", None if cuda is None else str(cuda))
-        put(report, "tensorflow.cudnn_build", None if cudnn is None else str(cudnn))
+        for key in ("cuda", "cudnn"):
+            value = info.get(key + "_version")
+            put(report, f"tensorflow.{key}_build", None if value is None else str(value))
 
     attempt(report, ["tensorflow.is_cuda_build", "tensorflow.cuda_build", "tensorflow.cudnn_build"], build)
 
@@ -282,23 +238,16 @@ def probe_tensorflow(report: dict[str, dict[str, Any]], emit: Callable[[dict[str
     attempt(report, ["tensorflow.gpus"], gpus)
 
 
-# -- distributions: what this sys.path resolves -------------------------------------------------
 PACKAGE_FACTS = [
-    "framework.sys_path",
-    "framework.pythonpath",
-    "framework.conda_prefix",
-    "framework.install_paths",
-    "framework.distribution_count",
-    "framework.companion_count",
-    "torch.requires",
+    "framework.sys_path", "framework.pythonpath", "framework.conda_prefix", "framework.install_paths",
+    "framework.distribution_count", "framework.companion_count", "torch.requires",
     "framework.cuda_toolkit_requires",
-]
+]  # fmt: skip
 LIBRARY_FACTS = ["framework.cuda_library_count"]
 
 
 def probe_packages(report: dict[str, dict[str, Any]], config: dict[str, Any]) -> dict[str, list[Installed]]:
-    """``dist[i]``: each CUDA distribution CONFIG names, the copy ``sys.path`` resolves and the
-    copies it shadows; ``companion[i]`` likewise for torch's companions; torch's own pins."""
+    """``dist[i]`` and ``companion[i]``: the copy ``sys.path`` resolves and those it shadows; torch's pins."""
     put(report, "framework.sys_path", list(sys.path))
     put(report, "framework.pythonpath", os.environ.get("PYTHONPATH"))
     conda = os.path.isdir(os.path.join(sys.prefix, "conda-meta"))
@@ -312,14 +261,15 @@ def probe_packages(report: dict[str, dict[str, Any]], config: dict[str, Any]) ->
     for index, name in enumerate(dists):
         put_copies(report, f"dist[{index}]", found[name])
     put(report, "framework.distribution_count", len(dists))
-    for index, name in enumerate(name for name in sorted(found) if name in companions):
+    paired = [name for name in sorted(found) if name in companions]
+    for index, name in enumerate(paired):
         base = f"companion[{index}]"
         put_copies(report, base, found[name])
         first = found[name][0]
         requires = metadata_field(first.metadata, "Requires-Dist")
         put(report, base + ".requires_torch", [r for r in requires if requirement_name(r) == "torch"])
         attempt(report, [base + ".build"], functools.partial(put_build, report, base, first, companions[name]))
-    put(report, "framework.companion_count", len([name for name in found if name in companions]))
+    put(report, "framework.companion_count", len(paired))
 
     def pins(owner: str, fact: str) -> None:
         if owner not in found:
@@ -329,9 +279,8 @@ def probe_packages(report: dict[str, dict[str, Any]], config: dict[str, Any]) ->
         named = [(r, requirement_name(r) or "") for r in requires]
         put(report, fact, [r for r, name in named if name in names or name.startswith(prefixes)])
 
-    toolkit = "framework.cuda_toolkit_requires"
-    attempt(report, ["torch.requires"], lambda: pins("torch", "torch.requires"))
-    attempt(report, [toolkit], lambda: pins("cuda-toolkit", toolkit))
+    for owner, fact in (("torch", "torch.requires"), ("cuda-toolkit", "framework.cuda_toolkit_requires")):
+        attempt(report, [fact], functools.partial(pins, owner, fact))
     return found
 
 
@@ -358,10 +307,8 @@ def put_build(report: dict[str, dict[str, Any]], base: str, dist: Installed, pac
     put(report, base + ".build", build_files(dist, package))
 
 
-# -- the CUDA libraries this process mapped ---------------------------------------------------
 def probe_loaded(report: dict[str, dict[str, Any]], found: dict[str, list[Installed]]) -> None:
-    """``cudalib[i]``: every CUDA library mapped now (after ``import torch`` and CUDA's
-    initialisation), with the distribution that owns its file, if any."""
+    """``cudalib[i]``: every CUDA library mapped now, with the distribution that owns its file."""
     libraries = loaded_libraries(read_maps())
     paths = [library["path"] for library in libraries]
     owned = owners([copy for copies in found.values() for copy in copies], paths)
@@ -396,8 +343,7 @@ def collect(emit: Callable[[dict[str, Any]], None], config: dict[str, Any] | Non
         emit({"step": "read loaded libraries"})
         probe_loaded(report, found)
 
-    # The libraries are read after torch (which initialises CUDA) and before TensorFlow, whose
-    # own CUDA libraries are not torch's to answer for.
+    # The libraries are read after torch initialised CUDA, and before TensorFlow loads its own.
     steps = (
         (packages, PACKAGE_FACTS),
         (functools.partial(probe_torch, report, emit), ["torch.installed", *TORCH_FACTS]),
@@ -410,13 +356,11 @@ def collect(emit: Callable[[dict[str, Any]], None], config: dict[str, Any] | Non
 
 
 def paths_record() -> dict[str, Any]:
-    """The interpreter's sys.path and standard-library folders, for the parent's fatbin scan,
-    which runs while this child imports torch."""
+    """sys.path and the standard library's folders, for the parent's fatbin scan."""
     import sysconfig
 
     paths = sysconfig.get_paths()
-    stdlib = [paths.get("stdlib"), paths.get("platstdlib")]
-    return {"paths": {"sys_path": list(sys.path), "stdlib": stdlib}}
+    return {"paths": {"sys_path": list(sys.path), "stdlib": [paths.get("stdlib"), paths.get("platstdlib")]}}
 
 
 def main() -> None:

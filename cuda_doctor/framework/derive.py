@@ -31,8 +31,7 @@ def derive_driver_support(facts: Facts) -> None:
     if not need(facts, out, "torch.cuda_build", "driver.version"):
         return
     framework = major_minor(build)
-    min_driver = min_driver_for_cuda(str(build))
-    facts.set("derived.framework_cuda_min_driver", min_driver)
+    facts.set("derived.framework_cuda_min_driver", min_driver_for_cuda(str(build)))
     driver_cuda = _driver_cuda(facts)
     facts.set("derived.driver_cuda", driver_cuda)
     supported = major_minor(driver_cuda)
@@ -49,16 +48,12 @@ def derive_driver_support(facts: Facts) -> None:
         facts.set(out, "insufficient")
 
 
-# -- which torch wheel to suggest -------------------------------------------------------------
-
-
 def _capabilities(facts: Facts) -> list[tuple[int, int]]:
     caps = [major_minor(facts.get(indexed("gpu", i, "compute_capability"))) for i in facts.indices("gpu")]
     return [cc for cc in caps if cc is not None]
 
 
 def _driver(facts: Facts) -> Driver | None:
-
     parsed = major_minor(_driver_cuda(facts))
     if parsed is None:
         return None
@@ -73,7 +68,6 @@ class _Installed(NamedTuple):
 
 
 def _installed(facts: Facts) -> _Installed:
-
     if facts.get("torch.installed") is not True:
         return _Installed(None, None, None)
     base = facts.get("torch.version_base")
@@ -92,14 +86,11 @@ def derive_wheel_suggestion(facts: Facts) -> None:
         return
     driver = _driver(facts)
     if driver is None:
-        reason = facts.reason("driver.cuda_version") or "the driver's CUDA version is unknown"
-        facts.mark_all_unknown(("derived.torch_plan", "derived.torch_install_command"), reason)
+        _no_driver(facts, "derived.torch_")
         return
-
     installed = _installed(facts)
     caps = _capabilities(facts)
-    python = major_minor(facts.get("framework.python_version"))
-    found = plan(installed.release, caps, driver, python)
+    found = plan(installed.release, caps, driver, major_minor(facts.get("framework.python_version")))
     pip = pip_of(facts)
     facts.set("derived.torch_uninstall_command", f"{pip} uninstall -y torch")
     best = _installed_is_best(found, installed, driver)
@@ -113,7 +104,6 @@ def derive_wheel_suggestion(facts: Facts) -> None:
 
 def _installed_is_best(found: Plan, installed: _Installed, driver: Driver) -> bool:
     """The installed CUDA wheel runs on this driver at least as well as the suggestion would."""
-
     if found.now is None or installed.variant is None:
         return False
     now = found.now.wheel
@@ -135,9 +125,7 @@ def write_plan(
     best: bool = False,
     native: bool = False,
 ) -> None:
-    """``<prefix>plan`` and the facts its fixes print (``install_command``, ``suggestion``,
-    ``keep_*``, ``upgrade_*``, ``why``); a command the plan has no use for is unknown, with why.
-    ``native``: the plan asked for native code only."""
+    """``<prefix>plan`` and the commands its fixes print; a command the plan has no use for is unknown."""
     gpus = ", ".join(f"{cc[0]}.{cc[1]}" for cc in caps) or "these GPUs"
     code = "native code" if native else "code"
     on_driver = f"driver {driver.version or '?'} (CUDA {driver.cuda[0]}.{driver.cuda[1]})"
@@ -149,8 +137,7 @@ def write_plan(
             kind = "upgrade_or_install"
         why = f"{_describe(found.now, installed, driver)} runs on {on_driver}"
     elif found.target is not None:
-        kind = "upgrade"
-        why = f"no PyTorch wheel runs on {on_driver} with {code} for compute capability {gpus}"
+        kind, why = "upgrade", f"no PyTorch wheel runs on {on_driver} with {code} for compute capability {gpus}"
     elif found.python_only:
         kind = "no_wheel"
         why = f"no PyTorch release with {code} for compute capability {gpus} has a wheel for this Python"
@@ -185,14 +172,12 @@ def _pin(chosen: Choice, installed: _Installed) -> str:
 
 
 def install_command(chosen: Choice, installed: _Installed, pip: str) -> str:
-
     url = index_url(chosen.wheel.variant)
     return f"{pip} install 'torch=={_pin(chosen, installed)}' --index-url {url}"
 
 
 def _describe(chosen: Choice, installed: _Installed, driver: Driver) -> str:
-    """The wheel in words: "torch 2.11.0 built for CUDA 12.6 (cu126)", and in the parentheses how
-    this driver runs it and where its list of GPU architectures comes from when not from the wheel."""
+    """The wheel in words: "torch 2.11.0 built for CUDA 12.6 (cu126; how this driver runs it)"."""
     wheel = chosen.wheel
     pin = _pin(chosen, installed).removesuffix(".*")
     notes = [wheel.variant]
@@ -210,9 +195,6 @@ def _describe(chosen: Choice, installed: _Installed, driver: Driver) -> str:
 
 def _driver_cuda(facts: Facts) -> str | None:
     return newest_cuda(facts.get("driver.cuda_version"), facts.get("driver.version"))
-
-
-# -- GPU architecture in the wheel -------------------------------------------------------------
 
 
 def derive_arch(facts: Facts) -> None:
@@ -233,7 +215,6 @@ def derive_arch(facts: Facts) -> None:
         if not arch_list:
             facts.mark_unknown(out, "the framework reported no compiled architectures")
             continue
-
         support = arch_support(str(cap), list(arch_list))
         facts.set(out, support)
         if support != "sass":
@@ -241,19 +222,21 @@ def derive_arch(facts: Facts) -> None:
 
 
 def _arch_plan(facts: Facts, index: int, cc: tuple[int, int] | None, native_only: bool) -> None:
-    """``derived.gpu[i].arch_*``: a wheel with code for this GPU (native code when the installed
-    one has its PTX already) that this driver runs."""
+    """``derived.gpu[i].arch_*``: a wheel with (native, when the installed has PTX) code for this GPU."""
     prefix = f"derived.gpu[{index}].arch_"
     driver = _driver(facts)
     if cc is None or driver is None:
-        reason = facts.reason("driver.cuda_version") or "the driver's CUDA version is unknown"
-        facts.mark_all_unknown((prefix + "plan", prefix + "install_command"), reason)
+        _no_driver(facts, prefix)
         return
-
     installed = _installed(facts)
     python = major_minor(facts.get("framework.python_version"))
     found = plan(installed.release, [cc], driver, python, native_only=native_only)
     write_plan(facts, prefix, found, installed._replace(variant=None), driver, [cc], pip_of(facts), native=native_only)
+
+
+def _no_driver(facts: Facts, prefix: str) -> None:
+    reason = facts.reason("driver.cuda_version") or "the driver's CUDA version is unknown"
+    facts.mark_all_unknown((prefix + "plan", prefix + "install_command"), reason)
 
 
 def amp_dtype(cc: tuple[int, int]) -> str:
@@ -264,7 +247,7 @@ def amp_dtype(cc: tuple[int, int]) -> str:
     return "none"
 
 
-#: (lowest compute capability, which wheels carry code for it), newest first (rules/data/torch_wheels.toml).
+#: (lowest compute capability, which wheels carry code for it), newest first.
 _ARCH_ADVICE = (
     ((13, 0), "a wheel built for this architecture (none in cuda-doctor's wheel table has native code for it)"),
     ((10, 0), "torch >= 2.7 with cu128 or newer (sm_100/sm_120 first ship in cu128 wheels)"),

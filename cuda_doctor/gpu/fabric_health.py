@@ -1,15 +1,6 @@
-"""Derived facts for the NVSwitch fabric rule (CD103): which GPUs are on a fabric and which of
-them have not joined it.  On NVSwitch systems (HGX/DGX) a GPU joins the NVLink fabric only once
-Fabric Manager has registered it; until then CUDA fails with error 802, "system not yet
-initialized".  A GPU that is not on a fabric (NVML's state ``not_supported``: PCIe boards, a GPU
-passed through alone) or whose driver does not report one (null) is not judged.
-
-- ``derived.fabric.skip_reason``: why the rule does not apply (no GPU on a fabric), or null.
-- ``derived.fabric.members``: the GPUs on a fabric ("GPU 0–7").
-- ``derived.fabric.not_started`` / ``in_progress`` / ``failed``: those GPUs ("GPU 3"), and for a
-  failed registration its status ("GPU 3: Timeout (10)").
-- ``derived.fabric.package``: the Fabric Manager package of the driver's branch, for the fix.
-"""
+"""Derived facts for the NVSwitch fabric rule (CD103): ``derived.fabric.*``, the GPUs on a
+fabric and those Fabric Manager has not registered (CUDA then fails with error 802).  A GPU not
+on a fabric, or whose driver does not report one, is not judged."""
 
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
-"""Derived facts for the GPU memory health rules: what the driver's memory-error counters and
-repair flags say, and — as important — when they say nothing.
-
-A reading the GPU does not support is recorded as null by the probes; for these rules null must
-not read as "no error": a count or flag that is not reported makes the derived fact unknown, so
-the rule's result is unknown, never a pass.  Row remapping (Ampere and newer) replaced page
-retirement (up to Volta): a GPU reports one of the two, and the other being "not supported" is
-expected (NVIDIA's GPU memory error management guide, row remapping).
-
-- ``derived.gpu[i].ecc_uncorrected``: the volatile uncorrectable ECC count, where reported.
-- ``derived.gpu[i].memory_repair``: ``row_remapping`` | ``page_retirement``: the scheme whose
-  flags were read; ``memory_repair_summary`` says what they are, in words.
-"""
+"""Derived facts for the GPU memory health rules: ``derived.gpu[i].ecc_uncorrected`` and
+``memory_repair`` (``row_remapping`` or ``page_retirement``, with ``memory_repair_summary``).
+A count or flag that is not reported makes them unknown, never a pass."""
 
 from __future__ import annotations
 
@@ -25,14 +15,13 @@ def derive(facts: Facts) -> None:
 
 def _ecc(facts: Facts, i: int) -> None:
     name, out = indexed("gpu", i, "ecc_uncorrected_volatile"), f"derived.gpu[{i}].ecc_uncorrected"
+    count = facts.get(name)
     if not facts.has(name):
         facts.mark_unknown(out, facts.reason(name) or "the uncorrectable ECC count was not read")
-        return
-    count = facts.get(name)
-    if not isinstance(count, int) or isinstance(count, bool):
+    elif not isinstance(count, int) or isinstance(count, bool):
         facts.mark_unknown(out, "the driver reports no uncorrectable ECC count for this GPU (not supported)")
-        return
-    facts.set(out, count)
+    else:
+        facts.set(out, count)
 
 
 def _flag(facts: Facts, i: int, field: str) -> tuple[bool | None, str | None]:

@@ -1,16 +1,8 @@
 """Driver and GPU facts read from ``nvidia-smi``: the fallback when NVML cannot be loaded here.
 
-``nvidia-smi -q -x`` gives everything but the compute capability, which comes from
-``nvidia-smi --query-gpu=index,uuid,compute_cap --format=csv,noheader``.  The fact names
-are the NVML probe's, with ``driver.source = "nvidia-smi"``.  Both parsers are pure
-functions of the text so they can be tested on recordings.
-
-nvidia-smi's output is taken as it comes: the XML document is found within whatever the driver
-printed around it (a warning about a corrupted infoROM, say — kept in ``driver.smi_notes``),
-characters XML cannot hold are dropped, and when the document cannot be read (cut short,
-malformed) the basic facts come from ``--query-gpu`` CSV instead, with what was wrong.  An
-nvidia-smi that answered is never taken for a missing driver.
-"""
+The facts have the NVML probe's names, with ``driver.source = "nvidia-smi"``.  The XML report is
+found within whatever else nvidia-smi printed (kept in ``driver.smi_notes``); when it cannot be
+read, the basic facts come from ``--query-gpu`` CSV.  The parsers are pure functions of the text."""
 
 from __future__ import annotations
 
@@ -24,12 +16,11 @@ from cuda_doctor.base.process import CommandResult, run_command
 from cuda_doctor.core.facts import Facts, indexed
 from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.gpu.nvml.binding import VERSION_MISMATCH_MESSAGE
-from cuda_doctor.gpu.nvml.gpu_facts import SYSTEM_FACTS, brand_name, mark_failed, reason_names
+from cuda_doctor.gpu.nvml.gpu_facts import GPU_FIELDS, SYSTEM_FACTS, brand_name, mark_failed, reason_names
 
 SOURCE = "nvidia-smi"
 CSV_FIELDS: tuple[str, ...] = ("index", "uuid", "compute_cap")
-#: The --query-gpu fields read when the XML report cannot be (recorded on the H200 machine);
-#: NEWER_CSV_FIELDS are unknown to older drivers, which refuse the whole query for them.
+#: The --query-gpu fields read when the XML report cannot be; older drivers refuse NEWER_CSV_FIELDS.
 FALLBACK_FIELDS: tuple[str, ...] = (
     "index", "name", "uuid", "driver_version", "memory.total", "pci.bus_id", "compute_cap", "persistence_mode",
     "ecc.mode.current", "mig.mode.current", "pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current",
@@ -44,43 +35,35 @@ _NOTE_CHARS = 200
 
 # Suffixes of <clocks_event_reason_*> (and the older <clocks_throttle_reason_*>) → nvml.h bit.
 _REASON_BITS: dict[str, int] = {
-    "gpu_idle": 0x1,
-    "applications_clocks_setting": 0x2,
-    "sw_power_cap": 0x4,
-    "hw_slowdown": 0x8,
-    "sync_boost": 0x10,
-    "sw_thermal_slowdown": 0x20,
-    "hw_thermal_slowdown": 0x40,
-    "hw_power_brake_slowdown": 0x80,
-    "display_clocks_setting": 0x100,
-}
+    "gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
+    "sync_boost": 0x10, "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80, "display_clocks_setting": 0x100,
+}  # fmt: skip
 _REASON_PREFIXES = ("clocks_event_reason_", "clocks_throttle_reason_")
 
-_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)")
+#: A number as nvidia-smi prints one; a field of more digits than any reading has is no number.
+_NUMBER = re.compile(r"^\s*(-?\d{1,30}(?:\.\d{1,30})?)(?![\d.])")
+#: The most GPUs read from one report: more than any machine has (the rest are named in a note).
+MAX_GPUS = 1024
 _NOT_A_VALUE = {"N/A", "Not Supported", "Unknown Error", "Insufficient Permissions"}
 _TRUE = {"enabled", "yes", "active", "on"}
 _FALSE = {"disabled", "no", "not active", "off"}
 
 
 # -- small readers of nvidia-smi's text values -----------------------------------------------
-def _value(node: ET.Element | None, path: str) -> str | None:
-    """The stripped text at ``path``, or None when absent or "N/A"-like."""
-    if node is None:
-        return None
-    found = node.find(path)
-    if found is None or found.text is None:
-        return None
-    raw = found.text.strip()
-    if not raw or raw.strip("[]") in _NOT_A_VALUE:
-        return None
-    return raw
+def _value(node: ET.Element | None, *paths: str) -> str | None:
+    """The stripped text at the first of ``paths`` that has a value, or None ("N/A" and the like are none)."""
+    for path in paths:
+        found = None if node is None else node.find(path)
+        raw = None if found is None or found.text is None else found.text.strip()
+        if raw and raw.strip("[]") not in _NOT_A_VALUE:
+            return raw
+    return None
 
 
 def _number(raw: str | None) -> int | float | None:
     """``"143771 MiB"`` → 143771, ``"78.02 W"`` → 78.02, ``"16x"`` → 16."""
-    if raw is None:
-        return None
-    match = _NUMBER.match(raw)
+    match = None if raw is None else _NUMBER.match(raw)
     if match is None:
         return None
     digits = match.group(1)
@@ -93,29 +76,28 @@ def _integer(raw: str | None) -> int | None:
 
 
 def _flag(raw: str | None) -> bool | None:
-    if raw is None:
-        return None
-    lowered = raw.lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
+    lowered = (raw or "").lower()
+    if lowered in _TRUE or lowered in _FALSE:
+        return lowered in _TRUE
     return None
 
 
-def _first_value(node: ET.Element | None, *paths: str) -> str | None:
-    for path in paths:
-        raw = _value(node, path)
-        if raw is not None:
-            return raw
-    return None
+def _smi_facts() -> Facts:
+    facts = Facts()
+    facts.set("driver.source", SOURCE)
+    return facts
+
+
+def _set_gpu_count(facts: Facts, count: int) -> None:
+    facts.set("gpu.count", count)
+    facts.set("driver.status", "ok" if count else "no_gpu")
+    facts.set("driver.error", None if count else "nvidia-smi lists no GPU")
 
 
 # -- nvidia-smi -q -x ------------------------------------------------------------------------
 def find_document(text: str) -> tuple[str | None, list[str]]:
     """The XML document in nvidia-smi's output (None when there is none), and the lines printed
-    before and after it.  Characters XML 1.0 cannot hold are dropped first (a NUL-padded or
-    UTF-16 stream comes out readable; a byte that was not UTF-8 is already U+FFFD)."""
+    around it; characters XML 1.0 cannot hold are dropped first."""
     clean = _NOT_XML.sub("", text)
     starts = [i for i in (clean.find("<?xml"), clean.find("<nvidia_smi_log")) if i >= 0]
     if not starts:
@@ -155,27 +137,27 @@ def read_query_xml(text: str) -> tuple[Facts | None, str | None, list[str]]:
 
 
 def parse_query_xml(text: str) -> Facts:
-    """Facts from ``nvidia-smi -q -x``; output that cannot be read leaves them unknown with the
-    reason (``collect_nvidia_smi`` then asks ``--query-gpu``)."""
+    """Facts from ``nvidia-smi -q -x``; output that cannot be read leaves them unknown with why."""
     facts, problem, notes = read_query_xml(text)
     if facts is None:
-        facts = Facts()
-        facts.set("driver.source", SOURCE)
+        facts = _smi_facts()
         facts.mark_all_unknown(("driver.status", *SYSTEM_FACTS, "gpu"), problem or "nvidia-smi -q -x could not be read")
     facts.set("driver.smi_notes", notes)
     return facts
 
 
 def _parse_log(root: ET.Element) -> Facts:
-    facts = Facts()
-    facts.set("driver.source", SOURCE)
+    facts = _smi_facts()
     _set_or_unknown(facts, "driver.version", _value(root, "driver_version"), "no <driver_version>")
     _set_or_unknown(facts, "driver.cuda_version", _value(root, "cuda_version"), "no <cuda_version>")
     facts.mark_unknown("nvml.version", "nvidia-smi does not report the NVML version")
     gpus = root.findall("gpu")
-    facts.set("gpu.count", len(gpus))
-    facts.set("driver.status", "ok" if gpus else "no_gpu")
-    facts.set("driver.error", None if gpus else "nvidia-smi lists no GPU")
+    if len(gpus) > MAX_GPUS:
+        note = f"nvidia-smi listed {len(gpus)} GPUs, more than any machine has: only the first {MAX_GPUS} were read"
+        facts.set("driver.smi_gpus_not_read", len(gpus) - MAX_GPUS)
+        facts.set("driver.smi_limit_note", note)
+        gpus = gpus[:MAX_GPUS]
+    _set_gpu_count(facts, len(gpus))
     for index, gpu in enumerate(gpus):
         _parse_gpu(facts, index, gpu)
     return facts
@@ -205,14 +187,13 @@ def _parse_gpu(facts: Facts, index: int, gpu: ET.Element) -> None:
     put("ecc_uncorrected_volatile", _uncorrected_volatile(gpu.find("ecc_errors/volatile")))
     put(
         "retired_pages_pending",
-        _flag(_first_value(gpu, "retired_pages/pending_retirement", "retired_pages/pending_blacklist")),
+        _flag(_value(gpu, "retired_pages/pending_retirement", "retired_pages/pending_blacklist")),
     )
     put("remapped_rows_pending", _flag(_value(gpu, "remapped_rows/remapped_row_pending")))
     put("remapped_rows_failure", _flag(_value(gpu, "remapped_rows/remapped_row_failure")))
     _parse_recovery_action(facts, index, gpu)
     put("persistence_mode", _flag(_value(gpu, "persistence_mode")))
-    # No MIG support (N/A, or no <mig_mode> at all on old drivers) means MIG is off, and no
-    # change of it is pending.
+    # no MIG support (N/A, or no <mig_mode> on old drivers): MIG is off, no change pending
     put("mig_enabled", bool(_flag(_value(gpu, "mig_mode/current_mig"))))
     put("mig_pending", bool(_flag(_value(gpu, "mig_mode/pending_mig"))))
     link = gpu.find("pci/pci_gpu_link_info")
@@ -225,8 +206,8 @@ def _parse_gpu(facts: Facts, index: int, gpu: ET.Element) -> None:
     power = gpu.find("gpu_power_readings")
     if power is None:
         power = gpu.find("power_readings")  # drivers before 535
-    put("power_w", _number(_first_value(power, "power_draw", "average_power_draw", "instant_power_draw")))
-    put("power_limit_w", _number(_first_value(power, "current_power_limit", "enforced_power_limit", "power_limit")))
+    put("power_w", _number(_value(power, "power_draw", "average_power_draw", "instant_power_draw")))
+    put("power_limit_w", _number(_value(power, "current_power_limit", "enforced_power_limit", "power_limit")))
     processes = _processes(gpu.find("processes"))
     put("processes", processes)
     put("process_count", len(processes))
@@ -235,47 +216,28 @@ def _parse_gpu(facts: Facts, index: int, gpu: ET.Element) -> None:
         facts.mark_unknown(indexed("gpu", index, field), "nvidia-smi -q -x does not list the NVLinks (NVML does)")
 
 
-#: <fabric><state> texts (letters only, lower case) → the NVML probe's names.  "N/A" is what a
-#: PCIe board prints (the H200 recording); the other spellings were not seen on a machine.
+#: <fabric><state> texts (letters only, lower case) → the NVML probe's names ("N/A" on a PCIe board).
 _FABRIC_STATES = {
-    "na": "not_supported",
-    "notsupported": "not_supported",
-    "notstarted": "not_started",
-    "inprogress": "in_progress",
-    "completed": "completed",
-}
+    "na": "not_supported", "notsupported": "not_supported", "notstarted": "not_started",
+    "inprogress": "in_progress", "completed": "completed",
+}  # fmt: skip
 
 
 def _parse_fabric(facts: Facts, index: int, gpu: ET.Element) -> None:
-    """``gpu[i].fabric_state`` / ``fabric_status`` from the report's Fabric section; a driver
-    without one (before 525) does not report the fabric, as NVML would not."""
+    """``fabric_state`` / ``fabric_status``; null without a Fabric section (drivers before 525)."""
     state_name, status_name = indexed("gpu", index, "fabric_state"), indexed("gpu", index, "fabric_status")
     raw_state = gpu.findtext("fabric/state")
-    if raw_state is None:
-        facts.set(state_name, None)
-        facts.set(status_name, None)
-        return
-    state = _FABRIC_STATES.get(re.sub(r"[^a-z]", "", raw_state.lower()), "other")
+    state = None if raw_state is None else _FABRIC_STATES.get(re.sub(r"[^a-z]", "", raw_state.lower()), "other")
     facts.set(state_name, state)
-    raw_status = (gpu.findtext("fabric/status") or "").strip()
-    if state != "completed" or raw_status.strip("[]") in _NOT_A_VALUE or not raw_status:
-        facts.set(status_name, None)
-    else:
-        facts.set(status_name, "success" if raw_status.lower() == "success" else raw_status)
+    status = _value(gpu, "fabric/status") if state == "completed" else None
+    facts.set(status_name, "success" if status is not None and status.lower() == "success" else status)
 
 
-#: <gpu_recovery_action> texts → NVML's action names.  Driver 580 prints "None" (the H200
-#: recording); the texts of the other actions were not seen, so only their plain spellings are
-#: mapped and anything else is kept as "other", shown verbatim.
+#: <gpu_recovery_action> texts → NVML's action names; anything else is "other", shown verbatim.
 _RECOVERY_TEXTS = {
-    "none": "none",
-    "gpureset": "gpu_reset",
-    "reset": "gpu_reset",
-    "nodereboot": "node_reboot",
-    "reboot": "node_reboot",
-    "drainp2p": "drain_p2p",
-    "drainandreset": "drain_and_reset",
-}
+    "none": "none", "gpureset": "gpu_reset", "reset": "gpu_reset", "nodereboot": "node_reboot",
+    "reboot": "node_reboot", "drainp2p": "drain_p2p", "drainandreset": "drain_and_reset",
+}  # fmt: skip
 
 
 def _parse_recovery_action(facts: Facts, index: int, gpu: ET.Element) -> None:
@@ -326,12 +288,8 @@ def _parse_clock_reasons(facts: Facts, index: int, gpu: ET.Element) -> None:
         seen = True
         if state:
             mask |= bit
-    if not seen:
-        for name in (mask_name, names_name):
-            facts.set(name, None)
-        return
-    facts.set(mask_name, mask)
-    facts.set(names_name, reason_names(mask))
+    facts.set(mask_name, mask if seen else None)
+    facts.set(names_name, reason_names(mask) if seen else None)
 
 
 def _processes(section: ET.Element | None) -> list[dict[str, Any]]:
@@ -354,11 +312,8 @@ def _processes(section: ET.Element | None) -> list[dict[str, Any]]:
 
 # -- nvidia-smi --query-gpu=... --format=csv ---------------------------------------------
 def parse_query_gpu_csv(text: str, fields: tuple[str, ...] = CSV_FIELDS) -> dict[int, dict[str, str | None]]:
-    """Rows of ``--query-gpu`` CSV keyed by GPU index; "[N/A]" cells become None.
-
-    Output printed with a header (``--format=csv``) names its own columns (units such as
-    `` [MiB]`` are dropped); without one, ``fields`` gives the column order.
-    """
+    """Rows of ``--query-gpu`` CSV keyed by GPU index; "[N/A]" cells become None.  A header row
+    names the columns (units such as `` [MiB]`` dropped); without one, ``fields`` gives them."""
     rows: dict[int, dict[str, str | None]] = {}
     names = list(fields)
     lines = [line for line in text.splitlines() if line.strip()]
@@ -383,8 +338,7 @@ def parse_query_gpu_csv(text: str, fields: tuple[str, ...] = CSV_FIELDS) -> dict
 # -- running nvidia-smi --------------------------------------------------------------------
 def collect_nvidia_smi(ctx: ProbeContext) -> Facts:
     """Run ``nvidia-smi`` (found on ``ctx.env``'s PATH) within ``ctx.timeout`` per call."""
-    facts = Facts()
-    facts.set("driver.source", SOURCE)
+    facts = _smi_facts()
     result = run_command(["nvidia-smi", "-q", "-x"], timeout=ctx.timeout, env=ctx.env)
     if result.timed_out or result.returncode is None:
         _record_failure(facts, result)
@@ -406,11 +360,10 @@ def collect_nvidia_smi(ctx: ProbeContext) -> Facts:
 
 
 def _from_query_gpu(ctx: ProbeContext, problem: str, notes: list[str]) -> Facts:
-    """The facts ``--query-gpu`` gives when ``-q -x`` could not be read; the others are unknown
-    with ``problem``.  When that fails too, the driver's state is an error: nvidia-smi answered."""
+    """The facts ``--query-gpu`` gives when ``-q -x`` could not be read, the others unknown with
+    ``problem``; when that fails too, the driver's state is an error: nvidia-smi answered."""
     rows, csv_problem = _query_rows(ctx)
-    facts = Facts()
-    facts.set("driver.source", SOURCE)
+    facts = _smi_facts()
     if rows is None:
         error = f"nvidia-smi answered, but neither its report could be read ({problem}) nor --query-gpu ({csv_problem})"
         mark_failed(facts, "error", error, SOURCE)
@@ -420,9 +373,7 @@ def _from_query_gpu(ctx: ProbeContext, problem: str, notes: list[str]) -> Facts:
     facts.mark_all_unknown(SYSTEM_FACTS, why)
     first = rows[min(rows)] if rows else {}
     _set_or_unknown(facts, "driver.version", first.get("driver_version"), why)
-    facts.set("gpu.count", len(rows))
-    facts.set("driver.status", "ok" if rows else "no_gpu")
-    facts.set("driver.error", None if rows else "nvidia-smi lists no GPU")
+    _set_gpu_count(facts, len(rows))
     for index in sorted(rows):
         _csv_gpu(facts, index, rows[index], why)
     return facts
@@ -446,10 +397,10 @@ def _query_rows(ctx: ProbeContext) -> tuple[dict[int, dict[str, str | None]] | N
 
 #: --query-gpu field → (gpu[i] fact, how its text is read).
 _CSV_FACTS: dict[str, tuple[str, Any]] = {
-    "name": ("name", lambda raw: raw),
-    "uuid": ("uuid", lambda raw: raw),
-    "pci.bus_id": ("pci_bus_id", lambda raw: raw),
-    "compute_cap": ("compute_capability", lambda raw: raw),
+    "name": ("name", str),
+    "uuid": ("uuid", str),
+    "pci.bus_id": ("pci_bus_id", str),
+    "compute_cap": ("compute_capability", str),
     "memory.total": ("memory_total_mib", _integer),
     "persistence_mode": ("persistence_mode", _flag),
     "ecc.mode.current": ("ecc_enabled", _flag),
@@ -464,8 +415,6 @@ _CSV_FACTS: dict[str, tuple[str, Any]] = {
 
 
 def _csv_gpu(facts: Facts, index: int, row: dict[str, str | None], why: str) -> None:
-    from cuda_doctor.gpu.nvml.gpu_facts import GPU_FIELDS
-
     facts.set(indexed("gpu", index, "index"), index)
     for field, (name, read) in _CSV_FACTS.items():
         if field in row:
@@ -476,9 +425,7 @@ def _csv_gpu(facts: Facts, index: int, row: dict[str, str | None], why: str) -> 
         facts.set(indexed("gpu", index, "clock_event_reasons"), int(mask, 16))
         facts.set(indexed("gpu", index, "clock_event_reason_names"), reason_names(int(mask, 16)))
     for field in GPU_FIELDS:
-        name = indexed("gpu", index, field)
-        if name not in facts.values:
-            facts.mark_unknown(name, why)
+        facts.mark_unknown(indexed("gpu", index, field), why)
 
 
 def _record_failure(facts: Facts, result: CommandResult) -> None:
@@ -487,27 +434,24 @@ def _record_failure(facts: Facts, result: CommandResult) -> None:
         # nothing ran: leave the driver's state open for other sources
         facts.mark_all_unknown(("driver.status", *SYSTEM_FACTS, "gpu"), error)
         return
+    # what it printed counts only when it exited on its own
+    output = "" if result.returncode is None else f"{result.stdout}\n{result.stderr}"
+    status, message = "error", error
     if result.cut:  # not NVIDIA's nvidia-smi as it should be: its output was never read
-        mark_failed(facts, "output_flood", error, SOURCE)
-        return
-    if result.timed_out:  # it exists, so a driver is installed: a hang is the driver's or GPU's
-        mark_failed(facts, "not_answering", error, SOURCE)
-        return
-    if result.returncode is None:
-        mark_failed(facts, "error", error, SOURCE)
-        return
-    output = f"{result.stdout}\n{result.stderr}"
-    if "version mismatch" in output:
-        mark_failed(facts, "version_mismatch", VERSION_MISMATCH_MESSAGE, SOURCE)
+        status = "output_flood"
+    elif result.timed_out:  # it exists, so a driver is installed: a hang is the driver's or GPU's
+        status = "not_answering"
+    elif "version mismatch" in output:
+        status, message = "version_mismatch", VERSION_MISMATCH_MESSAGE
     elif "couldn't communicate with the NVIDIA driver" in output:
-        mark_failed(facts, "not_loaded", _line_with(output, "couldn't communicate"), SOURCE)
+        status, message = "not_loaded", _line_with(output, "couldn't communicate")
     elif "No devices were found" in output:
-        mark_failed(facts, "no_gpu", "nvidia-smi: No devices were found", SOURCE)
-        facts.set("gpu.count", 0)
+        status, message = "no_gpu", "nvidia-smi: No devices were found"
     elif "libnvidia-ml" in output or "NVML Shared Library Not Found" in output:
-        mark_failed(facts, "library_not_found", _line_with(output, "libnvidia-ml", error), SOURCE)
-    else:
-        mark_failed(facts, "error", error, SOURCE)
+        status, message = "library_not_found", _line_with(output, "libnvidia-ml", error)
+    mark_failed(facts, status, message, SOURCE)
+    if status == "no_gpu":
+        facts.set("gpu.count", 0)
 
 
 def _line_with(output: str, needle: str, default: str | None = None) -> str:

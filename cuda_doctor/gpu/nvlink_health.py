@@ -1,22 +1,7 @@
-"""Derived facts for the NVLink rules: links that are down where they should be up (CD806), and
-links whose error counters are high (CD807).  ``rules/data/interconnect_expected.toml`` gives
-the links each GPU model has and the counters' thresholds.
-
-Down for certain (an error) only where every link must be up: an SXM GPU of a model in the
-table, reporting that model's link count, on an NVSwitch fabric (each of its links goes to a
-switch), with links trained down (inactive) while its others are up, or while an identical
-sibling on the fabric has all of them up.  Otherwise fewer links up than an identical sibling is
-a warning, and fewer than the model has alone no finding: NVLink bridges on PCIe boards may join
-only some GPUs, and a board of four GPUs wired to each other may be passed through in part.  A GPU with no link up
-and nothing to compare with (a PCIe board without a bridge, a GPU passed through alone) is not
-judged, nor a link NVML does not report.
-
-- ``derived.nvlink.skip_reason``: why the link rules do not apply (no GPU has NVLinks), or null.
-- ``derived.nvlink.summary``: what was seen ("8 GPUs with 18 of 18 links up").
-- ``derived.nvlink.down``: one line per GPU whose links are certainly down; ``doubtful``: one line
-  per GPU with fewer links up than its identical siblings, where that is not certain.
-- ``derived.nvlink.errors_skip_reason`` / ``derived.nvlink.error_links``: the same for counters.
-"""
+"""Derived facts for the NVLink rules: links down where they should be up (CD806) and links
+with high error counters (CD807), against ``rules/data/interconnect_expected.toml``.  Links are
+certainly ``down`` only for a GPU of a known model on an NVSwitch fabric, where every link must
+be up; fewer links up than an identical sibling is otherwise ``doubtful``."""
 
 from __future__ import annotations
 
@@ -67,8 +52,7 @@ def _states(facts: Facts) -> dict[int, list[str]] | None:
     if not out:
         for out_name in ("skip_reason", "errors_skip_reason"):
             no_gpu(facts, f"{_OUT}.{out_name}")
-        return None
-    return out
+    return out or None
 
 
 def _not_read(facts: Facts, reason: str) -> None:
@@ -118,9 +102,7 @@ def _down(facts: Facts, states: dict[int, list[str]], table: dict[str, Any]) -> 
 
 
 def _certain(facts: Facts, i: int, links: list[str], up: dict[int, int], siblings: list[int]) -> str | None:
-    """Why GPU i's links are certainly down, or None.  On an NVSwitch fabric every link of the
-    GPU goes to a switch, so each must be up; elsewhere (a board of four GPUs wired to each other,
-    passed through in part) a link may lead to a GPU that is not there."""
+    """Why GPU i's links are certainly down, or None: only on an NVSwitch fabric must each be up."""
     expected = len(links)
     lost = [link for link, state in enumerate(links) if state == "inactive"]
     if not on_fabric(facts, i) or up[i] + len(lost) != expected:
@@ -147,10 +129,9 @@ def _links(numbers: list[int]) -> str:
 
 def _summary(states: dict[int, list[str]]) -> str:
     shapes = Counter((sum(state in UP for state in links), len(links)) for links in states.values())
-    parts = [
+    return "; ".join(
         f"{count} GPU{'s' if count > 1 else ''} with {up} of {total} links up" for (up, total), count in shapes.items()
-    ]
-    return "; ".join(parts)
+    )
 
 
 def _errors(facts: Facts, gpus: list[int], limits: dict[str, Any]) -> None:

@@ -1,13 +1,6 @@
-"""The GPU probe: NVML first, ``nvidia-smi`` when NVML cannot answer in this Python.
-
-NVML can fail here while the driver is fine (no ``nvidia-ml-py`` in the inspected
-environment, ``libnvidia-ml.so.1`` not on the loader path, a hung call); nvidia-smi then
-often still knows the driver and the GPUs.  When NVML's answer is definitive
-(``no_gpu``, ``version_mismatch``) it is kept as is.  When both fail, nvidia-smi's verdict
-wins where it says more (it hung or flooded its output: a driver is installed); otherwise the
-NVML facts are kept and nvidia-smi's reason is added to ``driver.error``.  NVML's own reason is
-always kept in ``nvml.error``.
-"""
+"""The GPU probe: NVML first, ``nvidia-smi`` when NVML cannot answer in this Python (the driver
+may still be fine).  When both fail, the verdict that says more wins; NVML's own reason is always
+kept in ``nvml.error``."""
 
 from __future__ import annotations
 
@@ -44,8 +37,7 @@ class GpuProbe(NamedTuple):
 
     def _collect(self, ctx: ProbeContext) -> Facts:
         if nvml_disabled(ctx.env):
-            # nvidia-smi only: for a Python whose NVML binding is broken, and for tests that
-            # must not read the host's GPU
+            # nvidia-smi only: for a broken NVML binding, and for tests that must not read the host's GPU
             facts = _collect_nvidia_smi(ctx)
             facts.set("nvml.error", "NVML disabled by CUDA_DOCTOR_DISABLE_NVML")
             if not facts.has("driver.status"):  # no nvidia-smi either: no driver to talk to
@@ -60,9 +52,7 @@ class GpuProbe(NamedTuple):
         smi_facts = _collect_nvidia_smi(ctx)
         nvml_error = nvml_facts.get("nvml.error") or nvml_facts.get("driver.error")
         smi_status = smi_facts.get("driver.status")
-        # nvidia-smi's verdict wins when it has one, unless it says less than NVML's; an
-        # nvidia-smi that ran and printed something (its notes are recorded) says the driver is
-        # there, whatever this Python's NVML said
+        # nvidia-smi's verdict wins unless it says less; one that printed something shows a driver
         answered = smi_facts.has("driver.smi_notes")
         if smi_status is not None and (answered or not _less_specific(smi_status, status)):
             smi_facts.set("nvml.error", nvml_error)
@@ -77,9 +67,7 @@ class GpuProbe(NamedTuple):
 
 
 def leave_out(facts: Facts, pids: set[int]) -> None:
-    """Take cuda-doctor's own children out of ``gpu[i].processes``: they are no other process
-    on the GPU (the JAX child initialises its backend, a context on every GPU, while this
-    probe reads)."""
+    """Take cuda-doctor's own children (the JAX child, say) out of ``gpu[i].processes``."""
     for i in facts.indices("gpu"):
         procs = facts.get(indexed("gpu", i, "processes"))
         if not isinstance(procs, list):
@@ -91,9 +79,7 @@ def leave_out(facts: Facts, pids: set[int]) -> None:
 
 
 def _less_specific(smi_status: str, nvml_status: Any) -> bool:
-    """Whether nvidia-smi's failure says less than NVML's, which is then kept.  Otherwise
-    nvidia-smi's verdict wins: it hanging or flooding its output shows that a driver is
-    installed, whatever NVML could not load here."""
+    """Whether nvidia-smi's failure says less than NVML's, which is then kept."""
     if smi_status == "error":
         return nvml_status != "error"
     # nvidia-smi loads the same libnvidia-ml.so.1: NVML named the broken file it found

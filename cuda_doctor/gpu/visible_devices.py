@@ -18,10 +18,8 @@ class VisibleDevices(NamedTuple):
 def visible_devices(
     raw: str | None, count: object, uuids: list[str], mig_parents: Mapping[str, int] | None = None
 ) -> VisibleDevices:
-    """What CUDA_VISIBLE_DEVICES really exposes (CUDA Programming Guide semantics): the list
-    stops at the first entry that names no GPU, and a GPU listed twice exposes none.  A MIG
-    UUID (``MIG-…``) exposes that MIG instance of its GPU; ``mig_parents`` lists the instances
-    that exist (UUID → the GPU's index), None when they are not known here."""
+    """What CUDA_VISIBLE_DEVICES really exposes: the list stops at the first entry that names no
+    GPU, and a GPU listed twice exposes none.  ``mig_parents``: MIG UUID → its GPU's index, or None."""
     if raw is None:
         return VisibleDevices("unset", None)
     if raw.strip() == "":
@@ -42,7 +40,7 @@ def visible_gpus(
     raw: str | None, uuids: list[str], mig_parents: Mapping[str, int] | None = None
 ) -> tuple[VisibleDevices, list[int | None]]:
     """``visible_devices`` on the GPUs NVML lists, with the index of the GPU behind each device
-    CUDA exposes, in CUDA's order: a MIG instance's is its parent's, None where not known."""
+    CUDA exposes, in CUDA's order (None where not known)."""
     found = visible_devices(raw, len(uuids), uuids, mig_parents)
     if raw is None:
         return found, list(range(len(uuids)))
@@ -82,8 +80,7 @@ def derive(facts: Facts) -> None:
 def _resolve_device(
     entry: str, count: object, uuids: list[str], mig_parents: Mapping[str, int] | None
 ) -> tuple[str, int | None] | None:
-    """The device an entry names, as (what tells it from the others, the index of its GPU or None
-    where not known here); None when it names no device."""
+    """(what tells the device an entry names from the others, its GPU's index or None), or None."""
     if re.fullmatch(r"\d+", entry):
         if isinstance(count, int) and int(entry) >= count:
             return None

@@ -1,2 +1,1 @@
-"""The host around the GPU: environment variables, /dev/shm, the container, the CUDA toolkit and
-the kernel module."""
+"""The host around the GPU: environment, /dev/shm, the container, the CUDA toolkit, the kernel module."""

@@ -5,8 +5,7 @@ from __future__ import annotations
 from cuda_doctor.core.facts import Facts, indexed
 from cuda_doctor.tables.versions import major_minor
 
-#: NCCL variables documented for debugging, not production ("should not be used in production
-#: nor retained in scripts"): https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html
+#: Debugging variables, not for production: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html
 NCCL_DEBUG_VARIABLES = (
     "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE", "NCCL_P2P_LEVEL", "NCCL_ALGO", "NCCL_PROTO",
     "NCCL_BUFFSIZE", "NCCL_NTHREADS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_NCHANNELS", "NCCL_CHECKS_DISABLE",
@@ -17,7 +16,7 @@ NCCL_DEBUG_VARIABLES = (
 def derive(facts: Facts) -> None:
     nccl = facts.get("env.nccl")
     if isinstance(nccl, dict):
-        left = sorted(k for k in nccl if k in NCCL_DEBUG_VARIABLES and str(nccl[k]).strip() not in ("",))
+        left = sorted(k for k in nccl if k in NCCL_DEBUG_VARIABLES and str(nccl[k]).strip())
         facts.set("derived.nccl_debug_vars", [f"{k}={nccl[k]}" for k in left])
         facts.set("derived.nccl_unset_command", "unset " + " ".join(left) if left else None)
     elif not facts.has("env.nccl"):

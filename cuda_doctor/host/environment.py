@@ -1,9 +1,5 @@
-"""The process environment, the container around it, and system limits that training hits.
-
-Everything comes from ``ctx.env`` and from files under ``ctx.root``, so tests can describe
-a whole machine with a mapping and a folder.  Variables whose names look like credentials
-are never read into a fact.
-"""
+"""The process environment, the container around it, and system limits that training hits (from
+``ctx.env`` and files under ``ctx.root``; credentials never become facts)."""
 
 from __future__ import annotations
 
@@ -13,21 +9,14 @@ import re
 from collections.abc import Mapping
 
 from cuda_doctor.base.reading import read_text
+from cuda_doctor.base.secrets import is_secret_name
 from cuda_doctor.core.facts import Facts
 from cuda_doctor.core.probe import ProbeContext
 
 #: /proc/1/cgroup, /proc/self/limits, os-release: a few KB; under another root, anything
 MAX_SYSTEM_FILE = 1 << 20
-
-_SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL")
-
-# Markers of a container runtime in /proc/1/cgroup, most specific first.
+#: Markers of a container runtime in /proc/1/cgroup, most specific first.
 _CGROUP_MARKERS = (("kubepods", "kubernetes"), ("libpod", "podman"), ("docker", "docker"), ("containerd", "containerd"))
-
-
-def is_secret(name: str) -> bool:
-    upper = name.upper()
-    return any(word in upper for word in _SECRET_WORDS)
 
 
 class EnvironmentProbe:
@@ -38,7 +27,7 @@ class EnvironmentProbe:
 
     def collect(self, ctx: ProbeContext) -> Facts:
         facts = Facts()
-        env = {name: value for name, value in ctx.env.items() if not is_secret(name)}  # no credential
+        env = {name: value for name, value in ctx.env.items() if not is_secret_name(name)}
         collect_env(facts, env)
         collect_container(facts, ctx, env)
         collect_system(facts, ctx)
@@ -50,8 +39,7 @@ def collect_env(facts: Facts, env: Mapping[str, str]) -> None:
     facts.set("env.cuda_device_order", env.get("CUDA_DEVICE_ORDER"))
     facts.set("env.nvidia_visible_devices", env.get("NVIDIA_VISIBLE_DEVICES"))
     facts.set("env.ld_library_path", env.get("LD_LIBRARY_PATH"))
-    # torch.utils.cpp_extension looks at CUDA_HOME, then CUDA_PATH.
-    facts.set("env.cuda_home", env.get("CUDA_HOME", env.get("CUDA_PATH")))
+    facts.set("env.cuda_home", env.get("CUDA_HOME", env.get("CUDA_PATH")))  # torch.utils.cpp_extension's order
     facts.set("env.nccl", {k: v for k, v in sorted(env.items()) if k.startswith("NCCL_")})
 
 
@@ -97,16 +85,13 @@ def _cgroup_runtime(facts: Facts, ctx: ProbeContext) -> str | None:
 
 
 def collect_system(facts: Facts, ctx: ProbeContext) -> None:
-    shm = ctx.file("/dev/shm")
     try:
-        stat = os.statvfs(shm)
+        stat = os.statvfs(ctx.file("/dev/shm"))
         facts.set("system.shm_bytes", stat.f_blocks * stat.f_frsize)
     except OSError as exc:
         facts.mark_unknown("system.shm_bytes", f"cannot stat /dev/shm: {exc.strerror or exc}")
-
-    limits = ctx.file("/proc/self/limits")
     try:
-        text = read_text(limits, MAX_SYSTEM_FILE)
+        text = read_text(ctx.file("/proc/self/limits"), MAX_SYSTEM_FILE)
     except OSError as exc:
         facts.mark_unknown("system.memlock_bytes", f"cannot read /proc/self/limits: {exc.strerror or exc}")
     else:
@@ -115,7 +100,6 @@ def collect_system(facts: Facts, ctx: ProbeContext) -> None:
             facts.set("system.memlock_bytes", value)
         else:
             facts.mark_unknown("system.memlock_bytes", "no 'Max locked memory' row in /proc/self/limits")
-
     facts.set("system.is_root", os.geteuid() == 0)
     facts.set("system.hostname", os.uname().nodename)
     facts.set("system.os", os_name(ctx))

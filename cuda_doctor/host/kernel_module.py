@@ -1,12 +1,5 @@
-"""The NVIDIA kernel module that is loaded, from ``/proc/driver/nvidia/version``.
-
-Its version is the one every user-space driver library (libcuda, libnvidia-ml) must match; a
-driver upgraded without a reboot leaves the old module loaded.  The file's first line names it
-("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.90.07  …" for the proprietary module,
-"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build …" for the
-open one); ``/sys/module/nvidia/version`` holds the bare number.  Files are read under
-``ctx.root``, within a cap.
-"""
+"""The loaded NVIDIA kernel module's version, which every user-space driver library must match (a
+driver upgraded without a reboot leaves the old module loaded)."""
 
 from __future__ import annotations
 
@@ -25,10 +18,8 @@ _VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
 def module_version(text: str) -> str | None:
     """The version in the first line of /proc/driver/nvidia/version, or in a bare version file."""
     lines = text.strip().splitlines()
-    for token in lines[0].split() if lines else []:
-        if _VERSION.match(token):
-            return token
-    return None
+    tokens = lines[0].split() if lines else []
+    return next((token for token in tokens if _VERSION.match(token)), None)
 
 
 class KernelModuleProbe:

@@ -1,9 +1,5 @@
-"""The system CUDA toolkit: which ``nvcc`` a build would use, and its release.
-
-Framework wheels bring their own CUDA runtime, so the toolkit matters only for compiling
-extensions; a missing ``nvcc`` is therefore a plain fact (``toolkit.nvcc_path = None``),
-not an error.
-"""
+"""The system CUDA toolkit: which ``nvcc`` a build would use, and its release (a missing ``nvcc``
+is a plain fact: only compiling extensions needs it)."""
 
 from __future__ import annotations
 
@@ -22,16 +18,15 @@ class ToolkitProbe:
     name = "toolkit"
 
     def applies(self, ctx: ProbeContext) -> bool:
-        # --fast is NVML, nvidia-smi, environment and container only
-        return not ctx.fast
+        return not ctx.fast  # --fast is NVML, nvidia-smi, environment and container only
 
     def collect(self, ctx: ProbeContext) -> Facts:
         facts = Facts()
         nvcc = find_nvcc(ctx)
         facts.set("toolkit.nvcc_path", nvcc)
         if nvcc is None:
-            facts.set("toolkit.nvcc_version", None)
-            facts.set("toolkit.nvcc_full_version", None)
+            for name in _VERSIONS:
+                facts.set(name, None)
             return facts
         result = run_command([nvcc, "--version"], timeout=ctx.timeout, env=ctx.env)
         parsed = parse_nvcc_version(result.stdout) if result.ok else None
@@ -45,33 +40,20 @@ class ToolkitProbe:
 
 
 def find_nvcc(ctx: ProbeContext) -> str | None:
-    """nvcc on PATH (what a shell build runs), else under ``$CUDA_HOME``/``$CUDA_PATH``,
-    else ``/usr/local/cuda``, the last places torch.utils.cpp_extension looks.
-
-    Paths from the environment name the real file system; the default goes through
-    ``ctx.root`` like every other fixed path.
-    """
+    """nvcc on PATH (what a shell build runs), else where torch.utils.cpp_extension looks."""
     on_path = which("nvcc", ctx.path)
     if on_path is not None:
         return on_path
-    homes = [ctx.env.get("CUDA_HOME"), ctx.env.get("CUDA_PATH")]
-    for home in homes:
-        if home:
-            candidate = os.path.join(home, "bin", "nvcc")
-            if os.access(candidate, os.X_OK):
-                return candidate
-    default = ctx.file("/usr/local/cuda/bin/nvcc")
-    if os.access(default, os.X_OK):
-        return str(default)
-    return None
+    homes = [home for home in (ctx.env.get("CUDA_HOME"), ctx.env.get("CUDA_PATH")) if home]
+    candidates = [os.path.join(home, "bin", "nvcc") for home in homes]
+    candidates.append(str(ctx.file("/usr/local/cuda/bin/nvcc")))
+    return next((path for path in candidates if os.access(path, os.X_OK)), None)
 
 
 def parse_nvcc_version(text: str) -> tuple[str, str] | None:
     """``... release 13.0, V13.0.88`` → ``("13.0", "13.0.88")``."""
     match = _RELEASE.search(text)
-    if match is None:
-        return None
-    return match.group("release"), match.group("full")
+    return (match.group("release"), match.group("full")) if match else None
 
 
 PROBE = ToolkitProbe()

@@ -1,26 +1,6 @@
-"""Report what JAX has installed, imports and chooses, from inside the interpreter being inspected.
-
-This file is run as ``python -c <its source> CONFIG`` by the target interpreter, which need not
-have cuda-doctor installed: the standard library only (and JAX), syntax Python 3.8 reads.  It
-prints records (``cuda_doctor.base.children``) on stdout: ``{"started": true}`` first, then
-``{"step": …}`` before each step, then the report ``{"values": {fact: value}, "unknown": {fact:
-reason}}``.  Nothing here raises: a step that fails becomes unknown facts with the error text.
-
-The report reads the distributions (``importlib.metadata``: no import of jax for that), the CUDA
-and cuDNN versions the CUDA plugin was built with (its ``_versions`` module answers from
-constants, without initialising CUDA) and then imports jax, which checks jaxlib's version and
-the plugin's.
-
-With CONFIG ``{"then": "wait", "autotune_cache": FOLDER}`` (and jax imported) XLA keeps its
-autotuning results in FOLDER (None: nowhere), and the child initialises the backend at once and
-reports it as ``{"backend": {"values": …, "unknown": …}}``: the backend creates a context on every
-GPU, which the parent does not count as another process on the GPU (it knows its children's
-pids).  Then it serves orders, one JSON line each on stdin (``childside.report.serve``):
-``{"backend": {}}`` reports the backend again; ``{"run": SOURCE, "argv": […]}`` runs that script
-here (the JAX smoke step) as ``python -c SOURCE ARG…`` would, its stdout the records pipe, and
-then the child ends; anything else, or stdin closed, ends it.  Without ``"then": "wait"`` it ends
-after its report, without a backend.
-"""
+"""Report what JAX has installed, imports and chooses, from inside the target interpreter (standard
+library and JAX only).  With CONFIG ``{"then": "wait", …}`` it then reports the backend and serves
+orders from stdin (``childside.report.serve``).  Nothing here raises."""
 
 from __future__ import annotations
 
@@ -72,36 +52,18 @@ STDERR_CAP = 64 << 10
 #: XLA's C++ log lines (``E0000 00:00:…`` / ``W external/xla/…``) and the cuDNN mismatch text.
 XLA_LOG_LINE = re.compile(r"^([EWF]\d{4} |[EWF] external/)|Loaded runtime CuDNN library")
 
-STATIC_FACTS = [
-    "jax.version",
-    "jax.jaxlib_version",
-    "jax.requires_jaxlib",
-    "jax.distributions",
-    "jax.shadowed_distributions",
-    "jax.cuda_plugins",
-    "jax.cuda_plugin",
-    "jax.cuda_plugin_version",
-    "jax.cuda_plugin_major",
-    "jax.cuda_pjrt_version",
-    "jax.plugin_requires_pjrt",
-    "jax.plugin_build",
-    "jax.import_error",
-    "jax.import_seconds",
-    "jax.import_warnings",
-]
-BACKEND_FACTS = [
-    "jax.backend",
-    "jax.platforms",
-    "jax.devices",
-    "jax.gpu_count",
-    "jax.device_kinds",
-    "jax.cuda_error",
-    "jax.backend_messages",
-    "jax.backend_seconds",
-    "jax.cuda_components",
-    "jax.driver_cuda",
-    "jax.loaded_libraries",
-]
+#: The report's facts, grouped by the step that reads them.
+VERSION_FACTS = ["jax.version", "jax.jaxlib_version", "jax.requires_jaxlib"]
+DISTRIBUTION_FACTS = ["jax.distributions", "jax.shadowed_distributions"]
+PLUGIN_FACTS = ["jax.cuda_plugins", "jax.cuda_plugin", "jax.cuda_plugin_version", "jax.cuda_plugin_major"]
+PJRT_FACTS = ["jax.cuda_pjrt_version", "jax.plugin_requires_pjrt"]
+IMPORT_FACTS = ["jax.import_error", "jax.import_seconds", "jax.import_warnings"]
+STATIC_FACTS = [*VERSION_FACTS, *DISTRIBUTION_FACTS, *PLUGIN_FACTS, *PJRT_FACTS, "jax.plugin_build", *IMPORT_FACTS]
+#: The backend report's facts, grouped by the step that reads them.
+DEVICE_FACTS = ["jax.backend", "jax.platforms", "jax.devices", "jax.gpu_count", "jax.device_kinds"]
+MESSAGE_FACTS = ["jax.cuda_error", "jax.backend_messages", "jax.backend_seconds"]
+COMPONENT_FACTS = ["jax.cuda_components", "jax.driver_cuda"]
+BACKEND_FACTS = [*DEVICE_FACTS, *MESSAGE_FACTS, *COMPONENT_FACTS, "jax.loaded_libraries"]
 
 
 def whole(exc: BaseException) -> str:
@@ -110,7 +72,6 @@ def whole(exc: BaseException) -> str:
     return (type(exc).__name__ + (": " + text if text else ""))[:MESSAGE_CHARS]
 
 
-# -- pure helpers (unit-tested in-process) ---------------------------------------------------
 def requirement_of(line: str, wanted: str) -> str | None:
     """``"jaxlib<=0.10.2,>=0.10.1"`` from a Requires-Dist line about ``wanted`` without an extra;
     None for a line about another name or one only an extra brings."""
@@ -150,7 +111,6 @@ def kept_warnings(caught: list[Any]) -> list[str]:
     return texts[:MESSAGES_CAP]
 
 
-# -- distributions (no import of jax) -------------------------------------------------------
 def is_jax_distribution(name: str) -> bool:
     return name in JAX_DISTRIBUTIONS or PLUGIN_NAME.match(name) is not None
 
@@ -185,9 +145,8 @@ def put_versions(report: dict[str, dict[str, Any]], found: dict[str, list[Instal
 
 
 def put_plugins(report: dict[str, dict[str, Any]], found: dict[str, list[Installed]]) -> str | None:
-    """Every CUDA plugin and its PJRT; the one JAX uses (the newest CUDA major, as jaxlib's own
-    ``plugin_support`` tries ``jax_cuda13_plugin`` before ``jax_cuda12_plugin``).  Returns the
-    Python package of that plugin."""
+    """Every CUDA plugin and its PJRT, and the one JAX uses (the newest CUDA major, as jaxlib tries
+    them); returns the Python package of that plugin."""
     plugins: list[dict[str, Any]] = []
     for name in sorted(found):
         match = PLUGIN_NAME.match(name)
@@ -217,16 +176,12 @@ def put_plugins(report: dict[str, dict[str, Any]], found: dict[str, list[Install
     return f"jax_cuda{chosen['major']}_plugin" if chosen else None
 
 
-def versions_module(package: str) -> Any:
-    return importlib.import_module(package + "._versions")
-
-
 def put_build(report: dict[str, dict[str, Any]], package: str | None) -> None:
     """The CUDA components the plugin was built with, from its own constants."""
     if package is None:
         put(report, "jax.plugin_build", None)
         return
-    versions = versions_module(package)
+    versions = importlib.import_module(package + "._versions")
     build: dict[str, str] = {}
     for key, _name, prefix in COMPONENTS:
         function = getattr(versions, prefix + "_build_version", None)
@@ -235,7 +190,6 @@ def put_build(report: dict[str, dict[str, Any]], package: str | None) -> None:
     put(report, "jax.plugin_build", build)
 
 
-# -- import jax -----------------------------------------------------------------------------
 def import_jax(report: dict[str, dict[str, Any]], emit: Callable[[dict[str, Any]], None]) -> Any:
     emit({"step": "import jax"})
     start = time.monotonic()
@@ -264,32 +218,26 @@ def import_jax(report: dict[str, dict[str, Any]], emit: Callable[[dict[str, Any]
 def collect(
     emit: Callable[[dict[str, Any]], None], autotune_cache: Any = None
 ) -> tuple[dict[str, dict[str, Any]], Any, str | None]:
-    """The static report, the imported jax module (None when not imported) and the plugin's
-    package; XLA's autotuning folder (``use_autotune_cache``) is set up only when jax is installed."""
+    """The static report, the imported jax module (None when not imported) and the plugin's package."""
     report = new_report()
     put(report, "jax.python", sys.executable)
     put(report, "jax.python_version", platform.python_version())
     emit({"step": "read distributions"})
     found: dict[str, list[Installed]] = {}
     package: list[str | None] = [None]
-
-    def distributions() -> None:
-        found.update(read_distributions(report))
-
-    attempt(report, ["jax.distributions", "jax.shadowed_distributions", "jax.installed"], distributions)
+    attempt(report, [*DISTRIBUTION_FACTS, "jax.installed"], lambda: found.update(read_distributions(report)))
     installed = "jax" in found or importlib.util.find_spec("jax") is not None
     put(report, "jax.installed", installed)
     if not installed:
         for name in STATIC_FACTS + BACKEND_FACTS:
             miss(report, name, "jax is not installed in " + sys.executable)
         return report, None, None
-    attempt(report, ["jax.version", "jax.jaxlib_version", "jax.requires_jaxlib"], lambda: put_versions(report, found))
+    attempt(report, VERSION_FACTS, lambda: put_versions(report, found))
 
     def plugins() -> None:
         package[0] = put_plugins(report, found)
 
-    plugin_facts = ["jax.cuda_plugins", "jax.cuda_plugin", "jax.cuda_plugin_version", "jax.cuda_plugin_major"]
-    attempt(report, [*plugin_facts, "jax.cuda_pjrt_version", "jax.plugin_requires_pjrt"], plugins)
+    attempt(report, [*PLUGIN_FACTS, *PJRT_FACTS], plugins)
     attempt(report, ["jax.plugin_build"], lambda: put_build(report, package[0]))
     use_autotune_cache(autotune_cache)
     jax = None
@@ -304,10 +252,8 @@ def collect(
     return report, jax, package[0]
 
 
-# -- the backend (ordered by the parent once the read-only probes are done) ------------------
 class Captured:
-    """Warnings and errors logged while JAX chooses its backend (its own loggers and XLA's C++
-    lines on stderr), kept as text instead of shown."""
+    """Warnings and errors logged while JAX chooses its backend (its loggers, XLA's lines on stderr), as text."""
 
     def __init__(self) -> None:
         import logging
@@ -352,20 +298,17 @@ class Captured:
             self.add(line)
 
 
-def device_record(device: Any) -> dict[str, Any]:
-    return {"id": int(device.id), "platform": str(device.platform), "kind": str(getattr(device, "device_kind", ""))}
-
-
 def cuda_error(texts: list[str], errors: dict[str, str]) -> str | None:
     """Why JAX has no CUDA backend, in JAX's words: the backend's own error, else the plugin's
     failed ``initialize()``, else JAX's CPU fallback warning."""
     if errors.get("cuda"):
         return str(errors["cuda"])[:MESSAGE_CHARS]
-    for needle in ("Exception when calling", "Jax plugin configuration error", "CUDA-enabled jaxlib", "CUDA backend"):
-        for text in texts:
-            if needle in text:
-                return text
-    return None
+    needles = ("Exception when calling", "Jax plugin configuration error", "CUDA-enabled jaxlib", "CUDA backend")
+    return next((text for needle in needles for text in texts if needle in text), None)
+
+
+def device_record(device: Any) -> dict[str, Any]:
+    return {"id": int(device.id), "platform": str(device.platform), "kind": str(getattr(device, "device_kind", ""))}
 
 
 def backend(jax: Any, package: str | None, emit: Callable[[dict[str, Any]], None]) -> dict[str, dict[str, Any]]:
@@ -387,7 +330,7 @@ def backend(jax: Any, package: str | None, emit: Callable[[dict[str, Any]], None
     bridge = importlib.import_module("jax._src.xla_bridge")
     errors = dict(getattr(bridge, "_backend_errors", {}) or {})
     if failure is not None:
-        for name in ("jax.backend", "jax.platforms", "jax.devices", "jax.gpu_count", "jax.device_kinds"):
+        for name in DEVICE_FACTS:
             miss(report, name, whole(failure))
         put(report, "jax.cuda_error", cuda_error(captured.texts, errors) or whole(failure))
     else:
@@ -399,15 +342,14 @@ def backend(jax: Any, package: str | None, emit: Callable[[dict[str, Any]], None
         put(report, "jax.gpu_count", len(gpus))
         put(report, "jax.device_kinds", [record["kind"] for record in gpus])
         put(report, "jax.cuda_error", None if gpus else cuda_error(captured.texts, errors))
-    attempt(report, ["jax.cuda_components", "jax.driver_cuda"], lambda: put_components(report, package))
+    attempt(report, COMPONENT_FACTS, lambda: put_components(report, package))
     attempt(report, ["jax.loaded_libraries"], lambda: put_loaded(report))
     return report
 
 
 def put_loaded(report: dict[str, dict[str, Any]]) -> None:
-    """Every CUDA library mapped once the backend is up (``/proc/self/maps``), with the
-    distribution whose RECORD lists its file: a wheel's copy, or None for one the loader found
-    elsewhere (LD_LIBRARY_PATH, the system's folders)."""
+    """Every CUDA library mapped once the backend is up, with the distribution whose RECORD lists its
+    file (None for one the loader found elsewhere: LD_LIBRARY_PATH, the system's folders)."""
     libraries = loaded_libraries(read_maps())
     candidates = installed(sys.path, lambda name: name.startswith("nvidia-") or is_jax_distribution(name))
     owned = owners([copy for copies in candidates.values() for copy in copies], [lib["path"] for lib in libraries])
@@ -422,19 +364,16 @@ def put_loaded(report: dict[str, dict[str, Any]]) -> None:
 
 
 def put_components(report: dict[str, dict[str, Any]], package: str | None) -> None:
-    """The version of each CUDA component this process loads, beside the one the plugin was built
-    with (the plugin's own queries: they load the library the backend loads, if it is not yet)."""
+    """The version of each CUDA component this process loads, beside the one the plugin was built with."""
     if package is None:
         put(report, "jax.cuda_components", None)
         put(report, "jax.driver_cuda", None)
         return
-    versions = versions_module(package)
+    versions = importlib.import_module(package + "._versions")
     components: dict[str, dict[str, Any]] = {}
     for key, name, prefix in COMPONENTS:
-        build, get = (
-            getattr(versions, prefix + "_build_version", None),
-            getattr(versions, prefix + "_get_version", None),
-        )
+        build = getattr(versions, prefix + "_build_version", None)
+        get = getattr(versions, prefix + "_get_version", None)
         if build is None or get is None:
             continue
         entry: dict[str, Any] = {"name": name, "build": version_text(key, int(build())), "runtime": None, "error": None}
@@ -453,9 +392,7 @@ def put_components(report: dict[str, dict[str, Any]], package: str | None) -> No
 
 
 def use_autotune_cache(folder: Any) -> None:
-    """XLA keeps its GEMM autotuning results in ``folder`` (the parent's cache), made here: the
-    flag is read when the backend comes up, so it is set before jax is imported.  A folder that
-    cannot be made is not named."""
+    """XLA keeps its GEMM autotuning results in ``folder``, made here; one that cannot be made is not named."""
     if not isinstance(folder, str) or not folder:
         return
     try:

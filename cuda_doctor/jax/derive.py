@@ -1,21 +1,5 @@
-"""JAX's derived facts: ``rules/data/jax.toml`` and NVIDIA's driver table meet the ``jax.*`` facts.
-
-Everything under ``derived.jax.`` (and ``derived.gpu[i].jax_*``, ``derived.smoke[i].jax_*``):
-
-* which CUDA plugin this driver and these GPUs run (``runs_extra``), the command that installs it
-  and the other plugin's driver floor (``install_command``, ``choice_note``);
-* whether the installed plugin runs on this driver (``plugin_runs``, ``plugin_problem``, and the
-  commands that swap it, ``switch_commands``);
-* whether jax, jaxlib, the plugin and its PJRT match (``version_problems``, ``align_command``),
-  read from the installed metadata and JAX's own runtime checks;
-* the loaded CUDA libraries older than the plugin was built with (``library_problems``);
-* how many GPUs JAX should see (``expected_gpus``) and why it sees fewer (``gpu_shortfall``);
-* preallocation (``preallocate``, ``mem_fraction``, ``derived.gpu[i].jax_prealloc_mib``);
-* the JAX smoke figures against ``rules/data/gpu_expected.toml``.
-
-Every function reads facts and writes facts and never raises; a missing input leaves its output
-unknown with the input's reason.
-"""
+"""JAX's derived facts: the plugin this driver runs, whether the versions match, the loaded
+libraries, the GPUs JAX should see, preallocation, the smoke figures.  Never raises."""
 
 from __future__ import annotations
 
@@ -31,9 +15,7 @@ from cuda_doctor.tables.versions import at_least, major_minor
 #: JAX reads these as "do not preallocate" (jaxlib/xla_client.py: any other value preallocates).
 PREALLOCATE_OFF = ("false", "False", "0")
 DEFAULT_FRACTION = 0.75
-#: JAX's own fixed floors for the CUDA components (jax_plugins/cuda/__init__.py
-#: ``_check_cuda_versions``), as versions; cuDNN is compared with the version it was built with
-#: (XLA's ``CudnnSupport::Init``: the same major, an equal or higher minor).
+#: JAX's own floors for the CUDA components (``_check_cuda_versions``); cuDNN's is its build version.
 FIXED_FLOORS = {"cuda": "12.1", "cublas": "12.1.0", "cusparse": "12.1.0"}
 
 
@@ -80,8 +62,7 @@ def _runs(
 def derive_plugin_choice(facts: Facts) -> None:
     out = "derived.jax.runs_extra"
     if not facts.has("driver.version"):
-        facts.mark_unknown(out, facts.unknown_reason("driver.version"))
-        facts.mark_unknown("derived.jax.install_command", facts.unknown_reason("driver.version"))
+        facts.mark_all_unknown((out, "derived.jax.install_command"), facts.unknown_reason("driver.version"))
         return
     driver = facts.get("driver.version")
     driver_cuda = major_minor(_driver_cuda(facts))
@@ -96,8 +77,7 @@ def derive_plugin_choice(facts: Facts) -> None:
         if why_not.get(extra) is None and extra in rows:
             facts.set(out, extra)
             facts.set("derived.jax.install_command", f'{pip} install -U "jax[{extra}]"')
-            other = "cuda12" if extra == "cuda13" else "cuda13"
-            if other == "cuda12":
+            if extra == "cuda13":
                 note = f"jax[cuda12] also runs here (drivers ≥ {floors['cuda12']})"
             else:
                 note = f"jax[cuda13] would need driver ≥ {floors['cuda13']}: {why_not['cuda13']}"
@@ -105,8 +85,7 @@ def derive_plugin_choice(facts: Facts) -> None:
             return
     reason = f"no JAX CUDA plugin runs on driver {driver}: jax[cuda12] needs ≥ {floors.get('cuda12')}"
     reason += f" ({why_not.get('cuda12')})"
-    facts.mark_unknown(out, reason + "; only a driver upgrade helps")
-    facts.mark_unknown("derived.jax.install_command", reason + "; only a driver upgrade helps")
+    facts.mark_all_unknown((out, "derived.jax.install_command"), reason + "; only a driver upgrade helps")
     facts.mark_unknown("derived.jax.choice_note", reason)
 
 
@@ -121,21 +100,14 @@ def derive_plugin_driver(facts: Facts) -> None:
         facts.set(out, None)  # no plugin: CPU-only, another rule says so
         return
     row = plugin_rows().get(f"cuda{major}")
-    if row is None or not facts.has("driver.version"):
-        facts.mark_unknown(
-            out,
-            f"no driver floor known for jax-cuda{major}-plugin"
-            if row is None
-            else facts.unknown_reason("driver.version"),
-        )
+    if row is None:
+        facts.mark_unknown(out, f"no driver floor known for jax-cuda{major}-plugin")
+        return
+    if not facts.has("driver.version"):
+        facts.mark_unknown(out, facts.unknown_reason("driver.version"))
         return
     facts.set("derived.jax.plugin_driver_floor", plugin_floor(row))
-    problem = _runs(
-        row,
-        facts.get("driver.version"),
-        major_minor(_driver_cuda(facts)),
-        _capabilities(facts),
-    )
+    problem = _runs(row, facts.get("driver.version"), major_minor(_driver_cuda(facts)), _capabilities(facts))
     facts.set(out, problem is None)
     facts.set("derived.jax.plugin_problem", problem)
     if problem is None:
@@ -145,14 +117,8 @@ def derive_plugin_driver(facts: Facts) -> None:
     facts.set("derived.jax.other_plugin_runs", isinstance(extra, str) and extra != f"cuda{major}")
 
 
-# -- versions --------------------------------------------------------------------------------
-
-
 def _release(version: tuple[int, ...]) -> dict[str, Any] | None:
-    for row in load_table("jax")["releases"]["rows"]:
-        if _version(row["jax"]) == version:
-            return dict(row)
-    return None
+    return next((dict(row) for row in load_table("jax")["releases"]["rows"] if _version(row["jax"]) == version), None)
 
 
 def version_problems(facts: Facts) -> list[str]:
@@ -178,8 +144,7 @@ def version_problems(facts: Facts) -> list[str]:
         said = next((w for w in facts.get("jax.import_warnings") or [] if "not be used" in str(w)), None)
         text = f"{plugin} {version} does not match jaxlib {jaxlib}, so JAX does not use it"
         problems.append(text + (f" ({said})" if said else ""))
-    pjrt = facts.get("jax.cuda_pjrt_version")
-    pinned = facts.get("jax.plugin_requires_pjrt")
+    pjrt, pinned = facts.get("jax.cuda_pjrt_version"), facts.get("jax.plugin_requires_pjrt")
     if plugin and pjrt is None:
         needs = pinned or str(plugin).replace("-plugin", "-pjrt")
         problems.append(f"{plugin} {version} is installed without its PJRT ({needs}): JAX has no CUDA backend")
@@ -189,10 +154,9 @@ def version_problems(facts: Facts) -> list[str]:
 
 
 def derive_versions(facts: Facts) -> None:
-    if not facts.get("jax.installed"):
-        reason = (
-            "jax is not installed" if facts.get("jax.installed") is False else facts.unknown_reason("jax.installed")
-        )
+    installed = facts.get("jax.installed")
+    if not installed:
+        reason = "jax is not installed" if installed is False else facts.unknown_reason("jax.installed")
         facts.mark_unknown("derived.jax.versions_match", reason)
         return
     needed = ("jax.version", "jax.jaxlib_version", "jax.cuda_plugin", "jax.cuda_pjrt_version")
@@ -237,9 +201,6 @@ def align_command(facts: Facts) -> str:
     if row is not None:
         return f'{pip} install "jax=={row["jax"]}" "jaxlib=={row["jaxlib"]}"'
     return f"{pip} install -U jax jaxlib"
-
-
-# -- loaded libraries ------------------------------------------------------------------------
 
 
 #: The plugin's component → the library key of ``jax.loaded_libraries`` (childside.loaded).
@@ -307,9 +268,6 @@ def derive_libraries(facts: Facts) -> None:
         facts.set("derived.jax.reinstall_command", f'{pip_of(facts)} install -U "jax[cuda{major}]=={version}"')
 
 
-# -- GPUs JAX sees, memory -------------------------------------------------------------------
-
-
 def derive_visibility(facts: Facts) -> None:
     out = "derived.jax.expected_gpus"
     visible = facts.get("derived.cvd.visible")
@@ -323,17 +281,17 @@ def derive_visibility(facts: Facts) -> None:
         facts.set("derived.jax.gpu_shortfall", seen < expected)
     elif not facts.has("jax.gpu_count"):
         facts.mark_unknown("derived.jax.gpu_shortfall", facts.unknown_reason("jax.gpu_count"))
-    platforms = (facts.get("jax.env") or {}).get("JAX_PLATFORMS") if isinstance(facts.get("jax.env"), dict) else None
+    env = facts.get("jax.env")
+    platforms = env.get("JAX_PLATFORMS") if isinstance(env, dict) else None
     facts.set("derived.jax.platforms_setting", platforms)
     error = facts.get("jax.cuda_error")
     if platforms and "cuda" not in str(platforms) and "gpu" not in str(platforms):
-        facts.set("derived.jax.gpu_reason", f"JAX_PLATFORMS={platforms} keeps JAX off the GPU")
+        reason = f"JAX_PLATFORMS={platforms} keeps JAX off the GPU"
     elif error:
-        facts.set("derived.jax.gpu_reason", f"JAX said: {error}")
+        reason = f"JAX said: {error}"
     else:
-        facts.set(
-            "derived.jax.gpu_reason", f"JAX's backend is {facts.get('jax.backend') or 'unknown'} and it gave no reason"
-        )
+        reason = f"JAX's backend is {facts.get('jax.backend') or 'unknown'} and it gave no reason"
+    facts.set("derived.jax.gpu_reason", reason)
 
 
 def derive_memory(facts: Facts) -> None:

@@ -1,15 +1,5 @@
-"""Phase 2: the backend JAX chose, and the JAX smoke step measured, in the JAX child.
-
-Like every phase-2 probe it runs alone, before the torch smoke run, so that neither measures the
-other; the JAX child ends while the torch run starts (``Handoff.let_end``).  The child is the
-one the phase-1 probe left in ``ctx.handoff`` (``cuda-doctor check``: jax is imported once, its
-backend initialised and the smoke step compiled in phase 1, beside torch's import), else a child
-of its own (``cuda-doctor smoke``), which then reports the phase-1 facts too and initialises its
-backend here.
-
-Facts: the backend ones of ``_child.BACKEND_FACTS`` and, with the smoke run, those of
-``smoke_step`` (``smoke.jax_level.*``, ``smoke[i].jax_*``).
-"""
+"""Phase 2: the backend JAX chose, and the JAX smoke step measured, in the JAX child that phase 1
+left (else in a child of its own), alone and before the torch smoke run."""
 
 from __future__ import annotations
 
@@ -22,7 +12,6 @@ from cuda_doctor.jax._child import BACKEND_FACTS
 from cuda_doctor.jax.probe import (
     DEFAULT_MIN_TIMEOUT,
     JAX_CHILD,
-    backend_unknown,
     child_timeout,
     first_report,
     is_backend,
@@ -73,12 +62,11 @@ class JaxGpuProbe:
         return None, facts  # the child's report said why there is no backend (BACKEND_FACTS unknown)
 
     def _backend(self, ctx: ProbeContext, child: children.Child, facts: Facts) -> bool:
-        """The backend's facts, from the record the child prints after its report (in phase 1
-        already, for the child phase 1 left); True when it printed one."""
+        """The backend's facts, from the record the child prints after its report; True when it printed one."""
         limit = child_timeout(ctx, self.min_timeout)
         record = child.seen(is_backend) or wait_backend(child, limit)
         if record is None:
-            backend_unknown(facts, why_no_answer(child.stop(), limit, "initialising the JAX backend"))
+            facts.mark_all_unknown(BACKEND_FACTS, why_no_answer(child.stop(), limit, "initialising the JAX backend"))
             return False
         facts.merge(shape(record["backend"], ctx.python, tuple(BACKEND_FACTS)))
         return True

@@ -1,20 +1,6 @@
-"""Phase 1: what the target interpreter's JAX has installed and imports (``jax.*``).
-
-The child (``_child.py``) starts in every full check, beside the torch child: its first step
-finds out, without importing jax, whether jax is installed at all, and ends at once when it is
-not.  Otherwise it imports jax and reports.  In a pipeline run (phase 2 follows) it then
-initialises the backend at once, while torch imports, and when a smoke run follows and JAX has a
-GPU, this probe has it compile the JAX smoke step too (``smoke_step.prepare``); the probe ends
-only once both are done, so that nothing of JAX's runs beside the torch smoke run.  The child is
-left in ``ctx.handoff`` (as ``JAX_CHILD``) for ``gpu_probe``, which reports the backend and has
-the smoke step measured in the same process: a check imports jax once.  The backend's contexts
-on the GPUs are the child's: the GPU probe leaves cuda-doctor's own children out of the GPU's
-processes.  Outside a pipeline run no backend is initialised here.
-
-The user's own memory settings (``XLA_PYTHON_CLIENT_PREALLOCATE`` and the others in
-``MEMORY_VARIABLES``) are recorded from the environment as ``jax.env`` before the child is
-started with ``XLA_PYTHON_CLIENT_PREALLOCATE=false``: cuda-doctor's JAX takes only what it uses.
-"""
+"""Phase 1: what the target interpreter's JAX has installed and imports (``jax.*``).  In a pipeline
+run the child then brings its backend up (and compiles the smoke step) while torch imports, and
+is left in ``ctx.handoff`` for ``gpu_probe``."""
 
 from __future__ import annotations
 
@@ -48,17 +34,14 @@ MEMORY_VARIABLES = (
 #: Every fact of this probe and of the phase-2 probe; each ends up known or unknown.
 JAX_FACTS: tuple[str, ...] = ("jax.installed", "jax.python", "jax.python_version", *STATIC_FACTS)
 ALL_JAX_FACTS: tuple[str, ...] = (*JAX_FACTS, *BACKEND_FACTS)
-#: XLA's flag for a folder of per-fusion autotuning results, each written to a temporary file
-#: and renamed into place, keyed by the GPU model, the fusion and XLA's version.
+#: XLA's flag for a folder of per-fusion autotuning results (keyed by GPU model, fusion, XLA version).
 AUTOTUNE_FLAG = "--xla_gpu_per_fusion_autotune_cache_dir"
-#: ``import jax`` takes 1-2 s cold on a GPU machine; more on a network file system.
+#: ``import jax`` may be slow on a network file system.
 DEFAULT_MIN_TIMEOUT = 60.0
 
 
 def child_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The child's environment: the user's, with preallocation off for cuda-doctor's own JAX.
-    XLA's GEMM autotuning stays as the user has it: without it (``--xla_gpu_autotune_level=0``)
-    jax 0.11.2 ran the smoke step's 4096³ bf16 matmul at 16 TFLOP/s on an H200, against 680 with it."""
+    """The child's environment: the user's, with preallocation off (autotuning stays as the user has it)."""
     return {**env, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 
 
@@ -68,11 +51,8 @@ def user_settings(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def autotune_cache(env: Mapping[str, str]) -> str | None:
-    """The folder the child has XLA keep its GEMM autotuning results in (``AUTOTUNE_FLAG``):
-    a later check compiles the JAX smoke step again, on the same GPU model and XLA, without
-    timing every candidate kernel again (0.15-0.25 s on an H200, against 0.7-1.3 s tuning).
-    The child creates it, once it knows jax is installed.  None when the user's XLA_FLAGS name a
-    folder of their own, or ours could not be written."""
+    """The folder the child has XLA keep its GEMM autotuning results in, so that a later check
+    need not tune again; None when the user's XLA_FLAGS name one, or ours could not be written."""
     if AUTOTUNE_FLAG in env.get("XLA_FLAGS", ""):
         return None
     try:
@@ -129,11 +109,6 @@ def why_no_answer(result: CommandResult, limit: float, doing: str) -> str:
     return f"the JAX child exited with status {result.returncode} {doing}{last}"
 
 
-def backend_unknown(facts: Facts, reason: str) -> None:
-    for name in BACKEND_FACTS:
-        facts.mark_unknown(name, reason)
-
-
 @dataclass
 class JaxProbe:
     name: str = "jax"
@@ -152,14 +127,13 @@ class JaxProbe:
         child, facts = first_report(ctx, wait=keep, timeout=timeout)
         if child is None:
             return facts
-        if keep:
-            # also when it ended: the phase-2 probe then knows that there is no backend to ask for
+        if keep:  # also when it ended: the phase-2 probe then knows that there is no backend
             ctx.handoff.leave(JAX_CHILD, child)
         if keep and serving(child, facts):
             get_ready(ctx, child, facts, timeout)
             return facts
         child.stop(grace=1.0)  # it has nothing more to do: it ends by itself
-        backend_unknown(facts, _no_backend(facts, keep))  # no backend will be initialised: say why
+        facts.mark_all_unknown(BACKEND_FACTS, _no_backend(facts, keep))  # no backend will be initialised: say why
         return facts
 
 
@@ -184,13 +158,11 @@ def serving(child: children.Child, facts: Facts) -> bool:
 
 
 def get_ready(ctx: ProbeContext, child: children.Child, facts: Facts, timeout: float) -> None:
-    """Before phase 1 ends: the backend the child initialises after its report and, when a smoke
-    run follows and JAX has a GPU, the smoke step compiled.  The backend's facts are left to the
-    phase-2 probe, which finds its record in the child; a child that does not answer in time is
-    stopped now (it must never work beside the torch smoke run) and the facts say why."""
+    """Before phase 1 ends: the backend up and, when a smoke run follows and JAX has a GPU, the smoke
+    step compiled.  A child that does not answer in time is stopped now, and the facts say why."""
     record = wait_backend(child, timeout)
     if record is None:
-        backend_unknown(facts, why_no_answer(child.finish(), timeout, "initialising the JAX backend"))
+        facts.mark_all_unknown(BACKEND_FACTS, why_no_answer(child.finish(), timeout, "initialising the JAX backend"))
         return
     values = record["backend"].get("values")
     gpus = values.get("jax.gpu_count") if isinstance(values, dict) else None
@@ -217,10 +189,9 @@ def interpret(result: CommandResult, python: str, timeout: float) -> Facts:
     records = [record for record in children.parse_records(result.stdout) if is_report(record)]
     if records:
         return shape(records[-1], python)
+    if result.timed_out and not children.parse_records(result.stdout):
+        return all_unknown(f"{python} did not start the JAX probe (it printed nothing; is it a working Python?)")
     if result.timed_out:
-        began = bool(children.parse_records(result.stdout))
-        if not began:
-            return all_unknown(f"{python} did not start the JAX probe (it printed nothing; is it a working Python?)")
         return all_unknown(f"{python} did not answer the JAX probe in {timeout:g} s")
     if result.returncode is None:
         return all_unknown(f"could not run {python}: {result.error}")
@@ -251,8 +222,7 @@ def shape(payload: Mapping[str, Any], python: str, names: tuple[str, ...] = JAX_
 
 def all_unknown(reason: str, env: Mapping[str, str] | None = None) -> Facts:
     facts = Facts()
-    for name in ALL_JAX_FACTS:
-        facts.mark_unknown(name, reason)
+    facts.mark_all_unknown(ALL_JAX_FACTS, reason)
     if env is not None:
         facts.set("jax.env", user_settings(env))
     return facts

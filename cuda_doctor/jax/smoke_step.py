@@ -1,18 +1,5 @@
-"""The JAX smoke step (``cuda_doctor/smoke/jax_level.py``), ordered in the JAX child.
-
-In a full check it is compiled in phase 1 (``prepare``: inputs drawn, XLA's compilation and
-autotuning, the host's reference product, beside torch's import) and measured in phase 2
-(``smoke``: the timed matmuls and the check of their rows, first in phase 2, before the torch
-smoke run and never beside it); on its own (``cuda-doctor smoke``) both stages run in phase 2.
-The whole step has ``ctx.smoke_timeout`` seconds.  Phase 1 still has torch importing beside it:
-measured there, right after its compile, the step gave 592 TFLOP/s on an H200 where phase 2
-gives 700-745 (jax 0.11.2).
-
-Facts: ``smoke.jax_level.`` ``{status,error,error_step,seconds,limit_s,last_step,jax_version,``
-``backend,device_count}`` (status "ok" | "failed" | "timeout" | "skipped") and, per GPU JAX has
-(``smoke[i]`` is its device id, the CUDA ordinal), ``smoke[i].jax_{kind,error,bf16_tflops,``
-``bf16_ok,bf16_rel_err,bf16_tolerance,compile_seconds}``.
-"""
+"""The JAX smoke step (``cuda_doctor/smoke/jax_level.py``) in the JAX child: compiled in phase 1
+(``prepare``) and measured in phase 2 (``smoke``), before the torch smoke run."""
 
 from __future__ import annotations
 
@@ -42,10 +29,7 @@ def _follow(ctx: ProbeContext, child: children.Child) -> None:
 
 
 def prepare(ctx: ProbeContext, child: children.Child, config: dict[str, Any] | None = None) -> None:
-    """Compile the step in the child now (``config``: the script's, ``{"size": SMOKE_SIZE}``);
-    it then waits for the word to measure.  Waits for it within ``ctx.smoke_timeout``: a child
-    that has not answered by then is killed now, so that it never works beside the torch smoke
-    run (``smoke`` reads what it said)."""
+    """Compile the step in the child now; one that does not answer in time is killed (never beside torch's run)."""
     _follow(ctx, child)
     child.give_more_time(float(ctx.smoke_timeout))
     argv = [json.dumps({"size": SMOKE_SIZE, **(config or {}), "prepare": True})]
@@ -55,8 +39,7 @@ def prepare(ctx: ProbeContext, child: children.Child, config: dict[str, Any] | N
 
 
 def smoke(ctx: ProbeContext, child: children.Child, facts: Facts) -> Facts:
-    """The JAX smoke step in the child: measured when ``prepare`` compiled it, else run whole;
-    or, when it ended in ``prepare`` already, what it said there."""
+    """The JAX smoke step: measured when ``prepare`` compiled it, else run whole (or what it said in ``prepare``)."""
     out = Facts()
     limit = float(ctx.smoke_timeout)
     out.set(f"{PREFIX}.limit_s", limit)
@@ -84,8 +67,7 @@ def smoke(ctx: ProbeContext, child: children.Child, facts: Facts) -> Facts:
 
 
 def _order(child: children.Child, prepared: bool) -> dict[str, Any] | None:
-    """What the child is told: measure what it compiled, or run the whole step; None when the
-    step already ended in ``prepare`` (a failure, or killed there)."""
+    """What the child is told: measure, or run the whole step; None when it already ended in ``prepare``."""
     if child.result is not None or child.seen(is_result) is not None:
         return None
     if prepared:

@@ -43,7 +43,9 @@ def tf_fix(leaf: str, call: ast.Call | None) -> str:
         )
     if call is None:
         return f"Use `{stable}` (available since TensorFlow 2.4)."
-    scale = _loss_scale(call)
+    scale = next((item.value for item in call.keywords if item.arg == "loss_scale"), None)
+    if scale is None and len(call.args) >= 2:
+        scale = call.args[1]
     if scale is None or leaf not in ("Policy", "LossScaleOptimizer"):
         return f"Use `{stable}` with the same arguments (available since TensorFlow 2.4)."
     first = ast.unparse(call.args[0]) if call.args else ('"mixed_float16"' if leaf == "Policy" else "optimizer")
@@ -61,11 +63,6 @@ def tf_fix(leaf: str, call: ast.Call | None) -> str:
         f"Use `{stable}({first}, dynamic=False, initial_scale={ast.unparse(scale)})` for a fixed "
         "loss scale (available since TensorFlow 2.4)."
     )
-
-
-def _loss_scale(call: ast.Call) -> ast.expr | None:
-    found = next((item.value for item in call.keywords if item.arg == "loss_scale"), None)
-    return found if found is not None or len(call.args) < 2 else call.args[1]
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,10 @@ VAR = re.compile(r"\$\{(?P<name>\w+)(?::?(?P<op>[-+])(?P<word>[^}]*))?\}|\$(?P<b
 CUDA_REPOS = ("nvidia/cuda", "docker.io/nvidia/cuda", "nvcr.io/nvidia/cuda")
 PYTORCH_REPOS = ("pytorch/pytorch", "docker.io/pytorch/pytorch", "ghcr.io/pytorch/pytorch")
 NGC_PYTORCH = "nvcr.io/nvidia/pytorch"
+ReadFile = Callable[[Path], "str | None"]
+PARSER_DIRECTIVE = re.compile(r"^#\s*([a-zA-Z][\w-]*)\s*=\s*(\S+)\s*$")
+#: What the tag catalogue's verdict is reported as.
+_TAG_RULES = {"nonexistent": "CDL101", "unlisted": "CDL101", "removed": "CDL102", "unsupported": "CDL103"}
 
 
 @dataclass(frozen=True)
@@ -43,12 +47,8 @@ def instructions(text: str) -> list[Instruction]:
         parts = [raw]
         while parts[-1].rstrip().endswith(escape) and index < len(lines):
             parts[-1] = parts[-1].rstrip()[:-1]
-            nxt = lines[index]
+            parts.append("" if lines[index].lstrip().startswith("#") else lines[index])
             index += 1
-            if nxt.lstrip().startswith("#"):
-                parts.append("")
-                continue
-            parts.append(nxt)
         joined = " ".join(p.strip() for p in parts)
         heredoc = re.search(r"<<-?\s*['\"]?(\w+)['\"]?", joined)
         if heredoc:
@@ -63,12 +63,8 @@ def instructions(text: str) -> list[Instruction]:
     return out
 
 
-PARSER_DIRECTIVE = re.compile(r"^#\s*([a-zA-Z][\w-]*)\s*=\s*(\S+)\s*$")
-
-
 def _escape_directive(lines: list[str]) -> str:
-    """The escape character: ``# escape=`` among the parser directives, which are the comment
-    lines of the form ``# key=value`` at the very top (the first other line ends them)."""
+    """The escape character: ``# escape=`` among the ``# key=value`` parser directives at the very top."""
     for line in lines:
         match = PARSER_DIRECTIVE.match(line.strip())
         if match is None:
@@ -84,8 +80,7 @@ def substitute(text: str, values: dict[str, str]) -> str | None:
 
     def repl(match: re.Match[str]) -> str:
         nonlocal missing
-        name = match.group("name") or match.group("bare")
-        value = values.get(name)
+        value = values.get(match.group("name") or match.group("bare"))
         op = match.group("op")
         if op == "-":
             return value if value else (match.group("word") or "")
@@ -109,9 +104,8 @@ def _arg_assignments(args: str) -> dict[str, str | None]:
 
 
 def _declare(args: str, known: dict[str, str], target: dict[str, str], fallback: dict[str, str]) -> None:
-    """ARG/ENV: a default is expanded with the values declared before it (as Docker does); a
-    default that names an unknown variable (a cycle, a build argument without a default) makes
-    the variable unknown, so that nothing built from it is judged."""
+    """ARG/ENV: a default is expanded with the values declared before it (as Docker does); one that names
+    an unknown variable (a cycle, a build argument without a default) makes the variable unknown."""
     for name, value in _arg_assignments(args).items():
         if value is None:
             if name in fallback:  # re-declared in a stage: takes the global default
@@ -126,8 +120,7 @@ def _declare(args: str, known: dict[str, str], target: dict[str, str], fallback:
 
 
 def base_image_reference(text: str) -> str | None:
-    """The base image of the last stage (stage names followed, ARG defaults substituted), or
-    None when it cannot be resolved."""
+    """The base image of the last stage (stage names followed, ARG defaults substituted), else None."""
     global_args: dict[str, str] = {}
     by_name: dict[str, str | None] = {}
     last: str | None = None
@@ -164,8 +157,7 @@ class Image:
 def parse_image(reference: str, line: int, column: int) -> Image:
     name, _, digest = reference.partition("@")
     repository, tag = name, None
-    last = name.rsplit("/", 1)[-1]
-    if ":" in last:
+    if ":" in name.rsplit("/", 1)[-1]:  # a colon in the last part: a tag, not a registry port
         repository, tag = name.rsplit(":", 1)
     return Image(line, column, reference, repository.lower(), tag, digest or None)
 
@@ -193,13 +185,8 @@ def image_cuda(image: Image) -> str | None:
     return None
 
 
-#: What the tag catalogue's verdict is reported as.
-_TAG_RULES = {"nonexistent": "CDL101", "unlisted": "CDL101", "removed": "CDL102", "unsupported": "CDL103"}
-
-
 def check_cuda_image(image: Image, wheel_cuda: str | None = None) -> Hit | None:
-    """CDL101 (no such tag), CDL102 (deleted), CDL103 (unsupported), judged by the tag catalogue
-    (container/tags.py); ``wheel_cuda`` keeps the suggestion on a pinned torch wheel's CUDA."""
+    """CDL101 (no such tag), CDL102 (deleted), CDL103 (unsupported); a suggestion keeps ``wheel_cuda``."""
     if image.digest and image.tag is None:
         return None
     verdict = tags.judge(image.tag)
@@ -236,9 +223,6 @@ def _exec_form(args: str) -> str:
     return args
 
 
-ReadFile = Callable[[Path], "str | None"]
-
-
 def lint_dockerfile(text: str, path: Path, read_file: ReadFile) -> list[Hit]:
     hits: list[Hit] = []
     global_args: dict[str, str] = {}
@@ -246,13 +230,11 @@ def lint_dockerfile(text: str, path: Path, read_file: ReadFile) -> list[Hit]:
     stages: list[Stage] = []
     by_name: dict[str, Stage] = {}
     for ins in instructions(text):
-        if ins.keyword == "ARG":
-            if stages:
-                _declare(ins.args, {**global_args, **stage_args}, stage_args, global_args)
-            else:
-                _declare(ins.args, global_args, global_args, {})
-        elif ins.keyword == "ENV" and stages:
-            _declare(ins.args, {**global_args, **stage_args}, stage_args, {})
+        if ins.keyword == "ARG" and not stages:
+            _declare(ins.args, global_args, global_args, {})
+        elif ins.keyword in ("ARG", "ENV") and stages:
+            fallback = global_args if ins.keyword == "ARG" else {}
+            _declare(ins.args, {**global_args, **stage_args}, stage_args, fallback)
         elif ins.keyword == "FROM":
             stage_args = {}
             stage = _from(ins, global_args, by_name, hits)
@@ -282,8 +264,7 @@ def _stage_hits(stages: list[Stage], by_name: dict[str, Stage]) -> list[Hit]:
 
 
 def _one_wheel_cuda(image: Image, stages: list[Stage], by_name: dict[str, Stage]) -> str | None:
-    """The CUDA of the torch wheels installed on ``image`` (in its stage or stages built on it),
-    when they agree on one."""
+    """The CUDA of the torch wheels installed on ``image`` (in any stage built on it), when they agree."""
     found = {wheel_cuda(pin) for stage in stages if _base_image(stage, by_name) is image for pin in stage.pins}
     found.discard(None)
     return found.pop() if len(found) == 1 else None
@@ -292,13 +273,9 @@ def _one_wheel_cuda(image: Image, stages: list[Stage], by_name: dict[str, Stage]
 def _from(ins: Instruction, global_args: dict[str, str], by_name: dict[str, Stage], hits: list[Hit]) -> Stage:
     words = [w for w in ins.args.split() if not w.startswith("--")]
     name = words[2] if len(words) >= 3 and words[1].upper() == "AS" else None
-    if not words:
-        return Stage(None, None, name)
-    reference = substitute(words[0], global_args)
-    if reference is None or not reference or "$" in reference:
-        return Stage(None, None, name)  # a build-arg without a default, or a cycle: cannot tell
-    if reference.lower() == "scratch":
-        return Stage(None, None, name)
+    reference = substitute(words[0], global_args) if words else None
+    if not reference or "$" in reference or reference.lower() == "scratch":
+        return Stage(None, None, name)  # scratch, or a build-arg without a default or a cycle: cannot tell
     if reference.lower() in by_name:
         return Stage(None, reference.lower(), name)
     column = ins.args.find(words[0]) + len("FROM ") + 1
@@ -310,17 +287,12 @@ def _from(ins: Instruction, global_args: dict[str, str], by_name: dict[str, Stag
 
 def _run_pins(command: str, line: int, path: Path, read_file: ReadFile, stage: Stage, hits: list[Hit]) -> None:
     for install in pip_installs(command, line):
-        for pin in install.pins:
-            hit = check_pin(pin)
-            if hit:
-                hits.append(hit)
-            stage.pins.append(pin)
+        hits.extend(hit for hit in map(check_pin, install.pins) if hit)
+        stage.pins.extend(install.pins)
         for name in install.requirement_files:
             text = read_file(path.parent / name)
-            if text is None:
-                continue
-            for pin in requirements_pins(text):
-                stage.pins.append(TorchPin(line, 1, f"{pin.text} (from {name})", pin.version, pin.variant, pin.via))
+            pins = requirements_pins(text) if text is not None else []
+            stage.pins += [TorchPin(line, 1, f"{p.text} (from {name})", p.version, p.variant, p.via) for p in pins]
 
 
 def _base_image(stage: Stage, by_name: dict[str, Stage]) -> Image | None:
@@ -332,9 +304,8 @@ def _base_image(stage: Stage, by_name: dict[str, Stage]) -> Image | None:
 
 
 def _has_nvcc(image: Image) -> bool:
-    """Whether the image has a CUDA compiler, so that extensions are built against its CUDA:
-    nvidia/cuda and pytorch/pytorch ``devel`` tags, and NGC's framework images. A pip torch
-    wheel brings its own CUDA libraries, so in a runtime image the image's CUDA is unused."""
+    """A ``devel`` tag or an NGC framework image: extensions are built with its nvcc (a pip torch
+    wheel brings its own CUDA libraries, so a runtime image's CUDA is unused)."""
     if image.repository == NGC_PYTORCH:
         return True
     return image.tag is not None and "devel" in image.tag
@@ -342,10 +313,8 @@ def _has_nvcc(image: Image) -> bool:
 
 def _mismatches(stage: Stage, by_name: dict[str, Stage]) -> list[Hit]:
     image = _base_image(stage, by_name)
-    if image is None:
-        return []
-    cuda = image_cuda(image)
-    if cuda is None or not _has_nvcc(image):
+    cuda = image_cuda(image) if image is not None else None
+    if image is None or cuda is None or not _has_nvcc(image):
         return []
     image_mm = ".".join(cuda.split(".")[:2])
     hits: list[Hit] = []

@@ -1,7 +1,6 @@
 """Walk the paths, read each file once, dispatch by kind, apply suppressions and selection.
 
-A file that cannot be linted (unreadable, binary, not UTF-8, a syntax error, too big, a
-symlink loop, or a bug in a detector) becomes a CDL000 finding; the other files go on.
+A file that cannot be linted becomes a CDL000 finding; the other files go on.
 """
 
 from __future__ import annotations
@@ -77,10 +76,6 @@ def builtin_rules() -> Mapping[str, Rule]:
     return lint_rules(all_rules.load_rules())
 
 
-def kind_of(path: Path, explicit: bool) -> str | None:
-    return _kind(path.name, path.parent.name, path.parent.parent.name, explicit)
-
-
 def _kind(name: str, parent: str, grandparent: str, explicit: bool) -> str | None:
     lower = name.lower()
     if lower.endswith((".py", ".pyw")):
@@ -108,9 +103,6 @@ def _kind(name: str, parent: str, grandparent: str, explicit: bool) -> str | Non
     return None
 
 
-# -- discovery ----------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Target:
     path: Path
@@ -120,8 +112,6 @@ class Target:
 
 def excluded(relative: Path, globs: Sequence[str]) -> bool:
     """``--exclude``: the glob matches the relative path as a whole, or one of its components."""
-    if not globs:
-        return False
     whole = relative.as_posix()
     return any(
         fnmatch.fnmatch(whole, glob) or any(fnmatch.fnmatch(part, glob) for part in relative.parts) for glob in globs
@@ -133,28 +123,24 @@ def discover(paths: Sequence[Path], exclude: Sequence[str] = ()) -> Iterator[Tar
     for path in paths:
         if excluded(path, exclude):
             continue
+        kind = _kind(path.name, path.parent.name, path.parent.parent.name, True)
         try:
             info = path.stat()
         except OSError as exc:
-            yield Target(path, kind_of(path, True), _os_reason(exc))
+            yield Target(path, kind, _os_reason(exc))
             continue
         if stat.S_ISDIR(info.st_mode):
             yield from _walk(path, seen_dirs, path, exclude)
         else:
-            yield Target(path, kind_of(path, True))
+            yield Target(path, kind)
 
 
 def _walk(root: Path, seen: set[tuple[int, int]], top: Path, exclude: Sequence[str]) -> Iterator[Target]:
     try:
         info = root.stat()
-    except OSError as exc:
-        yield Target(root, None, _os_reason(exc))
-        return
-    key = (info.st_dev, info.st_ino)
-    if key in seen:
-        return  # reached again through a symlink: already walked
-    seen.add(key)
-    try:
+        if (info.st_dev, info.st_ino) in seen:
+            return  # reached again through a symlink: already walked
+        seen.add((info.st_dev, info.st_ino))
         entries = sorted(os.scandir(root), key=lambda e: e.name)
     except OSError as exc:
         yield Target(root, None, _os_reason(exc))
@@ -169,6 +155,8 @@ def _walk(root: Path, seen: set[tuple[int, int]], top: Path, exclude: Sequence[s
         except OSError as exc:
             yield Target(Path(entry.path), _kind(name, parent, grandparent, False), _os_reason(exc))
             continue
+        if entry.is_symlink() and not _inside(entry.path, top):
+            continue  # a link out of the folder being linted (to / or a home): not followed
         if is_dir:
             if name == ".github":
                 workflows = os.path.join(entry.path, "workflows")
@@ -195,13 +183,14 @@ def _walk(root: Path, seen: set[tuple[int, int]], top: Path, exclude: Sequence[s
         yield Target(path, kind)
 
 
+def _inside(path: str, top: Path) -> bool:
+    """Whether ``path``, with its links resolved, is inside ``top`` (resolved too)."""
+    real, root = os.path.realpath(path), os.path.realpath(top)
+    return real == root or real.startswith(root.rstrip("/") + "/")
+
+
 def _os_reason(exc: OSError) -> str:
-    if exc.errno == 40:  # ELOOP
-        return "symbolic link loop"
-    return f"cannot read: {exc.strerror or exc}"
-
-
-# -- reading ------------------------------------------------------------------------------
+    return "symbolic link loop" if exc.errno == 40 else f"cannot read: {exc.strerror or exc}"  # 40: ELOOP
 
 
 @dataclass
@@ -212,30 +201,29 @@ class Source:
     text: str
 
 
+def _unlintable(reason: str, line: int = 1, column: int = 1, severity: Severity | None = None) -> Hit:
+    return Hit.make("CDL000", line, column, severity=severity, reason=reason)
+
+
 def read_source(target: Target, max_bytes: int) -> Source | Hit:
     if target.problem:
-        return Hit.make("CDL000", 1, 1, reason=target.problem)
+        return _unlintable(target.problem)
     path = target.path
     try:
         info = path.stat()
         if not stat.S_ISREG(info.st_mode):
-            return Hit.make("CDL000", 1, 1, reason="not a regular file")
+            return _unlintable("not a regular file")
         if info.st_size > max_bytes:
-            return Hit.make(
-                "CDL000",
-                1,
-                1,
-                severity=Severity.INFO,
-                reason=f"skipped: {info.st_size / 1e6:.1f} MB is over the {max_bytes / 1e6:.0f} MB limit",
-            )
+            limit = f"skipped: {info.st_size / 1e6:.1f} MB is over the {max_bytes / 1e6:.0f} MB limit"
+            return _unlintable(limit, severity=Severity.INFO)
         with path.open("rb") as handle:
             data = handle.read(max_bytes + 1)
     except OSError as exc:
-        return Hit.make("CDL000", 1, 1, reason=_os_reason(exc))
+        return _unlintable(_os_reason(exc))
     if target.kind is None:
         return Source(path, "none", data, "")  # named on the command line, but no kind lint reads
     if b"\0" in data[:8192]:
-        return Hit.make("CDL000", 1, 1, reason="binary file (contains NUL bytes)")
+        return _unlintable("binary file (contains NUL bytes)")
     kind = target.kind
     if kind == "script":
         first = data.split(b"\n", 1)[0]
@@ -251,11 +239,11 @@ def read_source(target: Target, max_bytes: int) -> Source | Hit:
         declared = _declared_encoding(data) if kind == "python" else None
         if declared is None:
             line = data.count(b"\n", 0, exc.start) + 1
-            return Hit.make("CDL000", line, 1, reason=f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})")
+            return _unlintable(f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})", line)
         try:
             text = data.decode(declared)
         except (UnicodeDecodeError, LookupError) as err:
-            return Hit.make("CDL000", 1, 1, reason=f"cannot decode as {declared}: {err}")
+            return _unlintable(f"cannot decode as {declared}: {err}")
     return Source(path, kind, data, text)
 
 
@@ -267,9 +255,6 @@ def _declared_encoding(data: bytes) -> str | None:
     return None if encoding in ("utf-8", "utf-8-sig") else encoding
 
 
-# -- linting one file ---------------------------------------------------------------------
-
-
 def lint_one(source: Source, context: ProjectContext, pin: tuple[str, str] | None) -> list[Hit]:
     """``pin``: (release, as written) of the exact torch pin of the file's project (CDL201)."""
     kind, path, text = source.kind, source.path, source.text
@@ -278,16 +263,14 @@ def lint_one(source: Source, context: ProjectContext, pin: tuple[str, str] | Non
             return lint_source(text, context.relative(path), context, source.data)
         except SyntaxError as exc:
             line, column = exc.lineno or 1, exc.offset or 1
-            return [
-                Hit.make("CDL000", line, column, reason=f"syntax error at line {line}, column {column} ({exc.msg})")
-            ]
+            return [_unlintable(f"syntax error at line {line}, column {column} ({exc.msg})", line, column)]
         except (RecursionError, MemoryError, ValueError) as exc:
-            return [Hit.make("CDL000", 1, 1, reason=f"cannot parse: {type(exc).__name__}")]
+            return [_unlintable(f"cannot parse: {type(exc).__name__}")]
     if kind == "notebook":
         try:
             return lint_notebook(text, context, context.relative(path))
         except NotebookError as exc:
-            return [Hit.make("CDL000", 1, 1, reason=str(exc))]
+            return [_unlintable(str(exc))]
     if kind == "dockerfile":
         return lint_dockerfile(text, path, read_small_text)
     if kind == "requirements":
@@ -296,15 +279,12 @@ def lint_one(source: Source, context: ProjectContext, pin: tuple[str, str] | Non
         try:
             return lint_pyproject(text, pin)
         except ValueError as exc:  # tomllib.TOMLDecodeError
-            return [Hit.make("CDL000", 1, 1, reason=f"not valid TOML: {exc}")]
+            return [_unlintable(f"not valid TOML: {exc}")]
     if kind == "shell":
         return lint_shell(text)
     if kind == "workflow":
         return lint_workflow(text)
     return []
-
-
-# -- the run ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -325,16 +305,13 @@ class FileResult:
 
 def check_file(task: FileTask) -> FileResult:
     """Read, pre-filter and lint one file (in this process or a worker)."""
-    path = task.target.path
     got = read_source(task.target, task.max_bytes)
     if isinstance(got, Hit):
         return FileResult([got])
-    if got.kind == "none":
-        return FileResult([])
     context = task.context
-    if got.kind == "python" and not needs_ast(got.data, context.relative(path)):
+    if got.kind == "none" or (got.kind == "python" and not needs_ast(got.data, context.relative(got.path))):
         return FileResult([])
-    pin = context.torch.exact() if got.kind in DEPENDENCY_KINDS else None
+    pin = context.torch.exact() if got.kind in ("requirements", "pyproject") else None
     try:  # error isolation: a detector bug on one file is a finding, never a crash
         # the launcher is deprecated, and torchrun there, only from a torch release on
         judged = [
@@ -342,14 +319,9 @@ def check_file(task: FileTask) -> FileResult:
         ]
         hits = [h for h in judged if h is not None]
     except Exception as exc:
-        hits = [
-            Hit.make("CDL000", 1, 1, severity=Severity.ERROR, reason=f"internal error: {type(exc).__name__}: {exc}")
-        ]
+        hits = [_unlintable(f"internal error: {type(exc).__name__}: {exc}", severity=Severity.ERROR)]
     lines = got.text.splitlines() if hits and b"cuda-doctor" in got.data else None
     return FileResult(hits, got.kind == "python", lines)
-
-
-DEPENDENCY_KINDS = ("requirements", "pyproject")
 
 
 def lint_paths(
@@ -360,27 +332,20 @@ def lint_paths(
     rules = rules if rules is not None else builtin_rules()
     finder = ProjectFinder()
     tasks = [FileTask(t, finder.context(t.path), options.max_bytes) for t in discover(paths, options.exclude)]
-    raw: list[tuple[Path, Hit]] = []
-    lines: dict[Path, list[str]] = {}
-    parsed = 0
-    for task, result in zip(tasks, _run(tasks, options.jobs), strict=True):
-        path = task.target.path
-        raw.extend((path, hit) for hit in result.hits)
-        parsed += result.parsed
-        if result.lines is not None:
-            lines[path] = result.lines
+    results = list(zip(tasks, _run(tasks, options.jobs), strict=True))
     chosen = selected_ids(rules.values(), options.select, options.ignore)
     enabled = {rule_id for rule_id in chosen if rules[rule_id].severity_override(options.severity) != "off"}
-    unknown = sorted({hit.rule_id for _, hit in raw} - rules.keys())
+    unknown = sorted({hit.rule_id for _, result in results for hit in result.hits} - rules.keys())
     if unknown:  # never dropped in silence: a detector and the rule files disagree
         raise MissingRuleError(f"a lint detector reported {', '.join(unknown)}, which has no rule")
     findings = [
-        render_hit(path, hit, rules[hit.rule_id], options)
-        for path, hit in raw
-        if hit.rule_id in enabled and not _suppressed(lines.get(path), hit)
+        render_hit(task.target.path, hit, rules[hit.rule_id], options)
+        for task, result in results
+        for hit in result.hits
+        if hit.rule_id in enabled and not _suppressed(result.lines, hit)
     ]
     findings.sort(key=Finding.sort_key)
-    return LintReport(findings, len(tasks), parsed, rules)
+    return LintReport(findings, len(tasks), sum(result.parsed for _, result in results), rules)
 
 
 def _size(path: Path) -> int:

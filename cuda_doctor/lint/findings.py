@@ -20,21 +20,10 @@ class Hit:
 
     @classmethod
     def make(
-        cls,
-        rule_id: str,
-        line: int,
-        column: int = 1,
-        *,
-        severity: Severity | None = None,
-        **captures: object,
+        cls, rule_id: str, line: int, column: int = 1, *, severity: Severity | None = None, **captures: object
     ) -> Hit:
-        return cls(
-            rule_id=rule_id,
-            line=max(1, line),
-            column=max(1, column),
-            captures=tuple(sorted((k, str(v)) for k, v in captures.items())),
-            severity=severity,
-        )
+        pairs = tuple(sorted((k, str(v)) for k, v in captures.items()))
+        return cls(rule_id, max(1, line), max(1, column), pairs, severity)
 
     def capture_dict(self) -> dict[str, str]:
         return dict(self.captures)

@@ -1,11 +1,7 @@
-"""IPython's cell syntax turned into Python with the same line numbers.
+"""IPython's cell syntax turned into Python with the same line numbers, and the shell commands it runs.
 
-What IPython's input transformers accept is not a syntax error: ``%magic`` and ``!shell`` lines
-(with ``\\`` continuation lines), ``x = !cmd``, ``obj?`` help, automagic lines (``pip install x``,
-``cd data``), ``>>>`` and ``In [1]:`` prompts, and a cell indented as a whole.  Each such line
-becomes ``pass`` (continuation lines become empty), so that a magic that is the only statement
-of an ``if`` body still leaves valid Python, and the rest of the cell is checked.  The shell
-commands are returned for the shell checks.
+``%magic``, ``!shell``, ``x = !cmd``, ``obj?`` and automagic lines become ``pass`` (a magic that is the
+only statement of an ``if`` body still leaves valid Python); prompts and a cell's indentation are removed.
 """
 
 from __future__ import annotations
@@ -14,14 +10,12 @@ import re
 from dataclasses import dataclass, field
 
 # Line magics and default aliases that IPython runs without the % (automagic is on by default).
-AUTOMAGIC = frozenset(
-    {
-        "alias", "autoreload", "bookmark", "cat", "cd", "conda", "config", "cp", "dhist", "env",
-        "history", "less", "ll", "load_ext", "ls", "lsmagic", "man", "matplotlib", "mkdir", "more",
-        "mv", "pdb", "pip", "popd", "pushd", "pwd", "pycat", "reload_ext", "rm", "rmdir", "run",
-        "set_env", "store", "sx", "system", "tensorboard", "time", "timeit", "who", "whos", "xmode",
-    }
-)  # fmt: skip
+AUTOMAGIC = frozenset({
+    "alias", "autoreload", "bookmark", "cat", "cd", "conda", "config", "cp", "dhist", "env",
+    "history", "less", "ll", "load_ext", "ls", "lsmagic", "man", "matplotlib", "mkdir", "more",
+    "mv", "pdb", "pip", "popd", "pushd", "pwd", "pycat", "reload_ext", "rm", "rmdir", "run",
+    "set_env", "store", "sx", "system", "tensorboard", "time", "timeit", "who", "whos", "xmode",
+})  # fmt: skip
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "memit", "skip"})
 SHELL_CELL_MAGICS = frozenset({"bash", "sh", "script", "shell"})
 
@@ -49,15 +43,9 @@ def _strip_prompts(lines: list[str]) -> list[str]:
         return [CLASSIC_PROMPT.sub("", line, count=1) for line in lines]
     if IPYTHON_START.match(first):
         return [IPYTHON_PROMPT.sub("", line, count=1) for line in lines]
-    indent = re.match(r"^[ \t]+", first)
-    if indent:
-        prefix = indent.group(0)
-        return [line[len(prefix) :] if line.startswith(prefix) else line for line in lines]
+    if indent := re.match(r"^[ \t]+", first):
+        return [line[indent.end() :] if line.startswith(indent.group(0)) else line for line in lines]
     return lines
-
-
-def _triple_quotes(line: str) -> int:
-    return line.count('"""') + line.count("'''")
 
 
 def transform_cell(raw_lines: list[str]) -> Transformed:
@@ -68,14 +56,10 @@ def transform_cell(raw_lines: list[str]) -> Transformed:
     index = 0
     while index < len(lines):
         line = lines[index]
-        if in_string:
-            in_string = _triple_quotes(line) % 2 == 0
-            index += 1
-            continue
-        command = _escaped(line)
+        command = None if in_string else _escaped(line)
         if command is None:
-            if _triple_quotes(line) % 2 == 1:
-                in_string = True
+            if (line.count('"""') + line.count("'''")) % 2 == 1:  # opens or closes a string
+                in_string = not in_string
             index += 1
             continue
         text, replacement = command
@@ -100,12 +84,10 @@ def _escaped(line: str) -> tuple[str, str] | None:
         return None
     if stripped.startswith("!"):
         return stripped.lstrip("!").strip(), f"{pad}pass"
-    if stripped.startswith("%") and not stripped.startswith("%%"):
+    if stripped.startswith("%%") or HELP.match(line):
+        return "", f"{pad}pass"  # help, or a cell magic below the first line (IPython rejects it)
+    if stripped.startswith("%"):
         return _magic_command(stripped[1:]), f"{pad}pass"
-    if stripped.startswith("%%"):
-        return "", f"{pad}pass"  # a cell magic below the first line: IPython rejects it, nothing to check
-    if HELP.match(line):
-        return "", f"{pad}pass"
     assign = ASSIGN_ESCAPE.match(line)
     if assign and not stripped.startswith(("if ", "while ", "return ")):
         rest = line[assign.end() - 1 :]
@@ -118,8 +100,7 @@ def _escaped(line: str) -> tuple[str, str] | None:
 
 
 def _magic_command(text: str) -> str:
-    """The shell command a line magic runs, where it runs one: ``%pip``/``%conda`` install,
-    ``%run`` (a Python script or module), ``%sx``/``%system``; else ''."""
+    """The shell command a line magic runs (``%pip``, ``%conda``, ``%run``, ``%sx``, ``%system``), else ''."""
     word, _, rest = text.strip().partition(" ")
     rest = rest.strip()
     if word in ("pip", "conda"):

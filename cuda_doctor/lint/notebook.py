@@ -6,13 +6,20 @@ from __future__ import annotations
 import ast
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cuda_doctor.lint.findings import Hit
 from cuda_doctor.lint.ipython import PYTHON_CELL_MAGICS, SHELL_CELL_MAGICS, cell_magic, transform_cell
 from cuda_doctor.lint.project import ProjectContext
 from cuda_doctor.lint.python_ast import FileInfo, analyse
 from cuda_doctor.lint.shell import check_command
+
+# A cell of a documentation notebook that holds no code to run: a pasted output, a placeholder to fill
+# in, a Markdown fence or doctest left by a converter.  Nobody means to run it; it cannot be checked.
+PLACEHOLDER = re.compile(r"<[A-Za-z][\w\- .]*>|\.\.\.\s*\)|`{3,}|^\s*>>>")
+PROSE_LINE = re.compile(r"^\s*[\"']?[A-Z][a-z]+[,:!]?( +[\w'’,!?.:;-]+){4,}")
+LABEL_LINE = re.compile(r"^[A-Z]\w*: +\S+( +\S+){2,}")
+REPR_OPEN = re.compile(r"^[A-Z]\w*\s*\{\s*$|^\w+\(.*\b(grad_fn|dtype|device)=")
 
 
 class NotebookError(ValueError):
@@ -41,15 +48,13 @@ def _cells(raw: str) -> list[_Cell]:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         source = cell.get("source", "")
-        lines = source if isinstance(source, list) else str(source).splitlines(keepends=True)
-        lines = [str(line) for line in lines]
+        lines = [str(line) for line in (source if isinstance(source, list) else str(source).splitlines(keepends=True))]
         # a list item may hold several lines: one entry per line, so that line numbers hold
         split = [part for line in lines for part in (line.splitlines(keepends=True) or [line])]
         file_lines: list[int] = []
         for line in split:
-            # after the line just placed: a source line is also found inside the JSON line of
-            # an earlier one that contains it ("x" in "x = f(x)"); one that is not found further
-            # on shares the line (a cell source written as one string)
+            # searched after the line just placed ("x" is also in "x = f(x)"); one not found further on
+            # shares the line (a cell source written as one string)
             found = _locate(raw_lines, cursor + 1, line)
             cursor = max(cursor, 0) if found is None else found
             file_lines.append(cursor + 1)
@@ -60,10 +65,7 @@ def _cells(raw: str) -> list[_Cell]:
 def _locate(raw_lines: list[str], start: int, line: str) -> int | None:
     """Index of the JSON line holding this source line, searching forward from ``start``."""
     needles = {json.dumps(line)[1:-1], json.dumps(line, ensure_ascii=False)[1:-1]}
-    for index in range(start, len(raw_lines)):
-        if any(n in raw_lines[index] for n in needles):
-            return index
-    return None
+    return next((i for i in range(start, len(raw_lines)) if any(n in raw_lines[i] for n in needles)), None)
 
 
 def lint_notebook(raw: str, context: ProjectContext, path: str = "notebook.ipynb") -> list[Hit]:
@@ -102,19 +104,10 @@ def lint_notebook(raw: str, context: ProjectContext, path: str = "notebook.ipynb
         # what the code cells say (not Markdown or outputs) is the evidence the rules read
         code = "".join(line for cell in cells for line in cell.lines)
         info = FileInfo(path, code.encode("utf-8", "surrogateescape"), notebook=True)
-        for hit in analyse(tree, context, info):
-            index = min(hit.line - 1, len(mapping) - 1)
-            hits.append(_relocate([hit], mapping[index])[0])
+        hits += [
+            replace(hit, line=mapping[min(hit.line - 1, len(mapping) - 1)]) for hit in analyse(tree, context, info)
+        ]
     return hits
-
-
-# A cell of a documentation notebook that holds no code to run: an output pasted into the cell, a
-# placeholder to fill in, a Markdown fence or doctest left by a docs-to-notebook converter.  It
-# fails when run as it stands, but nobody means to run it; the linter cannot check it either way.
-PLACEHOLDER = re.compile(r"<[A-Za-z][\w\- .]*>|\.\.\.\s*\)|`{3,}|^\s*>>>")
-PROSE_LINE = re.compile(r"^\s*[\"']?[A-Z][a-z]+[,:!]?( +[\w'’,!?.:;-]+){4,}")
-LABEL_LINE = re.compile(r"^[A-Z]\w*: +\S+( +\S+){2,}")
-REPR_OPEN = re.compile(r"^[A-Z]\w*\s*\{\s*$|^\w+\(.*\b(grad_fn|dtype|device)=")
 
 
 def not_code(lines: list[str], exc: SyntaxError) -> bool:
@@ -124,9 +117,9 @@ def not_code(lines: list[str], exc: SyntaxError) -> bool:
     if REPR_OPEN.search(line) or LABEL_LINE.match(line):
         return True
     # a line of pasted text at the start of a line
-    message = exc.msg or ""
-    return message.startswith("unterminated string literal") and bool(PROSE_LINE.match(line)) and line[:1] not in " \t"
+    pasted = (exc.msg or "").startswith("unterminated string literal")
+    return pasted and bool(PROSE_LINE.match(line)) and line[:1] not in " \t"
 
 
 def _relocate(hits: list[Hit], file_line: int) -> list[Hit]:
-    return [Hit(h.rule_id, file_line, h.column, h.captures, h.severity) for h in hits]
+    return [replace(hit, line=file_line) for hit in hits]

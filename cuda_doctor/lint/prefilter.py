@@ -1,9 +1,6 @@
 """Whether a Python file needs its tree at all: a necessary condition for every check, on bytes.
 
-Parsing is the cost of linting, and most files of a large tree mention none of the APIs the
-checks look for; each clause below is what one check cannot do without (the words it matches
-on, the evidence it is silenced by), so a file for which this says False cannot have a finding.
-Plain substring tests come first: they reject most files at memory speed.
+Each clause is what one check cannot do without, so a file for which this says False cannot have a finding.
 """
 
 from __future__ import annotations
@@ -14,21 +11,11 @@ import re
 from cuda_doctor.lint.apis import jax_tokens
 from cuda_doctor.lint.python_ast import AMP_EVIDENCE, SCALER_EVIDENCE, FileInfo, mentions
 
-# Everything the scanner takes for GPU use: .cuda(), torch.cuda / torch.backends.cudnn /
-# torch.accelerator, "cuda"/"gpu"/"nccl" strings, accelerate's Accelerator, deepspeed.
+# Everything the scanner takes for GPU use, the most frequent first (the test stops at the first found).
 GPU_TOKENS = (
-    b"cuda",
-    b"gpu",
-    b"GPU",
-    b"CUDA",
-    b"cudnn",
-    b"accelerator",
-    b"Accelerator",
-    b"nccl",
-    b"NCCL",
-    b"deepspeed",
+    b"cuda", b"gpu", b"GPU", b"CUDA", b"cudnn", b"accelerator", b"Accelerator", b"nccl", b"NCCL", b"deepspeed",
     b"MirroredStrategy",
-)  # fmt: skip (the most frequent first: the test stops at the first one found)
+)  # fmt: skip
 AUTOCAST_CALL = re.compile(rb"autocast\s*\(")
 DEF_LINE = re.compile(rb"^[ \t]*(async[ \t]+def|def)\b")
 MAIN_GUARD = re.compile(rb"__name__\s*==\s*['\"]__main__['\"]|['\"]__main__['\"]\s*==\s*__name__")
@@ -91,9 +78,8 @@ def needs_ast(data: bytes, path: str = "") -> bool:
 
 
 def _amp_module(data: bytes) -> bool:
-    """torch.cuda.amp.X / torch.cpu.amp.X written out, or reached through an alias (``from
-    torch.cuda import amp``, ``import torch.cuda as C`` then ``C.amp.X``): every spelling has an
-    ``amp.`` that is not the end of a longer name (``example.``), or ``import amp``."""
+    """torch.cuda.amp.X / torch.cpu.amp.X, written out or through an alias (``from torch.cuda import amp``,
+    ``C.amp.X``): every spelling has an ``amp.`` that does not end a longer name, or ``import amp``."""
     if b"cuda.amp" in data or b"cpu.amp" in data or b"import amp" in data:
         return True
     at = data.find(b"amp.")
@@ -107,9 +93,8 @@ def _amp_module(data: bytes) -> bool:
 
 
 def _torch_entry_point(data: bytes) -> bool:
-    """A ``__main__`` block, or a ``.backward(`` call that may be at module level: outside the
-    triple-quoted strings, with no ``def`` line above it at a smaller indentation (erring towards
-    yes: an unclosed string or an odd layout counts as module level)."""
+    """A ``__main__`` block, or a ``.backward(`` outside triple-quoted strings with no ``def`` line above it
+    at a smaller indentation (erring towards yes: an unclosed string counts as module level)."""
     if b"__main__" in data and MAIN_GUARD.search(data) is not None:
         return True
     strings = _triple_quoted(data)
@@ -119,9 +104,8 @@ def _torch_entry_point(data: bytes) -> bool:
     at = data.find(b"backward")
     while at >= 0:
         if _is_method_call(data, at) and not any(start <= at < end for start, end in strings):
-            line_start = data.rfind(b"\n", 0, at) + 1
-            text = data[line_start : data.find(b"\n", at) if data.find(b"\n", at) >= 0 else len(data)]
-            indent = len(text) - len(text.lstrip(b" \t"))
+            before = data[data.rfind(b"\n", 0, at) + 1 : at]  # the line up to the call
+            indent = len(before) - len(before.lstrip(b" \t"))
             if indent == 0:
                 return True
             lines = lines or data.split(b"\n")

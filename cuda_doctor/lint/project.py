@@ -1,12 +1,7 @@
 """The project a file belongs to, and what that project says about its torch, TensorFlow and JAX.
 
-A file's project is the nearest folder above it (within its git checkout) that has a
-``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``requirements*.txt``; only that folder's
-dependency files pin the framework for it, never a sibling sub-project's.  When they say nothing
-about a framework, the nearest ``Dockerfile`` above the file (up to the git root) may: a base image
-that comes with the framework (``pytorch/pytorch:2.1.0-…``, ``nvcr.io/nvidia/pytorch:YY.MM-py3``)
-is where that framework comes from.  Everything is read from the file system, so one file linted
-alone and the same file linted with its whole repository get the same answer.
+A file's project is the nearest folder above it (within its git checkout) with dependency files; when they
+say nothing about a framework, the base image of the nearest ``Dockerfile`` above the file may bring it.
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from cuda_doctor.lint.dockerfile import base_image_reference, parse_image
+from cuda_doctor.lint.dockerfile import NGC_PYTORCH, PYTORCH_REPOS, base_image_reference, parse_image
 from cuda_doctor.lint.requirements import caps_below, framework_requirements, parse_requirement
 from cuda_doctor.tables import load_table
 
@@ -30,21 +25,22 @@ MAX_DEPENDENCY_BYTES = 1024 * 1024
 PROJECT_FILES = frozenset({"pyproject.toml", "setup.py", "setup.cfg"})
 REQUIREMENTS = re.compile(r"^(requirements|constraints)[^/]*\.(txt|in)$", re.IGNORECASE)
 DOCKERFILE = re.compile(r"^(dockerfile|containerfile)([._-][^/]*)?$|\.(docker|container)file$", re.IGNORECASE)
+ReadText = Callable[[Path], "str | None"]
+TENSORFLOW_REPOS = ("nvcr.io/nvidia/tensorflow", "tensorflow/tensorflow", "docker.io/tensorflow/tensorflow")
+IMAGE_FRAMEWORK = {
+    **dict.fromkeys((NGC_PYTORCH, *PYTORCH_REPOS), "torch"),
+    **dict.fromkeys(TENSORFLOW_REPOS, "tensorflow"),
+    **dict.fromkeys(("nvcr.io/nvidia/jax", "ghcr.io/nvidia/jax"), "jax"),
+}
 
 
 @dataclass(frozen=True)
 class FrameworkSource:
-    """What a file's project says about one framework.
+    """What a file's project says about one framework."""
 
-    ``requirements``: (requirement as written, where) from the project's dependency files;
-    ``image``: the base image the framework comes with, when the dependency files say nothing;
-    ``image_version``: that image's framework version when it is known (from the tag or from a
-    verified row of rules/data), else empty.
-    """
-
-    requirements: tuple[tuple[str, str], ...] = ()
-    image: str = ""
-    image_version: str = ""
+    requirements: tuple[tuple[str, str], ...] = ()  # (requirement as written, the file it is in)
+    image: str = ""  # the base image the framework comes with, when the dependency files say nothing
+    image_version: str = ""  # that image's framework version when known, else ""
 
     def exact(self) -> tuple[str, str] | None:
         """(release, as written) of the first exact pin, e.g. ("2.1.0", "torch==2.1.0 (requirements.txt)")."""
@@ -100,9 +96,6 @@ class ProjectContext:
         return text.replace(os.sep, "/")
 
 
-# -- images that bring a framework ---------------------------------------------------------
-
-
 @functools.lru_cache(maxsize=1)
 def _ngc_versions() -> dict[tuple[str, str], str]:
     """(framework, NGC release) → framework version, from the verified rows of the tag data."""
@@ -116,19 +109,6 @@ def _ngc_versions() -> dict[tuple[str, str], str]:
     return out
 
 
-IMAGE_FRAMEWORK = {
-    "nvcr.io/nvidia/pytorch": "torch",
-    "pytorch/pytorch": "torch",
-    "docker.io/pytorch/pytorch": "torch",
-    "ghcr.io/pytorch/pytorch": "torch",
-    "nvcr.io/nvidia/tensorflow": "tensorflow",
-    "tensorflow/tensorflow": "tensorflow",
-    "docker.io/tensorflow/tensorflow": "tensorflow",
-    "nvcr.io/nvidia/jax": "jax",
-    "ghcr.io/nvidia/jax": "jax",
-}
-
-
 def image_framework(reference: str) -> tuple[str, str] | None:
     """(framework, version or '') of a base image that comes with one, else None."""
     image = parse_image(reference, 1, 1)
@@ -137,25 +117,20 @@ def image_framework(reference: str) -> tuple[str, str] | None:
         return None
     tag = image.tag or ""
     if image.repository.startswith("nvcr.io/nvidia/"):
-        release = tag.split("-", 1)[0]
         if framework == "tensorflow" and "-tf1" in tag:
             return framework, "1.15"  # NGC's TF1 images carry TensorFlow 1.15 (NVIDIA/tensorflow releases)
-        return framework, _ngc_versions().get((framework, release), "")
+        return framework, _ngc_versions().get((framework, tag.split("-", 1)[0]), "")  # the tag starts with its release
     match = re.match(r"^(\d+\.\d+(?:\.\d+)?)(?:-|$)", tag)
     return framework, match.group(1) if match else ""
 
 
 def _image(folder: _Folder, framework: str) -> tuple[str, str]:
-    """(base image, its framework version or '') from the nearest folder with a Dockerfile: its
-    base brings the framework, or the project does not take it from an image."""
+    """(base image, its framework version or '') of the folder's Dockerfile that brings the framework."""
     for reference in folder.images:
         found = image_framework(reference)
         if found is not None and found[0] == framework:
             return reference, found[1]
     return "", ""
-
-
-# -- the file system, read once per folder -------------------------------------------------
 
 
 @dataclass(eq=False)  # compared and hashed by identity: a folder read once is one key
@@ -164,9 +139,6 @@ class _Folder:
     is_project: bool = False
     dependency_files: list[tuple[str, str, str]] = field(default_factory=list)  # (name, kind, text)
     images: list[str] = field(default_factory=list)  # base images of its Dockerfiles, "Dockerfile" first
-
-
-ReadText = Callable[[Path], "str | None"]
 
 
 def read_small_text(path: Path, limit: int = MAX_DEPENDENCY_BYTES) -> str | None:
@@ -194,9 +166,10 @@ class ProjectFinder:
 
     def _context_of(self, folder: str) -> ProjectContext:
         chain = self._ancestors(folder)
-        project = next((info for info in chain if info.is_project), None)
-        images = next((info for info in chain if info.images), None)
-        return self._sources_of(project, images, self._git_root(folder, chain))
+        project = next((info for _, info in chain if info.is_project), None)
+        images = next((info for _, info in chain if info.images), None)
+        root = next((path for path, info in chain if info.is_git_root), "")
+        return self._sources_of(project, images, root)
 
     @staticmethod
     def _sources(project: _Folder | None, images: _Folder | None, root: str) -> ProjectContext:
@@ -211,22 +184,13 @@ class ProjectFinder:
             sources[framework] = FrameworkSource(tuple(requirements), image, version)
         return ProjectContext(**sources, root=root)
 
-    @staticmethod
-    def _git_root(folder: str, chain: list[_Folder]) -> str:
-        current = folder
-        for info in chain:
-            if info.is_git_root:
-                return current
-            current = os.path.dirname(current)
-        return ""
-
-    def _ancestors(self, folder: str) -> list[_Folder]:
+    def _ancestors(self, folder: str) -> list[tuple[str, _Folder]]:
         """The folder and those above it, up to and including the git root (or the top)."""
-        out: list[_Folder] = []
+        out: list[tuple[str, _Folder]] = []
         current = folder
         for _ in range(64):  # a bound on depth: a path is never this deep in practice
             info = self._folder(current)
-            out.append(info)
+            out.append((current, info))
             parent = os.path.dirname(current)
             if info.is_git_root or parent == current:
                 break
@@ -258,8 +222,7 @@ class ProjectFinder:
         for name in dependency:
             text = self._read(Path(folder, name))
             if text is not None:
-                kind = "pyproject" if name == "pyproject.toml" else "requirements"
-                info.dependency_files.append((name, kind, text))
+                info.dependency_files.append((name, "pyproject" if name == "pyproject.toml" else "requirements", text))
         dockerfiles.sort(key=lambda n: (n.lower() != "dockerfile", n))
         for name in dockerfiles:
             text = self._read(Path(folder, name))

@@ -1,8 +1,5 @@
-"""One pass over a Python module's tree: everything the rules need, with the context they need it in.
-
-Statements are visited in order with their context (inside a version-gated branch or an import
-fallback, inside an annotation, which function, whether CUDA has surely been initialised by then);
-expressions below a statement are walked with an explicit stack.  Each node is visited once.
+"""One pass over a Python module's tree: everything the rules need, with the context they need it in
+(a version-gated branch or import fallback, an annotation, which function, whether CUDA is initialised).
 """
 
 from __future__ import annotations
@@ -11,6 +8,7 @@ import ast
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from cuda_doctor.lint.apis import jax_lookup
 from cuda_doctor.lint.findings import Hit, position
@@ -35,9 +33,7 @@ VERSION_TEXT = re.compile(r"^\d+\.\d+")
 FALLBACK_ERRORS = frozenset({"AttributeError", "ImportError", "ModuleNotFoundError", "TypeError", "NameError"})
 BROAD_ERRORS = frozenset({"Exception", "BaseException"})
 
-# torch.cuda calls that initialise CUDA in this process (torch/cuda/__init__.py: they call
-# _lazy_init(), or, for is_available(), cudaGetDeviceCount, which runs cuInit); device_count()
-# counts through NVML without initialising CUDA, and manual_seed*/empty_cache are lazy.
+# torch.cuda calls that initialise CUDA (device_count() goes through NVML; manual_seed*/empty_cache are lazy).
 CUDA_INIT_CALLS = frozenset({
     "torch.cuda.init", "torch.cuda.is_available", "torch.cuda.set_device", "torch.cuda.current_device",
     "torch.cuda.synchronize", "torch.cuda.get_device_name", "torch.cuda.get_device_properties",
@@ -46,6 +42,12 @@ CUDA_INIT_CALLS = frozenset({
     "torch.cuda.Event", "torch.cuda.is_bf16_supported", "torch.cuda.FloatTensor", "torch.cuda.HalfTensor",
     "torch.cuda.LongTensor", "torch.cuda.IntTensor",
 })  # fmt: skip
+LOW_PRECISION = {"torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16"}
+FRAMEWORK_OF = {
+    **dict.fromkeys(("torch", "lightning", "pytorch_lightning", "accelerate"), "torch"),
+    **dict.fromkeys(("tensorflow", "keras", "tf_keras"), "tensorflow"),
+    **dict.fromkeys(("jax", "flax", "optax"), "jax"),
+}
 
 
 def dotted(node: ast.AST) -> str | None:
@@ -53,23 +55,15 @@ def dotted(node: ast.AST) -> str | None:
     while type(node) is ast.Attribute:
         parts.append(node.attr)
         node = node.value
-    if type(node) is ast.Name:
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
+    return ".".join([node.id, *reversed(parts)]) if type(node) is ast.Name else None
 
 
 def const_str(node: ast.AST | None) -> str | None:
-    if type(node) is ast.Constant and isinstance(node.value, str):
-        return node.value
-    return None
+    return node.value if type(node) is ast.Constant and isinstance(node.value, str) else None
 
 
 def keyword(call: ast.Call, name: str) -> ast.keyword | None:
-    for item in call.keywords:
-        if item.arg == name:
-            return item
-    return None
+    return next((item for item in call.keywords if item.arg == name), None)
 
 
 @dataclass
@@ -98,7 +92,7 @@ class CudaState:
     initialised: bool = False
 
 
-Gates = tuple["ast.expr | bool", ...]  # if-tests to judge when needed; True: an import fallback
+Gates = tuple[ast.expr | Literal[True], ...]  # if-tests to judge when needed; True: an import fallback
 
 
 @dataclass
@@ -107,6 +101,10 @@ class Ctx:
     annotation: bool = False
     function: int = 0
     cuda: CudaState = field(default_factory=CudaState)
+
+    def branch(self, gated: Gates | None = None) -> Ctx:
+        """The context of code that may not run: it starts with this CUDA state, without changing it."""
+        return replace(self, gated=self.gated if gated is None else gated, cuda=CudaState(self.cuda.initialised))
 
 
 @dataclass
@@ -143,30 +141,23 @@ class Scan:
         return f"{base}.{rest}" if rest else base
 
 
-# -- gates ---------------------------------------------------------------------------------
-
-
 def is_gate_test(test: ast.expr, resolve: Callable[[str], str] = str) -> bool:
     """A version or feature check: ``torch.__version__ >= …``, ``is_torch_version(...)``,
     ``hasattr(torch, "amp")``, ``_TORCH_GREATER_EQUAL_2_4``, ``find_spec("apex")``."""
     for node in ast.walk(test):
-        kind = type(node)
-        if kind is ast.Name:
-            if GATE_WORD.search(node.id):  # type: ignore[attr-defined]
-                return True
-        elif kind is ast.Attribute:
-            if GATE_WORD.search(node.attr):  # type: ignore[attr-defined]
-                return True
-        elif kind is ast.Call:
-            name = (dotted(node.func) or "").rsplit(".", 1)[-1]  # type: ignore[attr-defined]
+        if isinstance(node, ast.Name) and GATE_WORD.search(node.id):
+            return True
+        if isinstance(node, ast.Attribute) and GATE_WORD.search(node.attr):
+            return True
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and VERSION_TEXT.match(node.value):
+            return True
+        if isinstance(node, ast.Call):
+            name = (dotted(node.func) or "").rsplit(".", 1)[-1]
             if name == "find_spec":
                 return True
-            if name in ("hasattr", "getattr") and node.args:  # type: ignore[attr-defined]
-                owner = resolve(dotted(node.args[0]) or "")  # type: ignore[attr-defined]
-                if owner.split(".")[0] in FRAMEWORK_MODULES:
-                    return True
-        elif kind is ast.Constant and isinstance(node.value, str) and VERSION_TEXT.match(node.value):  # type: ignore[attr-defined]
-            return True
+            owner = resolve(dotted(node.args[0]) or "") if name in ("hasattr", "getattr") and node.args else ""
+            if owner.split(".")[0] in FRAMEWORK_MODULES:
+                return True
     return False
 
 
@@ -180,34 +171,20 @@ def is_main_test(test: ast.expr) -> bool:
     )
 
 
-def _handler_names(handler: ast.ExceptHandler) -> set[str] | None:
-    """The exception names a handler catches; None for a bare ``except:``."""
-    if handler.type is None:
-        return None
-    nodes = handler.type.elts if type(handler.type) is ast.Tuple else [handler.type]
-    return {(dotted(n) or "").rsplit(".", 1)[-1] for n in nodes}
-
-
 def is_fallback_handler(handler: ast.ExceptHandler, body_imports: bool) -> bool:
     """``except (AttributeError, ImportError, TypeError)``: the code path for an older library;
     a bare or broad ``except`` only when the ``try`` imports something."""
-    names = _handler_names(handler)
-    if names is None:
+    if handler.type is None:
         return body_imports
+    nodes = handler.type.elts if type(handler.type) is ast.Tuple else [handler.type]
+    names = {(dotted(n) or "").rsplit(".", 1)[-1] for n in nodes}
     return bool(names & FALLBACK_ERRORS) or (body_imports and bool(names & BROAD_ERRORS))
 
 
-# -- the walk ------------------------------------------------------------------------------
-
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _children(node: ast.AST) -> tuple[str, ...]:
-    kind = type(node)
-    fields = _CHILD_FIELDS.get(kind)
-    if fields is None:
-        fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f not in ("ctx", "type_comment"))
-    return fields
+def _try_gates(node: ast.Try) -> tuple[bool, bool]:
+    """(the try imports something, an except of it handles an API's absence)."""
+    imports = any(type(s) in (ast.Import, ast.ImportFrom) for s in node.body)
+    return imports, any(is_fallback_handler(h, imports) for h in node.handlers)
 
 
 class Scanner:
@@ -221,40 +198,29 @@ class Scanner:
         for gate in gates:
             if gate is True:
                 return True
-            if gate is not False:
-                key = id(gate)
-                found = self._gate_cache.get(key)
-                if found is None:
-                    found = self._gate_cache[key] = is_gate_test(gate, self.scan.resolve)
-                if found:
-                    return True
+            if id(gate) not in self._gate_cache:
+                self._gate_cache[id(gate)] = is_gate_test(gate, self.scan.resolve)
+            if self._gate_cache[id(gate)]:
+                return True
         return False
 
-    # statements ---------------------------------------------------------------------------
-
-    def module(self, tree: ast.Module) -> None:
-        self._prescan_imports(tree.body, False)
-        self.block(tree.body, Ctx())
-
-    def _prescan_imports(self, body: list[ast.stmt], gated: bool) -> None:
-        """Module-level imports first (also those in if/try blocks), so that a function defined
-        above an import still resolves its names."""
+    def prescan_imports(self, body: list[ast.stmt], gated: bool) -> None:
+        """Module-level imports first, so that a function defined above an import still resolves its names."""
         for node in body:
-            kind = type(node)
-            if kind is ast.Import or kind is ast.ImportFrom:
-                self._bind_imports(node, gated, report=False)  # type: ignore[arg-type]
-            elif kind is ast.If:
-                gate = gated or is_gate_test(node.test, self.scan.resolve)  # type: ignore[attr-defined]
-                self._prescan_imports(node.body, gate)  # type: ignore[attr-defined]
-                self._prescan_imports(node.orelse, gate)  # type: ignore[attr-defined]
-            elif kind is ast.Try or kind.__name__ == "TryStar":
-                imports = any(type(s) in (ast.Import, ast.ImportFrom) for s in node.body)  # type: ignore[attr-defined]
-                guarded = any(is_fallback_handler(h, imports) for h in node.handlers)  # type: ignore[attr-defined]
-                self._prescan_imports(node.body, gated or guarded)  # type: ignore[attr-defined]
-                for handler in node.handlers:  # type: ignore[attr-defined]
-                    self._prescan_imports(handler.body, gated or is_fallback_handler(handler, imports))
-                self._prescan_imports(node.orelse, gated)  # type: ignore[attr-defined]
-                self._prescan_imports(node.finalbody, gated)  # type: ignore[attr-defined]
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                self._bind_imports(node, gated, report=False)
+            elif isinstance(node, ast.If):
+                gate = gated or is_gate_test(node.test, self.scan.resolve)
+                self.prescan_imports(node.body, gate)
+                self.prescan_imports(node.orelse, gate)
+            elif type(node).__name__ in ("Try", "TryStar"):
+                block: ast.Try = node  # type: ignore[assignment]  # a TryStar has the same fields
+                imports, guarded = _try_gates(block)
+                self.prescan_imports(block.body, gated or guarded)
+                for handler in block.handlers:
+                    self.prescan_imports(handler.body, gated or is_fallback_handler(handler, imports))
+                self.prescan_imports(block.orelse, gated)
+                self.prescan_imports(block.finalbody, gated)
 
     def block(self, body: list[ast.stmt], ctx: Ctx) -> None:
         if body and type(body[0]) is ast.Expr and const_str(body[0].value) is not None:
@@ -263,24 +229,25 @@ class Scanner:
             self.statement(node, ctx)
 
     def statement(self, node: ast.stmt, ctx: Ctx) -> None:
-        handler = _STATEMENTS.get(type(node).__name__)
+        """Dispatched by node class, as ``ast.NodeVisitor`` does."""
+        handler = getattr(self, f"visit_{type(node).__name__}", None)
         if handler is not None:
-            handler(self, node, ctx)
+            handler(node, ctx)
             return
         for child in ast.iter_child_nodes(node):  # Return, Delete, Raise, Assert, Global, Pass …
             self.expr(child, ctx)  # type: ignore[arg-type]
 
-    def _expr_statement(self, node: ast.Expr, ctx: Ctx) -> None:
+    def visit_Expr(self, node: ast.Expr, ctx: Ctx) -> None:
         if const_str(node.value) is None:  # a bare string is a comment
             self.expr(node.value, ctx)
 
-    def _assign(self, node: ast.Assign, ctx: Ctx) -> None:
+    def visit_Assign(self, node: ast.Assign, ctx: Ctx) -> None:
         self.expr(node.value, ctx)
         for target in node.targets:
             self._assigned(target, node.value, ctx)
             self.expr(target, ctx)
 
-    def _aug_assign(self, node: ast.AugAssign | ast.AnnAssign, ctx: Ctx) -> None:
+    def visit_AugAssign(self, node: ast.AugAssign | ast.AnnAssign, ctx: Ctx) -> None:
         if type(node) is ast.AnnAssign:
             self.expr(node.annotation, replace(ctx, annotation=True))
         if node.value is not None:
@@ -288,66 +255,74 @@ class Scanner:
             self._assigned(node.target, node.value, ctx)
         self.expr(node.target, ctx)
 
-    def _import(self, node: ast.Import | ast.ImportFrom, ctx: Ctx) -> None:
+    visit_AnnAssign = visit_AugAssign
+
+    def visit_Import(self, node: ast.Import | ast.ImportFrom, ctx: Ctx) -> None:
         self._bind_imports(node, self.is_gated(ctx.gated), report=True)
 
-    def _class(self, node: ast.ClassDef, ctx: Ctx) -> None:
+    visit_ImportFrom = visit_Import
+
+    def visit_ClassDef(self, node: ast.ClassDef, ctx: Ctx) -> None:
         self.scan.classes[node.name] = node
         for expr in (*node.decorator_list, *node.bases, *(k.value for k in node.keywords)):
             self.expr(expr, ctx)
         self.block(node.body, replace(ctx, cuda=CudaState()))
 
-    def _with(self, node: ast.With | ast.AsyncWith, ctx: Ctx) -> None:
+    def visit_With(self, node: ast.With | ast.AsyncWith, ctx: Ctx) -> None:
         for item in node.items:
             self.expr(item.context_expr, ctx)
             if item.optional_vars is not None:
                 self.expr(item.optional_vars, ctx)
         self.block(node.body, ctx)
 
-    def _loop(self, node: ast.For | ast.AsyncFor | ast.While, ctx: Ctx) -> None:
+    visit_AsyncWith = visit_With
+
+    def visit_For(self, node: ast.For | ast.AsyncFor | ast.While, ctx: Ctx) -> None:
         if type(node) is ast.While:
             self.expr(node.test, ctx)
         else:
             self.expr(node.iter, ctx)  # type: ignore[union-attr]
             self.expr(node.target, ctx)  # type: ignore[union-attr]
-        inner = replace(ctx, cuda=CudaState(ctx.cuda.initialised))  # the body may not run
+        inner = ctx.branch()
         self.block(node.body, inner)
         self.block(node.orelse, inner)
 
-    def _match(self, node: ast.AST, ctx: Ctx) -> None:
-        self.expr(node.subject, ctx)  # type: ignore[attr-defined]
-        for case in node.cases:  # type: ignore[attr-defined]
-            inner = replace(ctx, cuda=CudaState(ctx.cuda.initialised))
+    visit_AsyncFor = visit_For
+    visit_While = visit_For
+
+    def visit_Match(self, node: ast.Match, ctx: Ctx) -> None:
+        self.expr(node.subject, ctx)
+        for case in node.cases:
+            inner = ctx.branch()
             if case.guard is not None:
                 self.expr(case.guard, inner)
             self.block(case.body, inner)
 
-    def _if(self, node: ast.If, ctx: Ctx) -> None:
+    def visit_If(self, node: ast.If, ctx: Ctx) -> None:
         self.expr(node.test, ctx)
         if is_main_test(node.test) and ctx.function == 0:
             self.scan.main_guard = True
             self.block(node.body, ctx)  # a script runs it: CUDA state goes on
-            self.block(node.orelse, replace(ctx, cuda=CudaState(ctx.cuda.initialised)))
+            self.block(node.orelse, ctx.branch())
             return
-        gated = (*ctx.gated, node.test)
-        self.block(node.body, replace(ctx, gated=gated, cuda=CudaState(ctx.cuda.initialised)))
-        self.block(node.orelse, replace(ctx, gated=gated, cuda=CudaState(ctx.cuda.initialised)))
+        for body in (node.body, node.orelse):
+            self.block(body, ctx.branch(gated=(*ctx.gated, node.test)))
 
-    def _try(self, node: ast.AST, ctx: Ctx) -> None:
-        body: list[ast.stmt] = node.body  # type: ignore[attr-defined]
-        imports = any(type(s) in (ast.Import, ast.ImportFrom) for s in body)
+    def visit_Try(self, node: ast.Try, ctx: Ctx) -> None:
         # a try whose except handles the API's absence is a gate for its body too
-        guarded = any(is_fallback_handler(h, imports) for h in node.handlers)  # type: ignore[attr-defined]
-        self.block(body, replace(ctx, gated=(*ctx.gated, True)) if guarded else ctx)
-        for handler in node.handlers:  # type: ignore[attr-defined]
+        imports, guarded = _try_gates(node)
+        self.block(node.body, replace(ctx, gated=(*ctx.gated, True)) if guarded else ctx)
+        for handler in node.handlers:
             if handler.type is not None:
                 self.expr(handler.type, ctx)
             gated = (*ctx.gated, True) if is_fallback_handler(handler, imports) else ctx.gated
-            self.block(handler.body, replace(ctx, gated=gated, cuda=CudaState(ctx.cuda.initialised)))
-        self.block(node.orelse, replace(ctx, cuda=CudaState(ctx.cuda.initialised)))  # type: ignore[attr-defined]
-        self.block(node.finalbody, ctx)  # type: ignore[attr-defined]
+            self.block(handler.body, ctx.branch(gated=gated))
+        self.block(node.orelse, ctx.branch())
+        self.block(node.finalbody, ctx)
 
-    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Ctx) -> None:
+    visit_TryStar = visit_Try
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Ctx) -> None:
         self.scan.functions[node.name] = node
         for decorator in node.decorator_list:
             self.expr(decorator, ctx)
@@ -362,53 +337,41 @@ class Scanner:
             self.expr(node.returns, annotation)
         self.block(node.body, Ctx(gated=ctx.gated, function=id(node)))
 
-    def _assigned(self, target: ast.expr, value: ast.expr, ctx: Ctx) -> None:
-        kind = type(target)
-        if kind is ast.Name:
-            self.scan.assigned.setdefault((ctx.function, target.id), []).append(value)  # type: ignore[attr-defined]
-        elif kind is ast.Tuple or kind is ast.List:
-            for element in target.elts:  # type: ignore[attr-defined]
-                if type(element) is ast.Name:  # ``train, val = split(ds)``: each comes from the call
-                    self.scan.assigned.setdefault((ctx.function, element.id), []).append(value)
-        elif kind is ast.Subscript:
-            self._environ_assignment(target, ctx)  # type: ignore[arg-type]
-        if type(value) is ast.Call and kind in (ast.Name, ast.Attribute):
-            self._named_loader(target.id if kind is ast.Name else target.attr, value)  # type: ignore[attr-defined]
+    visit_AsyncFunctionDef = visit_FunctionDef
 
-    def _environ_assignment(self, target: ast.Subscript, ctx: Ctx) -> None:
-        owner = dotted(target.value)
-        key = const_str(target.slice)
-        if owner and key in VISIBLE_DEVICE_VARIABLES and self.scan.resolve(owner) == "os.environ":
-            self._visible_devices(target, key, ctx)
+    def _assigned(self, target: ast.expr, value: ast.expr, ctx: Ctx) -> None:
+        # ``train, val = split(ds)``: each name comes from the call
+        for name in target.elts if isinstance(target, ast.Tuple | ast.List) else [target]:
+            if isinstance(name, ast.Name):
+                self.scan.assigned.setdefault((ctx.function, name.id), []).append(value)
+        if isinstance(target, ast.Subscript):
+            owner, key = dotted(target.value), const_str(target.slice)
+            if owner and key in VISIBLE_DEVICE_VARIABLES and self.scan.resolve(owner) == "os.environ":
+                self._visible_devices(target, key, ctx)
+        if isinstance(value, ast.Call) and isinstance(target, ast.Name | ast.Attribute):
+            loader = next((site for site in reversed(self.scan.loaders) if site.call is value), None)
+            if loader is not None:
+                loader.target = target.id if isinstance(target, ast.Name) else target.attr
 
     def _visible_devices(self, node: ast.AST, variable: str, ctx: Ctx) -> None:
         if ctx.cuda.initialised:
             example = "CUDA_VISIBLE_DEVICES=0" if variable == "CUDA_VISIBLE_DEVICES" else f"{variable}=PCI_BUS_ID"
             self.scan.hits.append(Hit.make("CDL011", *position(node), variable=variable, example=example))
 
-    def _named_loader(self, name: str, call: ast.Call) -> None:
-        for site in reversed(self.scan.loaders):
-            if site.call is call:
-                site.target = name
-                return
-
-    # imports ------------------------------------------------------------------------------
-
     def _bind_imports(self, node: ast.Import | ast.ImportFrom, gated: bool, report: bool) -> None:
         scan = self.scan
-        if type(node) is ast.Import:
+        if isinstance(node, ast.Import):
             for alias in node.names:
                 name = alias.asname or alias.name.split(".")[0]
-                target = alias.name if alias.asname else name
-                self._bind(name, target, gated)
+                self._bind(name, alias.name if alias.asname else name, gated)
                 _note_framework(alias.name, scan)
                 if report and alias.name == LAUNCH_MODULE:
                     scan.hits.append(_launch_hit(node, f"import {LAUNCH_MODULE}"))
                 if report and alias.name.startswith("jax."):
                     self._imported_api(node, alias.name, alias.asname or alias.name, gated, name)
             return
-        module = node.module  # type: ignore[union-attr]
-        if not module or node.level:  # type: ignore[union-attr]
+        module = node.module
+        if not module or node.level:
             return
         _note_framework(module, scan)
         for alias in node.names:
@@ -417,7 +380,7 @@ class Scanner:
             full = f"{module}.{alias.name}"
             self._bind(alias.asname or alias.name, full, gated)
             if report and module.startswith("jax"):
-                self._imported_api(node, full, f"{module}.{alias.name}", gated, alias.asname or alias.name)
+                self._imported_api(node, full, full, gated, alias.asname or alias.name)
             if report and (full == LAUNCH_MODULE or module == LAUNCH_MODULE):
                 scan.hits.append(_launch_hit(node, f"from {module} import {alias.name}"))
 
@@ -433,8 +396,6 @@ class Scanner:
         if gated or (previous is not None and previous != target and name not in ("torch", "tf", "jax")):
             scan.gated_aliases.add(name)
         scan.aliases[name] = target
-
-    # expressions --------------------------------------------------------------------------
 
     def _chain(self, node: ast.AST, gates: Gates, ctx: Ctx) -> ast.AST | None:
         """A dotted name is a reference when an import binds its head (a name no import binds
@@ -463,25 +424,16 @@ class Scanner:
                 if type(value) is str and id(node) not in self.docstrings:
                     self._string(node, value)
                 continue
-            if kind is ast.Call:
-                self._call(node, ctx)  # type: ignore[arg-type]
-            elif kind is ast.IfExp:
+            if kind is ast.IfExp:
                 inner = (*gated, node.test)  # type: ignore[attr-defined]
-                stack.append((node.test, gated))  # type: ignore[attr-defined]
-                stack.append((node.body, inner))  # type: ignore[attr-defined]
-                stack.append((node.orelse, inner))  # type: ignore[attr-defined]
+                stack += [(node.test, gated), (node.body, inner), (node.orelse, inner)]  # type: ignore[attr-defined]
                 continue
-            elif kind is ast.Lambda:
+            if kind is ast.Lambda:
                 stack.append((node.body, gated))  # type: ignore[attr-defined]
                 continue
-            for name in _children(node):
-                value = getattr(node, name)
-                if type(value) is list:
-                    for item in value:
-                        if isinstance(item, ast.AST):
-                            stack.append((item, gated))
-                elif isinstance(value, ast.AST):
-                    stack.append((value, gated))
+            if kind is ast.Call:
+                self._call(node, ctx)  # type: ignore[arg-type]
+            stack.extend((child, gated) for child in ast.iter_child_nodes(node))
 
     def _reference(self, node: ast.AST, name: str, gates: Gates, ctx: Ctx) -> None:
         scan = self.scan
@@ -490,14 +442,14 @@ class Scanner:
         if qual.startswith("torch."):
             if qual.startswith(("torch.cuda", "torch.accelerator", "torch.backends.cudnn")):
                 scan.uses_gpu = True
-            if ".amp." in qual and not ctx.annotation:
-                scan.refs.append(Ref(node, name, qual, head in scan.gated_aliases or self.is_gated(gates)))
-        elif (not ctx.annotation and "mixed_precision.experimental" in qual) or (
-            not ctx.annotation and qual.startswith("jax.") and head not in scan.reported_aliases
-        ):
+            candidate = ".amp." in qual and not ctx.annotation
+        else:
+            jax = qual.startswith("jax.") and head not in scan.reported_aliases
+            candidate = not ctx.annotation and ("mixed_precision.experimental" in qual or jax)
+            if not candidate and qual.startswith(("accelerate.Accelerator", "deepspeed.initialize")):
+                scan.uses_gpu = True
+        if candidate:
             scan.refs.append(Ref(node, name, qual, head in scan.gated_aliases or self.is_gated(gates)))
-        elif qual.startswith(("accelerate.Accelerator", "deepspeed.initialize")):
-            scan.uses_gpu = True
 
     def _string(self, node: ast.AST, text: str) -> None:
         scan = self.scan
@@ -549,10 +501,8 @@ class Scanner:
         elif attr == "to" and node.args and (const_str(node.args[0]) or "").startswith("cuda"):
             ctx.cuda.initialised = True
         elif attr == "add_argument":
-            flag = next((f for f in (const_str(a) for a in node.args) if f in LOCAL_RANK_FLAGS), None)
-            if flag is not None:  # one finding per add_argument call, whatever its spellings
-                arg = next(a for a in node.args if const_str(a) == flag)
-                scan.local_ranks.append((arg, flag))
+            flags = [(arg, const_str(arg) or "") for arg in node.args if const_str(arg) in LOCAL_RANK_FLAGS]
+            scan.local_ranks += flags[:1]  # one finding per add_argument call, whatever its spellings
         elif attr in ("setdefault", "update", "putenv"):
             self._environ_call(node, attr, ctx)
 
@@ -579,51 +529,22 @@ class Scanner:
             scan.vision_model = True
 
     def _environ_call(self, node: ast.Call, attr: str, ctx: Ctx) -> None:
-        scan = self.scan
         owner = dotted(node.func.value) if type(node.func) is ast.Attribute else None
-        if attr == "putenv" or (owner and scan.resolve(owner) == "os.environ"):
-            keys: list[str] = []
-            if attr == "update" and node.args and type(node.args[0]) is ast.Dict:
-                keys = [k for k in (const_str(k) for k in node.args[0].keys) if k]
-                keys += [k.arg for k in node.keywords if k.arg]
-            elif node.args:
-                key = const_str(node.args[0])
-                keys = [key] if key else []
-            for key in keys:
-                if key in VISIBLE_DEVICE_VARIABLES:
-                    self._visible_devices(node, key, ctx)
-
-
-_STATEMENTS: dict[str, Callable[..., None]] = {
-    "Expr": Scanner._expr_statement,
-    "Assign": Scanner._assign,
-    "AugAssign": Scanner._aug_assign,
-    "AnnAssign": Scanner._aug_assign,
-    "Import": Scanner._import,
-    "ImportFrom": Scanner._import,
-    "If": Scanner._if,
-    "FunctionDef": Scanner._function,
-    "AsyncFunctionDef": Scanner._function,
-    "ClassDef": Scanner._class,
-    "Try": Scanner._try,
-    "TryStar": Scanner._try,
-    "With": Scanner._with,
-    "AsyncWith": Scanner._with,
-    "For": Scanner._loop,
-    "AsyncFor": Scanner._loop,
-    "While": Scanner._loop,
-    "Match": Scanner._match,
-}
+        if attr != "putenv" and not (owner and self.scan.resolve(owner) == "os.environ"):
+            return
+        if attr == "update" and node.args and type(node.args[0]) is ast.Dict:
+            keys = [const_str(k) for k in node.args[0].keys] + [k.arg for k in node.keywords]
+        else:
+            keys = [const_str(node.args[0])] if node.args else []
+        for key in keys:
+            if key in VISIBLE_DEVICE_VARIABLES:
+                self._visible_devices(node, key, ctx)
 
 
 def _note_framework(module: str, scan: Scan) -> None:
     top = module.split(".")[0]
-    if top in ("torch", "lightning", "pytorch_lightning", "accelerate"):
-        scan.frameworks.add("torch")
-    elif top in ("tensorflow", "keras", "tf_keras"):
-        scan.frameworks.add("tensorflow")
-    elif top in ("jax", "flax", "optax"):
-        scan.frameworks.add("jax")
+    if top in FRAMEWORK_OF:
+        scan.frameworks.add(FRAMEWORK_OF[top])
     if top in ("deepspeed", "accelerate", "lightning", "pytorch_lightning"):
         scan.frameworks.add(top)
 
@@ -632,37 +553,28 @@ def _launch_hit(node: ast.AST, command: str) -> Hit:
     return Hit.make("CDL006", *position(node), command=command)
 
 
-LOW_PRECISION = {"torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16"}
-
-
 def _autocast_dtype(node: ast.Call, qual: str, scan: Scan) -> str | None:
     """float16 / bfloat16 / None (unknown, or autocast disabled)."""
     enabled = keyword(node, "enabled")
     if enabled is not None and not (type(enabled.value) is ast.Constant and enabled.value.value is True):
         return None  # disabled, or enabled at run time: cannot tell
-    dtype_kw = keyword(node, "dtype")
-    dtype_node = dtype_kw.value if dtype_kw else None
-    device: str | None
+    dtype_node = getattr(keyword(node, "dtype"), "value", None)
     if qual.startswith("torch.cuda.amp"):
-        device = "cuda"
+        device: str | None = "cuda"
     elif qual.startswith("torch.cpu.amp"):
         device = "cpu"
     else:
-        first = node.args[0] if node.args else getattr(keyword(node, "device_type"), "value", None)
-        device = const_str(first)
+        device = const_str(node.args[0] if node.args else getattr(keyword(node, "device_type"), "value", None))
         if dtype_node is None and len(node.args) > 1:
             dtype_node = node.args[1]
     if dtype_node is not None:
         name = dotted(dtype_node)
         return LOW_PRECISION.get(scan.resolve(name)) if name else None
-    if device == "cuda":
-        return "float16"  # autocast's default on CUDA
-    if device == "cpu":
-        return "bfloat16"
-    return None
+    return {"cuda": "float16", "cpu": "bfloat16"}.get(device or "")  # autocast's default per device
 
 
 def scan_tree(tree: ast.Module) -> Scan:
-    scan = Scan()
-    Scanner(scan).module(tree)
-    return scan
+    scanner = Scanner(Scan())
+    scanner.prescan_imports(tree.body, False)
+    scanner.block(tree.body, Ctx())
+    return scanner.scan

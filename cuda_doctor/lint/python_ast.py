@@ -1,9 +1,6 @@
 """Python source checks: one scan of the tree (pyscan), then each rule's conclusion from it.
 
-A rule that is about a script (no mixed precision, DataLoader settings, cudnn.benchmark) is
-judged on the file alone, so that a file gets the same findings linted alone (as pre-commit does)
-as with its whole repository; a version-dependent rule (deprecated APIs) reads the file's
-project (project.py) for the release it runs on.
+Rules about a script judge the file alone; version-dependent rules read the file's project for its release.
 """
 
 from __future__ import annotations
@@ -27,11 +24,17 @@ TF_AMP_FIX = (
     'call `tf.keras.mixed_precision.set_global_policy("mixed_float16")` (or '
     '"mixed_bfloat16" on Ampere or newer) before building the model'
 )
+DEEPSPEED = re.compile(rb"(?i)deepspeed")
+TF_GPU = re.compile(rb"['\"]/?(gpu|GPU)(:\d+)?['\"]|MirroredStrategy")
+TEST_PARTS = frozenset({"tests", "test", "testing", "test_utils", "unittests"})
+TF_VERSION_COMMAND = 'python -c "import tensorflow as tf; print(tf.__version__)"'
+LAUNCH_FIX = (
+    "Use `torchrun` (e.g. `torchrun --nproc-per-node 4 train.py`) and read "
+    '`int(os.environ["LOCAL_RANK"])` in the script.'
+)
 
-# Evidence, in the file's bytes, that precision is chosen on purpose or elsewhere (a wrapper
-# whose launcher or config file sets it: accelerate, DeepSpeed, Lightning, a Trainer), or that the
-# step runs on other processes (distributed autograd over RPC): CDL003 stays silent.  Plain
-# substrings, shared with the byte pre-filter so that both judge a file alike.
+# Evidence that precision is chosen on purpose or elsewhere (a wrapper or its config), or that the step
+# runs on other processes: CDL003 stays silent.  Plain substrings, shared with the byte pre-filter.
 AMP_EVIDENCE = (
     b"float16", b"autocast", b"GradScaler", b"mixed_precision", b"set_global_policy", b"bfloat16", b".half(",
     b"fp16", b"bf16", b"16-mixed", b"LossScale", b"use_amp", b"--amp", b"args.amp", b"apex", b"float64",
@@ -47,11 +50,6 @@ SCALER_EVIDENCE = (
 
 def mentions(data: bytes, tokens: tuple[bytes, ...]) -> bool:
     return any(token in data for token in tokens)
-
-
-DEEPSPEED = re.compile(rb"(?i)deepspeed")
-TF_GPU = re.compile(rb"['\"]/?(gpu|GPU)(:\d+)?['\"]|MirroredStrategy")
-TEST_PARTS = frozenset({"tests", "test", "testing", "test_utils", "unittests"})
 
 
 @dataclass(frozen=True)
@@ -94,23 +92,17 @@ def analyse(tree: ast.Module, context: ProjectContext, info: FileInfo) -> list[H
     return hits
 
 
-# -- deprecated and removed APIs (CDL001, CDL002, CDL012) ----------------------------------
-
-
 def _deprecated_api_hits(scan: Scan, context: ProjectContext) -> list[Hit]:
     hits: list[Hit] = []
-    calls = scan.called
     for ref in scan.refs:
         if ref.gated:
             continue  # a fallback for an older release, or a branch for another version
         if ref.qual in apis.DEPRECATED_TORCH_AMP:
             hits.append(_torch_amp_hit(ref, context.torch))
         elif apis.TF_EXPERIMENTAL in ref.qual:
-            hits.append(_tf_hit(ref, calls.get(id(ref.node)), context.tensorflow))
-        elif ref.qual.startswith("jax."):
-            api = apis.jax_lookup(ref.qual)
-            if api is not None:
-                hits.append(_jax_hit(ref, api, context.jax))
+            hits.append(_tf_hit(ref, scan.called.get(id(ref.node)), context.tensorflow))
+        elif ref.qual.startswith("jax.") and (api := apis.jax_lookup(ref.qual)) is not None:
+            hits.append(_jax_hit(ref, api, context.jax))
     return hits
 
 
@@ -133,8 +125,7 @@ def _torch_amp_hit(ref: Ref, torch: FrameworkSource) -> Hit:
     capped, image = torch.capped_below(apis.TORCH_AMP_API), torch.unknown_image()
     if not (capped or image):
         return _hit("CDL001", ref, "is deprecated (FutureWarning since torch 2.4)", f"Use `{replacement}`.")
-    what = "is deprecated from torch 2.4"
-    detail = _older_detail(what, "torch", capped, image, "where it is still the API to use")
+    detail = _older_detail("is deprecated from torch 2.4", "torch", capped, image, "where it is still the API to use")
     if capped:
         fix = f"Upgrade torch (≥ 2.4), then use `{replacement}`; under the current pin keep `{ref.name}`."
     else:
@@ -146,8 +137,7 @@ def _torch_amp_hit(ref: Ref, torch: FrameworkSource) -> Hit:
 
 
 def _tf_hit(ref: Ref, call: ast.Call | None, tensorflow: FrameworkSource) -> Hit:
-    """Removed in TensorFlow 2.9: an error unless the project runs an older TensorFlow (a pin
-    below 2.9, or a base image whose TensorFlow is not known)."""
+    """Removed in TensorFlow 2.9: an error unless the project may run an older TensorFlow."""
     leaf = ref.qual.split(apis.TF_EXPERIMENTAL + ".", 1)[-1].split(".")[0] if "experimental." in ref.qual else ""
     fix = apis.tf_fix(leaf, call)
     capped, image = tensorflow.capped_below(apis.TF_REMOVED), tensorflow.unknown_image()
@@ -173,40 +163,25 @@ def _jax_hit(ref: Ref, api: apis.RemovedApi, jax: FrameworkSource) -> Hit:
 
 def launch_for_project(hit: Hit, torch: FrameworkSource) -> Hit | None:
     """CDL006 where torchrun exists; an info note where the project's torch may predate it (a pin
-    below 1.10, a base image of unknown release); nothing under a torch below 1.9, where the
-    launcher is not deprecated."""
+    below 1.10, a base image of unknown release); nothing below torch 1.9, where it is not deprecated."""
     command = hit.capture_dict().get("command", "python -m torch.distributed.launch")
     if torch.capped_below(apis.TORCH_LAUNCH_DEPRECATED):
         return None
-    where = torch.capped_below(apis.TORCHRUN) or (
-        f"the base image `{torch.unknown_image()}`" if torch.unknown_image() else ""
-    )
-    if not where:
-        return Hit.make(
-            "CDL006", hit.line, hit.column, command=command, detail="is deprecated since torch 1.9", fix=LAUNCH_FIX
-        )
-    detail = f"is deprecated since torch 1.9; this project's torch comes from {where}"
-    fix = (
-        "On torch 1.10 or newer (where `torchrun` exists): " + LAUNCH_FIX[0].lower() + LAUNCH_FIX[1:] + " "
-        "On an older torch keep the launcher."
-    )
-    return Hit.make("CDL006", hit.line, hit.column, severity=Severity.INFO, command=command, detail=detail, fix=fix)
-
-
-LOCAL_RANK_READ = '`int(os.environ["LOCAL_RANK"])`'
-TF_VERSION_COMMAND = 'python -c "import tensorflow as tf; print(tf.__version__)"'
-LAUNCH_FIX = (
-    "Use `torchrun` (e.g. `torchrun --nproc-per-node 4 train.py`) and read " + LOCAL_RANK_READ + " in the script."
-)
-
-
-# -- --local_rank (CDL007) -----------------------------------------------------------------
+    image = torch.unknown_image()
+    where = torch.capped_below(apis.TORCHRUN) or (f"the base image `{image}`" if image else "")
+    detail, fix = "is deprecated since torch 1.9", LAUNCH_FIX
+    severity: Severity | None = None
+    if where:
+        detail += f"; this project's torch comes from {where}"
+        fix = f"On torch 1.10 or newer (where `torchrun` exists): {fix[0].lower()}{fix[1:]} "
+        fix += "On an older torch keep the launcher."
+        severity = Severity.INFO
+    return Hit.make("CDL006", hit.line, hit.column, severity=severity, command=command, detail=detail, fix=fix)
 
 
 def _local_rank_hits(scan: Scan, info: FileInfo, deepspeed_project: bool) -> list[Hit]:
-    """The deepspeed launcher passes --local_rank, so a DeepSpeed script (or any script of a
-    project that requires deepspeed) must accept it; a script that also reads LOCAL_RANK from the
-    environment keeps the argument for compatibility."""
+    """The deepspeed launcher passes --local_rank, so a DeepSpeed script (or project) must accept it;
+    a script that also reads LOCAL_RANK from the environment keeps the argument for compatibility."""
     if not scan.local_ranks or deepspeed_project or "deepspeed" in scan.frameworks or DEEPSPEED.search(info.data):
         return []
     if b"LOCAL_RANK" in info.data or scan.distributed_helper:  # reads the environment too
@@ -223,12 +198,8 @@ def _local_rank_hits(scan: Scan, info: FileInfo, deepspeed_project: bool) -> lis
     ]
 
 
-# -- entry points: mixed precision (CDL003, CDL004, CDL005) and cudnn.benchmark (CDL010) --------
-
-
 def is_entry_point(scan: Scan, info: FileInfo) -> bool:
-    """A script that is run, not imported: a ``__main__`` block, a training step at module level,
-    or a notebook."""
+    """A script that is run, not imported: a ``__main__`` block, a module-level training step, or a notebook."""
     return info.notebook or scan.main_guard or scan.module_loop
 
 
@@ -240,23 +211,11 @@ def trains(scan: Scan) -> bool:
 
 def _amp_hits(scan: Scan, info: FileInfo) -> list[Hit]:
     hits: list[Hit] = []
-    entry = is_entry_point(scan, info)
-    if (
-        entry
-        and scan.uses_gpu
-        and trains(scan)
-        and "torch" in scan.frameworks
-        and not mentions(info.data, AMP_EVIDENCE)
-    ):
+    no_amp = is_entry_point(scan, info) and not mentions(info.data, AMP_EVIDENCE)
+    if no_amp and scan.uses_gpu and trains(scan) and "torch" in scan.frameworks:
         line, col, call, _ = min(scan.loops)
         hits.append(Hit.make("CDL003", line, col, framework="PyTorch", call=call, amp_fix=TORCH_AMP_FIX))
-    elif (
-        entry
-        and "tensorflow" in scan.frameworks
-        and scan.fit_calls
-        and not mentions(info.data, AMP_EVIDENCE)
-        and TF_GPU.search(info.data)
-    ):
+    elif no_amp and "tensorflow" in scan.frameworks and scan.fit_calls and TF_GPU.search(info.data):
         fit = min(scan.fit_calls, key=position)
         hits.append(Hit.make("CDL003", *position(fit), framework="TensorFlow", call="model.fit()", amp_fix=TF_AMP_FIX))
     backward_functions = {loop[3] for loop in scan.loops if loop[2] == "backward()"}
@@ -271,14 +230,10 @@ def _amp_hits(scan: Scan, info: FileInfo) -> list[Hit]:
 
 
 def _benchmark_hits(scan: Scan, info: FileInfo) -> list[Hit]:
-    """In the script that trains a conv net on a GPU, and that sets no cuDNN option at all; a
-    library module that defines the model must not set the process-wide flag."""
+    """In the script that trains a conv net on a GPU and sets no cuDNN option (not in a library module)."""
+    # 1-D convolutions run on sequences whose lengths vary: benchmark would re-tune
     convs = [c for c in scan.convs if not c[1].endswith("1d")]
-    if not convs or not scan.uses_gpu or not is_entry_point(scan, info):
-        return []  # 1-D convolutions run on sequences whose lengths vary: benchmark would re-tune
-    if b"cudnn" in info.data:
+    if not convs or not scan.uses_gpu or not is_entry_point(scan, info) or b"cudnn" in info.data or not trains(scan):
         return []
-    if not trains(scan):
-        return []
-    node, qual = min(convs, key=lambda c: (getattr(c[0], "lineno", 0), getattr(c[0], "col_offset", 0)))
+    node, qual = min(convs, key=lambda c: position(c[0]))
     return [Hit.make("CDL010", *position(node), layer=qual.rsplit(".", 1)[-1])]

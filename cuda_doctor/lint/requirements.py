@@ -1,8 +1,5 @@
-"""torch pins in requirements files, pyproject.toml and ``pip install`` command lines.
-
-A pin names a CUDA variant either as a local version (``torch==2.3.0+cu121``) or through the
-index URL (``--index-url https://download.pytorch.org/whl/cu121``).  Variants are checked against
-``rules/data/torch_wheels.toml``.
+"""torch pins in requirements files, pyproject.toml and ``pip install`` command lines, checked against
+``rules/data/torch_wheels.toml``: a CUDA variant is a local version (``torch==2.3.0+cu121``) or an index URL.
 """
 
 from __future__ import annotations
@@ -31,6 +28,17 @@ WHEEL_URL = re.compile(r"/torch-(?P<version>\d+\.\d+(?:\.\d+)?)(?:%2B|\+)(?P<var
 LOCAL_VARIANT = re.compile(r"^(cu\d{2,3}|cpu|rocm[\d.]+|xpu)$")
 # Variants of releases older than the table (1.13) cannot be judged; from cu116 on they can.
 TABLE_FLOOR = (11, 6)
+OPTION_WITH_URL = ("--index-url", "-i", "--extra-index-url", "-f", "--find-links")
+URL_OPTION = re.compile("(?:" + "|".join(map(re.escape, OPTION_WITH_URL)) + ")[= \t]")  # ``-f=URL``, ``-i URL``
+REQUIREMENT_FILE_OPTIONS = ("-r", "--requirement", "-c", "--constraint")
+VALUE_OPTIONS = frozenset({*OPTION_WITH_URL, *REQUIREMENT_FILE_OPTIONS})
+PIP_INSTALL = re.compile(r"\bpip3?(?:\.\d+)?\s+install\b|\b-m\s+pip\s+install\b|\buv\s+pip\s+install\b")
+FRAMEWORK_NAMES = {
+    "torch": frozenset({"torch"}),
+    "tensorflow": frozenset({"tensorflow", "tensorflow-gpu", "tensorflow-cpu", "tensorflow-macos"}),
+    "jax": frozenset({"jax"}),
+    "deepspeed": frozenset({"deepspeed"}),
+}
 
 
 @dataclass(frozen=True)
@@ -43,8 +51,7 @@ class TorchPin:
     version: str | None  # "2.3.0" (the release asked for, if pinned to one)
     variant: str | None  # "cu121", "cpu" …
     via: str  # "local version" | "index URL" | "wheel URL"
-    # An index URL says only the variant; the release comes from a torch pin elsewhere in the
-    # same file (or the project), so that a suggested variant is one that release ships.
+    # an index URL says only the variant: the release of a torch pin of the file (or project) picks a suggestion
     release_hint: str | None = None
     hint_from: str | None = None  # the pin that gave release_hint, as written
 
@@ -73,9 +80,6 @@ def check_pin(pin: TorchPin) -> Hit | None:
     if cuda is None:
         return None
     table = torch_table()
-    every = sorted(
-        {v for row in table.values() for v in row.get("variants", [])}, key=lambda v: variant_cuda(v) or (0, 0)
-    )
     release = release_of(pin.version or pin.release_hint)
     row = table.get(release or "")
     if row is not None:
@@ -93,6 +97,9 @@ def check_pin(pin: TorchPin) -> Hit | None:
                 f"https://download.pytorch.org/whl/{v}" for v in ordered
             )
     else:
+        every = sorted(
+            {v for r in table.values() for v in r.get("variants", [])}, key=lambda v: variant_cuda(v) or (0, 0)
+        )
         if pin.variant in every or cuda < TABLE_FLOOR:
             return None
         problem = f"no torch release ships {pin.variant} wheels (there never was one)"
@@ -159,8 +166,7 @@ def pin_from_requirement(text: str, line: int, column: int, index_variants: Iter
             variant, via = index_variant(req.url), "index URL"
     for spec in req.specifier:
         if spec.operator in ("==", "===") and "*" not in spec.version:
-            base, _, local = spec.version.partition("+")
-            version = base
+            version, _, local = spec.version.partition("+")
             if local and LOCAL_VARIANT.match(local):
                 variant = local
         elif spec.operator == "==" and spec.version.endswith(".*"):
@@ -174,9 +180,6 @@ def pin_from_requirement(text: str, line: int, column: int, index_variants: Iter
     return TorchPin(line, column, text.strip(), version, variant, via)
 
 
-# -- requirements files --------------------------------------------------------------------
-
-
 def logical_lines(text: str) -> Iterator[tuple[int, str]]:
     """(first physical line number, text) with ``\\`` continuations joined, comments removed."""
     buffer: list[str] = []
@@ -184,11 +187,7 @@ def logical_lines(text: str) -> Iterator[tuple[int, str]]:
     for number, raw in enumerate(text.splitlines(), start=1):
         if not buffer:
             start = number
-        line = raw
-        if line.lstrip().startswith("#"):
-            line = ""
-        elif " #" in line:
-            line = line.split(" #", 1)[0]
+        line = "" if raw.lstrip().startswith("#") else raw.split(" #", 1)[0]
         if line.endswith("\\"):
             buffer.append(line[:-1])
             continue
@@ -199,20 +198,8 @@ def logical_lines(text: str) -> Iterator[tuple[int, str]]:
         yield start, " ".join(buffer).strip()
 
 
-OPTION_WITH_URL = ("--index-url", "-i", "--extra-index-url", "-f", "--find-links")
-
-
-def _is_url_option(line: str) -> bool:
-    """``--index-url URL``, ``-f=URL`` …: an option with its value."""
-    return any(
-        line.startswith(option) and line[len(option) : len(option) + 1] in ("=", " ", "\t")
-        for option in OPTION_WITH_URL
-    )
-
-
 def collect_pins(indexes: Iterable[tuple[int, str]], requirements: Iterable[tuple[int, str]]) -> list[TorchPin]:
-    """The pins of index URLs and of requirements ((line, text) each) read with those indexes,
-    index-URL pins given the release a torch pin asks for."""
+    """The pins of index URLs and of requirements ((line, text) each) read with those indexes."""
     pins = [TorchPin(line, 1, url, None, v, "index URL") for line, url in indexes if (v := index_variant(url))]
     variants = [str(pin.variant) for pin in pins]
     found = (pin_from_requirement(text, line, 1, variants) for line, text in requirements)
@@ -223,7 +210,7 @@ def requirements_pins(text: str) -> list[TorchPin]:
     indexes: list[tuple[int, str]] = []
     entries: list[tuple[int, str]] = []
     for number, line in logical_lines(text):
-        if _is_url_option(line):
+        if URL_OPTION.match(line):
             indexes.append((number, line))  # the pin is the whole line
         elif line and not line.startswith("-"):
             entries.append((number, line))
@@ -235,6 +222,10 @@ def lint_requirements(text: str, project_pin: tuple[str, str] | None = None) -> 
     return _dedupe(map(check_pin, attach_release(requirements_pins(text), project_pin)))
 
 
+def lint_pyproject(text: str, project_pin: tuple[str, str] | None = None) -> list[Hit]:
+    return _dedupe(map(check_pin, attach_release(pyproject_pins(text), project_pin)))
+
+
 def _dedupe(hits: Iterable[Hit | None]) -> list[Hit]:
     """The first hit of each line and spec."""
     out: dict[tuple[int, str], Hit] = {}
@@ -242,9 +233,6 @@ def _dedupe(hits: Iterable[Hit | None]) -> list[Hit]:
         if hit is not None:
             out.setdefault((hit.line, hit.capture_dict().get("spec", "")), hit)
     return list(out.values())
-
-
-# -- pyproject.toml -----------------------------------------------------------------------
 
 
 def _line_of(text: str, needle: str) -> int:
@@ -257,11 +245,8 @@ def pyproject_pins(text: str) -> list[TorchPin]:
     data = tomllib.loads(text)
     tool = data.get("tool", {}) if isinstance(data.get("tool"), dict) else {}
     urls: list[str] = []
-    for table in (
-        tool.get("uv", {}).get("index", []),
-        tool.get("poetry", {}).get("source", []),
-        tool.get("pdm", {}).get("source", []),
-    ):
+    for name, key in (("uv", "index"), ("poetry", "source"), ("pdm", "source")):
+        table = tool.get(name, {}).get(key, [])
         if isinstance(table, list):
             urls.extend(str(entry.get("url", "")) for entry in table if isinstance(entry, dict))
     requirements = [(_line_of(text, r.split(";")[0].strip()), r) for r in _pyproject_requirements(data)]
@@ -271,38 +256,22 @@ def pyproject_pins(text: str) -> list[TorchPin]:
 def _pyproject_requirements(data: dict[str, Any]) -> list[str]:
     project = data.get("project", {}) if isinstance(data.get("project"), dict) else {}
     tool = data.get("tool", {}) if isinstance(data.get("tool"), dict) else {}
-    requirements: list[str] = []
-    deps = project.get("dependencies", [])
-    if isinstance(deps, list):
-        requirements.extend(d for d in deps if isinstance(d, str))
+    requirements = _strings(project.get("dependencies", []))
     for group in (project.get("optional-dependencies", {}), data.get("dependency-groups", {})):
         if isinstance(group, dict):
             for entries in group.values():
-                if isinstance(entries, list):
-                    requirements.extend(d for d in entries if isinstance(d, str))
+                requirements += _strings(entries)
     poetry_torch = tool.get("poetry", {}).get("dependencies", {}).get("torch")
     if isinstance(poetry_torch, dict):
         poetry_torch = poetry_torch.get("version")
     if isinstance(poetry_torch, str):
-        requirements.append(f"torch{_poetry_spec(poetry_torch)}")
+        spec = poetry_torch.strip()
+        requirements.append(f"torch=={spec}" if spec[:1].isdigit() else f"torch{spec}")  # poetry's "2.1.0": exact
     return requirements
 
 
-def _poetry_spec(spec: str) -> str:
-    spec = spec.strip()
-    return f"=={spec}" if spec and spec[0].isdigit() else spec
-
-
-def lint_pyproject(text: str, project_pin: tuple[str, str] | None = None) -> list[Hit]:
-    return _dedupe(map(check_pin, attach_release(pyproject_pins(text), project_pin)))
-
-
-# -- pip install command lines (Dockerfile RUN, shell scripts, notebook "!pip") -------------
-
-
-REQUIREMENT_FILE_OPTIONS = ("-r", "--requirement", "-c", "--constraint")
-VALUE_OPTIONS = frozenset({*OPTION_WITH_URL, *REQUIREMENT_FILE_OPTIONS})
-PIP_INSTALL = re.compile(r"\bpip3?(?:\.\d+)?\s+install\b|\b-m\s+pip\s+install\b|\buv\s+pip\s+install\b")
+def _strings(value: object) -> list[str]:
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
 
 
 @dataclass(frozen=True)
@@ -351,20 +320,8 @@ def lint_command(command: str, line: int) -> list[Hit]:
     return _dedupe(check_pin(pin) for inst in pip_installs(command, line) for pin in inst.pins)
 
 
-# -- what a project's dependency files require of a framework ------------------------------
-
-
-FRAMEWORK_NAMES = {
-    "torch": frozenset({"torch"}),
-    "tensorflow": frozenset({"tensorflow", "tensorflow-gpu", "tensorflow-cpu", "tensorflow-macos"}),
-    "jax": frozenset({"jax"}),
-    "deepspeed": frozenset({"deepspeed"}),
-}
-
-
 def framework_requirements(text: str, kind: str, framework: str) -> list[Requirement]:
-    """The requirements of one framework (``torch``, ``tensorflow``, ``jax``) in a requirements file
-    or pyproject.toml (``kind``); never raises."""
+    """The requirements of one framework in a requirements file or pyproject.toml (``kind``); never raises."""
     if kind == "pyproject":
         try:
             lines = _pyproject_requirements(tomllib.loads(text))
@@ -373,12 +330,8 @@ def framework_requirements(text: str, kind: str, framework: str) -> list[Require
     else:
         lines = [line for _, line in logical_lines(text) if line and not line.startswith("-")]
     names = FRAMEWORK_NAMES[framework]
-    out: list[Requirement] = []
-    for line in lines:
-        req = parse_requirement(line) if any(name in line.lower() for name in names) else None
-        if req is not None and req.name.lower() in names:
-            out.append(req)
-    return out
+    mentioned = (parse_requirement(line) for line in lines if any(name in line.lower() for name in names))
+    return [req for req in mentioned if req is not None and req.name.lower() in names]
 
 
 def caps_below(req: Requirement, bound: Version) -> bool:

@@ -1,10 +1,5 @@
-"""Shell scripts: deprecated launchers and torch pins in ``pip install`` lines.
-
-A launcher may be split over a variable (``L="torch.distributed.launch --nproc_per_node=8"``,
-then ``python -m $L train.py``): simple ``NAME=value`` assignments are kept and expanded in
-later lines.  A variable whose value already names the launcher is reported where it is set,
-not again where it is used.
-"""
+"""Shell scripts: deprecated launchers and torch pins in ``pip install`` lines; simple ``NAME=value``
+assignments are expanded in later lines (``L=torch.distributed.launch``, then ``python -m $L``)."""
 
 from __future__ import annotations
 
@@ -20,11 +15,8 @@ LAUNCHER = "python -m torch.distributed.launch"
 
 
 def check_command(command: str, line: int) -> list[Hit]:
-    hits: list[Hit] = []
-    if LAUNCH_RE.search(command):
-        hits.append(Hit.make("CDL006", line, command=LAUNCHER))
-    hits.extend(lint_command(command, line))
-    return hits
+    launch = [Hit.make("CDL006", line, command=LAUNCHER)] if LAUNCH_RE.search(command) else []
+    return launch + lint_command(command, line)
 
 
 def _value(raw: str) -> str:
@@ -35,8 +27,7 @@ def _value(raw: str) -> str:
 
 
 def lint_shell(text: str) -> list[Hit]:
-    # the same logical lines as a requirements file: continuations joined, and a comment (a
-    # whole line, or " #" to the end) is never read as part of a command
+    # the same logical lines as a requirements file: continuations joined, comments removed
     hits: list[Hit] = []
     variables: dict[str, str] = {}
     for number, command in logical_lines(text):
@@ -46,8 +37,7 @@ def lint_shell(text: str) -> list[Hit]:
         hits.extend(line_hits)
         if not any(h.rule_id == "CDL006" for h in line_hits) and "$" in command:
             hits.extend(_expanded_launch(command, number, variables))
-        assignment = ASSIGNMENT.match(command)
-        if assignment:
+        if assignment := ASSIGNMENT.match(command):
             variables[assignment.group("name")] = _value(assignment.group("value"))
     return hits
 
@@ -57,8 +47,5 @@ def _expanded_launch(command: str, line: int, variables: dict[str, str]) -> list
     values = [variables[name] for name in used if name in variables]
     if not values or any(LAUNCH_RE.search(value) for value in values):
         return []  # nothing known, or reported where the variable was set
-
     expanded = REFERENCE.sub(lambda m: variables.get(m.group("braced") or m.group("bare"), m.group(0)), command)
-    if LAUNCH_RE.search(expanded):
-        return [Hit.make("CDL006", line, 1, command=LAUNCHER)]
-    return []
+    return [Hit.make("CDL006", line, 1, command=LAUNCHER)] if LAUNCH_RE.search(expanded) else []

@@ -1,9 +1,5 @@
-"""CI workflows (``.github/workflows/*.yml``): the ``run:`` steps are checked like shell scripts.
-
-Only the ``run:`` values are read (a one-line value, or a ``|``/``>`` block scalar), so no YAML
-library is needed; GitHub expressions (``${{ matrix.torch }}``) are left as they are and a pin
-made of one is not judged.
-"""
+"""CI workflows (``.github/workflows/*.yml``): the ``run:`` steps (one line, or a ``|``/``>`` block scalar)
+are checked like shell scripts, with no YAML library."""
 
 from __future__ import annotations
 

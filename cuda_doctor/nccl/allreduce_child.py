@@ -1,18 +1,11 @@
-"""One rank of the all-reduce smoke, run by the *target* interpreter (the one with torch).
-
-Self-contained on purpose: it imports only the standard library and torch, never
-cuda_doctor, because it runs inside the user's environment.  The launcher
-(``cuda_doctor.nccl.runner``) starts one of these per GPU (``python -c <this source> ARGS``)
-with ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` set, and reads the records
-(``cuda_doctor.base.children``) it prints:
+"""One rank of the all-reduce smoke, run by the target interpreter (standard library and torch
+only) with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set.  Bus bandwidth follows nccl-tests:
+busbw = algbw * 2(n-1)/n for all-reduce.  Its records on stdout:
 
     {"started": true, ...}      before torch is imported
     {"event": "joining", ...}   torch imported, entering init_process_group
     {"event": "joined", ...}    once init_process_group has returned
     {"event": "result", ...}    the one result line of this rank (or {"event": "error", ...})
-
-Bus bandwidth follows nccl-tests: busbw = algbw * 2(n-1)/n for all-reduce
-(https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md).
 """
 
 from __future__ import annotations
@@ -66,25 +59,18 @@ def run_rank(args: argparse.Namespace, rank: int, world: int) -> int:
 
     import_seconds = time.perf_counter() - start
     on_gpu = args.backend == "nccl"
+    device = torch.device("cuda", rank) if on_gpu else torch.device("cpu")
     if on_gpu:
         torch.cuda.set_device(rank)
-        device = torch.device("cuda", rank)
-    else:
-        device = torch.device("cpu")
 
     def sync() -> None:
         if on_gpu:
             torch.cuda.synchronize(device)
 
     emit("joining", rank=rank, import_seconds=import_seconds)
+    timeout = datetime.timedelta(seconds=args.init_timeout)
     t0 = time.perf_counter()
-    dist.init_process_group(
-        backend=args.backend,
-        init_method="env://",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=args.init_timeout),
-    )
+    dist.init_process_group(backend=args.backend, init_method="env://", rank=rank, world_size=world, timeout=timeout)
     init_seconds = time.perf_counter() - t0
     emit("joined", rank=rank, init_seconds=init_seconds)
 
@@ -96,11 +82,10 @@ def run_rank(args: argparse.Namespace, rank: int, world: int) -> int:
     sum_ok = bool(torch.equal(probe, expected))
 
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    largest = max(sizes)
 
     # A fixed rank-local workload, timed without communication, so a slow GPU stands out
     # (all-reduce timings are coupled: every rank waits for the slowest).
-    a = torch.ones(largest // 4, dtype=torch.float32, device=device)
+    a = torch.ones(max(sizes) // 4, dtype=torch.float32, device=device)
     b = torch.ones_like(a)
     a.add_(b)
     sync()
@@ -128,11 +113,8 @@ def run_rank(args: argparse.Namespace, rank: int, world: int) -> int:
         per_op = elapsed / args.iters
         nbytes = buf.numel() * buf.element_size()
         algbw = nbytes / per_op / 1e9
-        per_size[str(nbytes)] = {
-            "seconds_per_op": per_op,
-            "algbw_gbps": algbw,
-            "busbw_gbps": algbw * 2 * (world - 1) / world,
-        }
+        busbw = algbw * 2 * (world - 1) / world
+        per_size[str(nbytes)] = {"seconds_per_op": per_op, "algbw_gbps": algbw, "busbw_gbps": busbw}
         del buf
 
     result: dict[str, Any] = {
@@ -162,10 +144,8 @@ def run_rank(args: argparse.Namespace, rank: int, world: int) -> int:
 def gpu_topology(torch: Any) -> dict[str, Any]:
     """Peer access between every pair of visible GPUs, and the NCCL torch was built with."""
     count = torch.cuda.device_count()
-    p2p: dict[str, bool] = {}
-    for i in range(count):
-        for j in range(i + 1, count):
-            p2p[f"{i}-{j}"] = bool(torch.cuda.can_device_access_peer(i, j) and torch.cuda.can_device_access_peer(j, i))
+    peer = torch.cuda.can_device_access_peer
+    p2p = {f"{i}-{j}": bool(peer(i, j) and peer(j, i)) for i in range(count) for j in range(i + 1, count)}
     out: dict[str, Any] = {"p2p": p2p, "device_count": count, "nccl_version": None}
     try:
         raw = torch.cuda.nccl.version()

@@ -1,19 +1,5 @@
-"""Derived facts for the multi-GPU rules (``derived.nccl.*``).  Never raises.
-
-- ``derived.nccl.skip_reason``: why the all-reduce rule does not apply (or null).
-- ``derived.nccl.pair_skip_reason``: why the rules between GPUs (peer access, bandwidth,
-  outliers) do not apply: the all-reduce's reason, or a one-rank run (or null).
-- ``derived.nccl.multi_gpu``: two or more GPUs visible.
-- ``derived.nccl.transport_disabled``: ``NCCL_P2P_DISABLE=1``-style settings in effect.
-- ``derived.nccl.p2p_missing``: GPU pairs joined by NVLink or a PCIe switch without peer access.
-- ``derived.nccl.expected_busbw_gbps`` / ``expected_basis`` / ``busbw_ratio``: the measured
-  peak bus bandwidth against what the topology should give (``rules/data/interconnect_expected``):
-  NCCL's own figure for GPUs on NVSwitch, else the slowest pair's links.
-- ``derived.nccl.busbw_by_size``: the bus bandwidth at each message size, in words.
-- ``derived.nccl.outlier_ranks``: ranks whose local workload took > 1.5× the median of ranks on
-  identical GPUs.
-- ``derived.outliers.*``: those ranks and the GPUs whose smoke figures lag (``nccl.outliers``).
-"""
+"""Derived facts for the multi-GPU rules (``derived.nccl.*``): when they apply, disabled transports,
+missing peer access, the expected bus bandwidth and lagging ranks.  Never raises."""
 
 from __future__ import annotations
 
@@ -32,11 +18,8 @@ _NVLINK = re.compile(r"^NV(\d+)$")
 
 
 def derive(facts: Facts) -> None:
-    _skip_reason(facts)
-    _pair_skip_reason(facts)
-    _multi_gpu(facts)
-    _transport_disabled(facts)
-    _p2p_missing(facts)
+    for step in (_skip_reason, _pair_skip_reason, _multi_gpu, _transport_disabled, _p2p_missing):
+        step(facts)
     try:
         from cuda_doctor.tables import load_table
 
@@ -45,11 +28,8 @@ def derive(facts: Facts) -> None:
         facts.mark_unknown("derived.nccl.expected_busbw_gbps", f"interconnect table: {type(exc).__name__}: {exc}")
     else:
         _expected(facts, data)
-    _ratio(facts)
-    _busbw_by_size(facts)
-    _outliers(facts)
-
-    outliers.derive(facts)
+    for step in (_ratio, _busbw_by_size, _outliers, outliers.derive):
+        step(facts)
 
 
 def _skip_reason(facts: Facts) -> None:
@@ -85,15 +65,13 @@ def _multi_gpu(facts: Facts) -> None:
 
 
 def _transport_disabled(facts: Facts) -> None:
-    env = facts.get("env.nccl")
+    out, env = "derived.nccl.transport_disabled", facts.get("env.nccl")
     if not isinstance(env, dict):
-        facts.mark_unknown(
-            "derived.nccl.transport_disabled", facts.reason("env.nccl") or "NCCL environment not gathered"
-        )
+        facts.mark_unknown(out, facts.reason("env.nccl") or "NCCL environment not gathered")
         return
     # NCCL reads these as integers: only 0 (or unset) leaves the transport on.
     found = [f"{k}={env[k]}" for k in TRANSPORT_VARIABLES if k in env and str(env[k]).strip() not in ("", "0")]
-    facts.set("derived.nccl.transport_disabled", found)
+    facts.set(out, found)
 
 
 def _p2p_missing(facts: Facts) -> None:
@@ -168,11 +146,9 @@ def _nvswitch_expected(facts: Facts, table: dict[str, Any]) -> bool:
     expected = float(row["busbw_nvls_gbps" if nvls else "busbw_gbps"])
     sharp = "with" if nvls else "without"
     origin = "measured by cuda-doctor" if row.get("measured_here") else "NCCL's maintainers' figure, not measured here"
+    basis = f"{row['label']}, {sharp} NVLink SHARP: about {expected:g} GB/s at {row['at']}; {origin}"
     facts.set("derived.nccl.expected_busbw_gbps", expected)
-    facts.set(
-        "derived.nccl.expected_basis",
-        f"{row['label']}, {sharp} NVLink SHARP: about {expected:g} GB/s at {row['at']}; {origin}",
-    )
+    facts.set("derived.nccl.expected_basis", basis)
     return True
 
 

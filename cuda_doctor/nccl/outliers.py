@@ -1,15 +1,5 @@
 """Derived facts for the outlier rule (CD805): GPUs slower than their identical siblings in one
-node, from two measurements.  Never raises.
-
-- NCCL's ranks: each times the same local workload without communication; a rank above
-  ``OUTLIER_FACTOR`` times the median of the ranks on identical GPUs (``derived.nccl.outlier_ranks``).
-- The smoke figures (matmul TFLOP/s, host-device copy GB/s, kernel launch time): with three or more
-  GPUs of one model, a figure below ``SLOW_RATIO`` of their median (above its inverse for a time),
-  the ratio ``cuda-doctor fleet`` also flags across nodes.
-
-- ``derived.outliers.found``: one line per lagging rank or figure; ``basis``: what was compared;
-  ``skip_reason``: why nothing could be compared, or null.
-"""
+node, by NCCL's per-rank local workload and by the smoke figures.  Never raises."""
 
 from __future__ import annotations
 
@@ -53,8 +43,7 @@ def derive(facts: Facts) -> None:
 
 
 def _smoke_outliers(facts: Facts) -> tuple[list[str], str] | None:
-    """GPUs whose smoke figures fall behind their identical siblings' by the fleet's ratio; None
-    when no model has enough GPUs with figures to compare."""
+    """GPUs whose smoke figures lag their identical siblings' by the fleet's ratio; None if none compare."""
     smoke = facts.indices("smoke")
     if not smoke:
         return None

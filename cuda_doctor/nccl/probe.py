@@ -1,16 +1,10 @@
-"""The NCCL probe: an all-reduce across all visible GPUs plus interconnect facts.
-
-Runs only as part of the smoke run (never under ``--fast``).  The GPU count is learned here
-(NVML, narrowed by ``CUDA_VISIBLE_DEVICES``).  With two or more GPUs it runs one rank per GPU;
-with one GPU, only when asked for (``--nccl``): a one-rank communicator is a real NCCL
-initialisation (bootstrap, topology detection, proxy) and its all-reduce a real collective, but
-it moves no data between GPUs, so the bandwidth and the links are not measured.  Two ranks on
-one GPU are an error since NCCL 2.5, so one GPU is always one rank.
-"""
+"""The NCCL probe: an all-reduce across all visible GPUs, one rank each, plus interconnect facts.
+One GPU runs only with ``--nccl``: a one-rank all-reduce measures no bandwidth and no links."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from cuda_doctor.base.deadline import Outcome, call_with_deadline
@@ -21,6 +15,8 @@ from cuda_doctor.nccl import runner, topology
 
 #: Extra seconds on top of ``ctx.smoke_timeout``: N processes import torch and set up NCCL.
 _GROUP_SLACK_S = 60.0
+#: The all-reduce's results, unknown with one reason when it did not run.
+_RESULTS = ("nccl.sum_ok", "nccl.busbw_gbps", "nccl.busbw_peak_gbps", "nccl.per_rank_seconds", "nccl.p2p")
 
 
 def visible_count(
@@ -29,48 +25,37 @@ def visible_count(
     uuids: Sequence[str] = (),
     mig_parents: Mapping[str, int] | None = None,
 ) -> int:
-    """How many CUDA devices a process will see, given NVML's count and CUDA_VISIBLE_DEVICES,
-    read as the CUDA_VISIBLE_DEVICES rule reads it (``gpu.visible_devices``).  UUID
-    entries are taken on trust where ``uuids`` are not known; MIG ones where ``mig_parents`` are not."""
+    """How many CUDA devices a process will see, read as the CUDA_VISIBLE_DEVICES rule reads it; UUID
+    and MIG entries are taken on trust where ``uuids`` or ``mig_parents`` are not known."""
     from cuda_doctor.gpu.visible_devices import visible_devices
 
     visible = visible_devices(cuda_visible_devices, nvml_count, list(uuids), mig_parents).visible
     return nvml_count if visible is None else visible
 
 
+@dataclass
 class NcclProbe:
+    nvml_loader: Callable[[], Any] = binding.load
+    backend: str = "nccl"
+    sizes: tuple[int, ...] = runner.DEFAULT_SIZES
+    iters: int = 20
+    warmup: int = 5
     name = "nccl"
-
-    def __init__(
-        self,
-        nvml_loader: Callable[[], Any] = binding.load,
-        backend: str = "nccl",
-        sizes: tuple[int, ...] = runner.DEFAULT_SIZES,
-        iters: int = 20,
-        warmup: int = 5,
-    ) -> None:
-        self._nvml_loader = nvml_loader
-        self._backend = backend
-        self._sizes = sizes
-        self._iters = iters
-        self._warmup = warmup
 
     def deadline(self, ctx: ProbeContext) -> float:
         # one NVML conversation and `nvidia-smi topo -m`, each within ctx.timeout, then the ranks
         return 2 * ctx.timeout + ctx.smoke_timeout + _GROUP_SLACK_S + 30
 
     def applies(self, ctx: ProbeContext) -> bool:
-        # The GPU count is not known yet: collect() decides "one GPU → not applicable".
         return not ctx.fast and ctx.smoke
 
     def collect(self, ctx: ProbeContext) -> Facts:
         facts = Facts()
-        read = call_with_deadline(lambda: topology.read_nvml(self._nvml_loader()), ctx.timeout, "nccl-nvml")
+        read = call_with_deadline(lambda: topology.read_nvml(self.nvml_loader()), ctx.timeout, "nccl-nvml")
         nvml = read.value
         if nvml is None or nvml.uuids is None:  # no NVML: the all-reduce cannot be sized, say why
             reason = f"cannot count GPUs: {_why_uncounted(read, ctx.timeout)}"
-            facts.mark_unknown("nccl.status", reason)
-            _mark_results_unknown(facts, reason)
+            facts.mark_all_unknown(("nccl.status", *_RESULTS), reason)
             return facts
         count = visible_count(len(nvml.uuids), ctx.env.get("CUDA_VISIBLE_DEVICES"), nvml.uuids, nvml.mig_parents)
         facts.set("nccl.visible_gpus", count)
@@ -83,7 +68,7 @@ class NcclProbe:
             facts.set("nccl.reason", reason)
             facts.set("nccl.error", None)
             facts.set("nccl.world_size", count)
-            _mark_results_unknown(facts, f"not applicable: {reason}")
+            facts.mark_all_unknown(_RESULTS, f"not applicable: {reason}")
             return facts
         facts.merge(nvml.facts)
         facts.merge(topology.topo_facts(ctx))
@@ -92,12 +77,13 @@ class NcclProbe:
 
     def _run(self, ctx: ProbeContext, count: int) -> Facts:
         # one rank measures no bandwidth: one small message, once, is the whole smoke
-        sizes, iters, warmup = ((min(self._sizes),), 1, 1) if count == 1 else (self._sizes, self._iters, self._warmup)
+        sizes, iters, warmup = ((min(self.sizes),), 1, 1) if count == 1 else (self.sizes, self.iters, self.warmup)
+        timeout = ctx.smoke_timeout + _GROUP_SLACK_S
         result = runner.run_group(
             ctx.python,
             count,
-            backend=self._backend,
-            timeout=ctx.smoke_timeout + _GROUP_SLACK_S,
+            backend=self.backend,
+            timeout=timeout,
             env=ctx.env,
             sizes=sizes,
             iters=iters,
@@ -124,19 +110,17 @@ def result_facts(result: runner.GroupResult) -> Facts:
     if result.status != "ok":
         facts.set("nccl.status", result.status)
         facts.set("nccl.error", result.error)
-        _mark_results_unknown(facts, result.error or result.status)
+        facts.mark_all_unknown(_RESULTS, result.error or result.status)
         return facts
     sum_ok = bool(result.sum_ok)
-    wrong = [r.get("rank") for r in result.ranks if not r.get("sum_ok")]
+    wrong = ", ".join(str(r.get("rank")) for r in result.ranks if not r.get("sum_ok"))
     facts.set("nccl.status", "ok" if sum_ok else "failed")
-    facts.set(
-        "nccl.error", None if sum_ok else "all-reduce returned a wrong sum on rank " + ", ".join(str(w) for w in wrong)
-    )
+    facts.set("nccl.error", None if sum_ok else f"all-reduce returned a wrong sum on rank {wrong}")
     facts.set("nccl.sum_ok", sum_ok)
     facts.set("nccl.backend", result.ranks[0].get("backend"))
     if result.world_size == 1:  # bus bandwidth is 2(n-1)/n × algbw: nothing crosses a link
-        for name in ("busbw_gbps", "busbw_peak_gbps"):
-            facts.mark_unknown(f"nccl.{name}", "one rank: the all-reduce moves no data between GPUs")
+        reason = "one rank: the all-reduce moves no data between GPUs"
+        facts.mark_all_unknown(("nccl.busbw_gbps", "nccl.busbw_peak_gbps"), reason)
     else:
         busbw = {size: round(v, 3) for size, v in result.busbw_gbps().items()}
         facts.set("nccl.busbw_gbps", busbw)
@@ -162,10 +146,4 @@ def _rounded(values: list[Any]) -> list[Any]:
     return [round(v, 6) if isinstance(v, float) else v for v in values]
 
 
-def _mark_results_unknown(facts: Facts, reason: str) -> None:
-    for name in ("sum_ok", "busbw_gbps", "busbw_peak_gbps", "per_rank_seconds", "p2p"):
-        facts.mark_unknown(f"nccl.{name}", reason)
-
-
-#: The registry entry (``cuda_doctor.core.families.PROBES``) reads this.
 PROBE = NcclProbe()

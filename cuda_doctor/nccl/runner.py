@@ -1,10 +1,4 @@
-"""Launch one all-reduce rank per GPU under one hard deadline, and read back their results.
-
-The ranks are a group of children of the target interpreter (``cuda_doctor.base.children.run_group``):
-each in its own session, all under one shared deadline, and on timeout or on the first failing
-rank every rank's whole process group is killed.  Nothing here raises: every outcome is a
-``GroupResult``.
-"""
+"""Launch one all-reduce rank per GPU under one hard deadline, and read back their results; never raises."""
 
 from __future__ import annotations
 
@@ -36,9 +30,7 @@ class GroupResult:
 
     @property
     def sum_ok(self) -> bool | None:
-        if not self.ranks:
-            return None
-        return all(bool(r.get("sum_ok")) for r in self.ranks)
+        return all(bool(r.get("sum_ok")) for r in self.ranks) if self.ranks else None
 
     def busbw_gbps(self) -> dict[str, float]:
         """Bus bandwidth per message size, taken from the slowest rank (the collective's pace)."""
@@ -64,10 +56,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-#: NVLink SHARP (NVLS) multicast is off for the ranks unless the user's environment says
-#: otherwise.  Its multicast objects live on the NVSwitches, which every GPU of the host shares: a
-#: program using them has put shared hosts' GPUs out of service, and a short check must never be
-#: what does that.  The expected bus bandwidth is then NCCL's ring and tree figure.
+#: NVLink SHARP multicast is off unless the user says otherwise: it uses the NVSwitches all GPUs share.
 NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
@@ -77,9 +66,7 @@ def nvls_setting(base: Mapping[str, str]) -> str:
 
 
 def child_env(base: Mapping[str, str], rank: int, world_size: int, port: int) -> dict[str, str]:
-    env = dict(base)
-    for name, value in NVLS_OFF.items():
-        env.setdefault(name, value)
+    env = {**NVLS_OFF, **base}
     env.update(
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
@@ -111,20 +98,9 @@ def run_group(
         return GroupResult("failed", f"cannot read {CHILD}: {exc.strerror or exc}", world_size)
     base = dict(os.environ if env is None else env)
     port = free_port()
-    argv_tail = [
-        "--backend",
-        backend,
-        "--sizes",
-        ",".join(str(s) for s in sizes),
-        "--iters",
-        str(iters),
-        "--warmup",
-        str(warmup),
-        # torch's own timeout is only a backstop should this launcher die: the hard deadline
-        # below decides, and it can name the rank that never joined
-        "--init-timeout",
-        str(timeout + 30.0),
-    ]
+    argv_tail = ["--backend", backend, "--sizes", ",".join(str(s) for s in sizes), "--iters", str(iters)]
+    # torch's own timeout is only a backstop: the hard deadline decides, and names the rank that never joined
+    argv_tail += ["--warmup", str(warmup), "--init-timeout", str(timeout + 30.0)]
     members = [(argv_tail, child_env(base, rank, world_size, port)) for rank in range(world_size)]
     group = children.run_group(python, source, members, timeout=timeout)
     seconds = time.monotonic() - start
@@ -164,7 +140,6 @@ def outliers(
     return sorted(found)
 
 
-# -- helpers ---------------------------------------------------------------------------------
 def _first(rank: CommandResult, event: str) -> dict[str, Any] | None:
     return next((e for e in parse_events(rank.stdout) if e.get("event") == event), None)
 

@@ -1,11 +1,5 @@
-"""Interconnect facts: NVLink state per link (NVML) and the ``nvidia-smi topo -m`` matrix.
-
-Peer-to-peer access per GPU pair needs torch and a CUDA context, so it is measured inside
-the all-reduce child (``allreduce_child.gpu_topology``), not here.
-
-Note: ``nvidia-smi`` numbers GPUs in PCI bus order; torch uses CUDA ordinals, which follow
-``CUDA_DEVICE_ORDER`` (fastest first by default).  On machines of identical GPUs they agree.
-"""
+"""Interconnect facts: NVLink state per link (NVML) and the ``nvidia-smi topo -m`` matrix (which
+numbers GPUs in PCI bus order; on machines of identical GPUs that is the CUDA order)."""
 
 from __future__ import annotations
 
@@ -60,8 +54,7 @@ def _uuid(nvml: Any, handle: Any) -> str:
 
 
 def nvlink_facts(nvml: Any, handles: list[Any]) -> Facts:
-    """``nvlink[i].active_links`` (0 where NVLink is not supported), ``nvlink[i].supported`` and
-    ``nvlink[i].version_raw``; the whole family unknown when the binding itself fails."""
+    """``nvlink[i].{active_links,supported,version_raw}``; the whole family unknown when the binding fails."""
     facts = Facts()
     max_links = int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))
     enabled = getattr(nvml, "NVML_FEATURE_ENABLED", 1)
@@ -106,11 +99,8 @@ def parse_topo_matrix(text: str) -> tuple[str, dict[str, str]]:
             continue
         row = int(cells[0][3:])
         for name, cell in zip(columns, cells[1 : 1 + len(columns)], strict=False):
-            if not name.startswith("GPU"):
-                continue
-            col = int(name[3:])
-            if col > row:
-                pairs[f"{row}-{col}"] = cell
+            if name.startswith("GPU") and int(name[3:]) > row:
+                pairs[f"{row}-{int(name[3:])}"] = cell
     return raw, pairs
 
 

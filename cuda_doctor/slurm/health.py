@@ -1,15 +1,7 @@
 """The fast check as Slurm's health check and prolog: run it, then drain or undrain the node.
 
-The check runs as a child process (``check --fast --format oneline``) killed at a budget, so
-that a wedged driver can hold up slurmd (which kills a HealthCheckProgram after 60 s and waits
-for a Prolog) only for as long as the budget.  Its exit status is the verdict; its one line is
-the drain reason.  What to do is decided from the verdict and the node's current state:
-
-* FAIL: drain the node with ``cuda-doctor: <line>`` unless it is already drained for a reason
-  that is not cuda-doctor's (an administrator's drain is never taken over: a later passing
-  check would otherwise undrain it).
-* OK: undrain the node only when cuda-doctor drained it.
-* UNKNOWN (no verdict, a crash, the budget spent): leave the node as it is.
+The check runs as a child killed at a budget, so a wedged driver holds up slurmd no longer than
+that.  Its exit status is the verdict; its one line is the drain reason.
 """
 
 from __future__ import annotations
@@ -24,8 +16,7 @@ from cuda_doctor.report.check.oneline import LIMIT, clean
 from cuda_doctor.slurm.node import REASON_PREFIX, NodeState, Slurm
 
 VERDICTS = {0: "OK", 1: "FAIL"}
-#: The rules about the node itself.  A hook's own environment (slurmd's, nearly empty) and its
-#: /dev/shm say nothing about the jobs', so the environment and container rules are left out.
+#: The rules about the node itself: a hook's own environment and /dev/shm say nothing about the jobs'.
 NODE_RULES = ("driver", "gpu", "health")
 
 
@@ -59,8 +50,7 @@ def run_check(check_args: Sequence[str], budget: float, env: Mapping[str, str] |
     line = clean(lines[0])[:LIMIT] if lines else ""
     verdict = VERDICTS.get(res.returncode, "UNKNOWN")
     if verdict == "UNKNOWN" and not line.startswith("UNKNOWN"):
-        # a usage error, a crash: the last line it wrote on stderr says which
-        said = (res.stderr.strip().splitlines() or ["no message"])[-1]
+        said = (res.stderr.strip().splitlines() or ["no message"])[-1]  # a usage error, a crash
         line = clean(f"UNKNOWN cuda-doctor check exited with status {res.returncode}: {said}")[:LIMIT]
     elif not line:
         line = f"{verdict} (cuda-doctor check printed nothing)"
@@ -68,6 +58,8 @@ def run_check(check_args: Sequence[str], budget: float, env: Mapping[str, str] |
 
 
 def decide(outcome: Outcome, node: NodeState) -> Action:
+    """FAIL drains, unless another reason's drain is there (never taken over); OK undrains only
+    cuda-doctor's drain; no verdict leaves the node as it is."""
     if outcome.verdict == "FAIL":
         if node.drained and not node.drained_by_us:
             why = f"already drained for another reason ({node.reason or 'none given'}): left alone"

@@ -1,8 +1,6 @@
 """One Slurm node's state, and draining or undraining it, through ``sinfo`` and ``scontrol``.
 
-Every call is time-bounded and never raises: a failure comes back as a sentence.  Drain
-reasons that cuda-doctor writes start with ``REASON_PREFIX``; that is how it recognises a
-drain of its own and leaves every other one (an administrator's, Slurm's) alone.
+Every call is time-bounded and never raises: a failure comes back as a sentence.
 """
 
 from __future__ import annotations
@@ -12,7 +10,7 @@ from dataclasses import dataclass
 
 from cuda_doctor.base.process import run_command
 
-REASON_PREFIX = "cuda-doctor: "
+REASON_PREFIX = "cuda-doctor: "  # marks cuda-doctor's own drains: every other one is left alone
 #: sinfo marks a state with one of these when the node is not responding, powered down, …
 _STATE_FLAGS = "*~#!%$@^-"
 
@@ -43,9 +41,8 @@ class Slurm:
     def node(self, name: str) -> NodeState | str:
         """The node's state, or why it could not be read."""
         # one line per partition the node is in; %T first (it never holds a "|"), the reason last
-        res = run_command(
-            ["sinfo", "--noheader", "--Node", f"--nodes={name}", "--format=%T|%E"], timeout=self.timeout, env=self.env
-        )
+        argv = ["sinfo", "--noheader", "--Node", f"--nodes={name}", "--format=%T|%E"]
+        res = run_command(argv, timeout=self.timeout, env=self.env)
         if res.error:
             return f"could not read the state of node {name}: {res.error}"
         line = next((ln for ln in res.stdout.splitlines() if "|" in ln), None)

@@ -1,7 +1,5 @@
-"""The programs slurm.conf names: slurmd runs them with no arguments and no PATH.
-
-``HealthCheckProgram`` and ``Prolog`` take a path, not a command line, so each hook is a
-two-line shell script that runs this installation's interpreter on ``cuda-doctor slurm …``.
+"""The programs slurm.conf names (paths, run with no arguments and no PATH): shell scripts that
+run this installation's interpreter on ``cuda-doctor slurm …``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""Driver-level smoke test: a PTX vector add through libcuda, with nothing but the stdlib.
-
-This file is run as a script by the *target* interpreter (``python -c <source> CONFIG``), composed
-with the child-side module it names (``children.compose``), so what runs there imports nothing
-from cuda_doctor and stays compatible with old Pythons.  It tells a broken driver apart from a
-broken framework: no torch is needed, the driver's own JIT compiles the PTX.  Output, one JSON
-object per line on stdout (``cuda_doctor.base.children``): ``{"started": true}``, ``{"step": …}``
-before each step, then ``{"result": {…}}``.  CONFIG is a JSON object: ``{"candidates": [paths of
-libcuda.so.1 to try first], "search_default": true}``.
-"""
+"""Driver-level smoke test, run by the target interpreter: a PTX vector add through libcuda with
+nothing but the stdlib, telling a broken driver from a broken framework.  CONFIG:
+``{"candidates": [libcuda.so.1 paths to try first], "search_default": true}``."""
 
 from __future__ import annotations
 
@@ -21,14 +14,13 @@ LIBRARY = "libcuda.so.1"
 ELEMENTS = 1 << 16
 CUDA_SUCCESS = 0
 CUDA_ERROR_NO_DEVICE = 100
-#: Results named here when the library cannot name them itself: a stub's cuGetErrorName is a
-#: stub too.  cuda.h (CUresult) and the texts of libcudart.
+#: Results the library cannot name itself (a stub's cuGetErrorName is a stub too), from cuda.h.
 KNOWN_ERRORS = {34: ("CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library")}
 CC_MAJOR_ATTRIBUTE = 75  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 CC_MINOR_ATTRIBUTE = 76  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
 
-# The vector add in PTX: a low ISA version and target so that any driver since CUDA 9.1 can
-# JIT it for whatever GPU it drives.  Newer pairs are tried only if an old one is refused.
+# The vector add in PTX, at a low ISA version and target that any driver can JIT; newer pairs
+# are tried only if an old one is refused.
 _PTX_BODY = """
 .visible .entry vadd(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u32 pn)
 {
@@ -108,8 +100,7 @@ class Driver:
             raise CudaError(name, code, error, text)
 
     def _function(self, name: str) -> Any:
-        # cuda.h maps these to their _v2 (64-bit) entry points.  Others must be called by their
-        # plain name: a _v2 may take other arguments (CUDA 13's cuCtxSynchronize_v2 takes a context).
+        # cuda.h maps these to their _v2 (64-bit) entry points; any other _v2 may take other arguments
         candidates = (name + "_v2", name) if name in V2_ENTRY_POINTS else (name,)
         for candidate in candidates:
             function = getattr(self.lib, candidate, None)
@@ -129,8 +120,7 @@ class _DlInfo(ctypes.Structure):
 
 
 def loaded_path(lib: Any, name: str) -> str:
-    """The file the loader opened for ``lib`` (found by its own search for a bare name):
-    dladdr of one of its functions; ``name`` when that cannot be asked."""
+    """The file the loader opened for ``lib`` (dladdr of one of its functions); ``name`` if that fails."""
     try:
         dladdr = ctypes.CDLL(None).dladdr
         dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
@@ -174,17 +164,15 @@ def vector_add(driver: Driver, index: int) -> dict[str, Any]:
         info["capability"] = f"{major.value}.{minor.value}"
     except CudaError as exc:
         info["name_error"] = str(exc)
-    # The primary context (what the runtime API and frameworks use) avoids cuCtxCreate,
-    # whose signature changed in CUDA 13 (cuCtxCreate_v4).
+    # the primary context (what frameworks use) avoids cuCtxCreate, changed in CUDA 13
     context = ctypes.c_void_p()
     driver.call("cuDevicePrimaryCtxRetain", ctypes.byref(context), device)
     try:
         driver.call("cuCtxSetCurrent", context)
         info.update(_run_kernel(driver))
     finally:
-        release = getattr(driver.lib, "cuDevicePrimaryCtxRelease_v2", None) or getattr(
-            driver.lib, "cuDevicePrimaryCtxRelease", None
-        )
+        lib = driver.lib
+        release = getattr(lib, "cuDevicePrimaryCtxRelease_v2", None) or getattr(lib, "cuDevicePrimaryCtxRelease", None)
         if release is not None:
             release(device)
     return info
@@ -192,19 +180,15 @@ def vector_add(driver: Driver, index: int) -> dict[str, Any]:
 
 def _run_kernel(driver: Driver) -> dict[str, Any]:
     module = ctypes.c_void_p()
-    refused: CudaError | None = None
-    ptx_used = None
+    refused: list[CudaError] = []
     for version, target in PTX_TARGETS:
         try:
-            image = ctypes.c_char_p(ptx_source(version, target))
-            driver.call("cuModuleLoadData", ctypes.byref(module), image)
-            ptx_used = f"{version} {target}"
+            driver.call("cuModuleLoadData", ctypes.byref(module), ctypes.c_char_p(ptx_source(version, target)))
             break
         except CudaError as exc:
-            refused = refused or exc
-    if ptx_used is None:
-        assert refused is not None
-        raise refused
+            refused.append(exc)
+    else:
+        raise refused[0]
     function = ctypes.c_void_p()
     driver.call("cuModuleGetFunction", ctypes.byref(function), module, b"vadd")
     size = ELEMENTS * 4
@@ -218,10 +202,7 @@ def _run_kernel(driver: Driver) -> dict[str, Any]:
         driver.call("cuMemcpyHtoD", pointers[0], host_a, ctypes.c_size_t(size))
         driver.call("cuMemcpyHtoD", pointers[1], host_b, ctypes.c_size_t(size))
         count = ctypes.c_uint32(ELEMENTS)
-        params = (ctypes.c_void_p * 4)(
-            *[ctypes.cast(ctypes.byref(p), ctypes.c_void_p) for p in pointers],
-            ctypes.cast(ctypes.byref(count), ctypes.c_void_p),
-        )
+        params = (ctypes.c_void_p * 4)(*[ctypes.cast(ctypes.byref(arg), ctypes.c_void_p) for arg in (*pointers, count)])
         threads = 256
         blocks = (ELEMENTS + threads - 1) // threads
         driver.call("cuLaunchKernel", function, blocks, 1, 1, threads, 1, 1, 0, None, params, None)
@@ -234,14 +215,13 @@ def _run_kernel(driver: Driver) -> dict[str, Any]:
                 free(pointer)
         driver.lib.cuModuleUnload(module)
     wrong = sum(1 for i in range(ELEMENTS) if host_c[i] != host_a[i] + host_b[i])
-    return {"vector_add_ok": wrong == 0, "wrong_elements": wrong, "ptx": ptx_used}
+    return {"vector_add_ok": wrong == 0, "wrong_elements": wrong, "ptx": f"{version} {target}"}
 
 
 def run(config: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {"status": "failed", "error": None, "error_name": None, "devices": []}
     step("load libcuda")
-    candidates = list(config.get("candidates", []))
-    lib, path, tried = load_library(candidates, bool(config.get("search_default", True)))
+    lib, path, tried = load_library(list(config.get("candidates", [])), bool(config.get("search_default", True)))
     if lib is None:
         result["status"] = "no_driver"
         detail = "; ".join(tried)
@@ -271,8 +251,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         try:
             device = vector_add(driver, index)
         except CudaError as exc:
-            device = {"index": index, "vector_add_ok": False, "error": str(exc)}
-            device["error_name"] = exc.name
+            device = {"index": index, "vector_add_ok": False, "error": str(exc), "error_name": exc.name}
             result["error_name"] = result["error_name"] or exc.name
         if not device.get("vector_add_ok"):
             problem = device.get("error") or f"{device.get('wrong_elements')} wrong elements"

@@ -1,14 +1,5 @@
-"""Measured smoke figures against the expected ones (``rules/data/gpu_expected.toml``).
-
-For each ``smoke[i]`` this derives, under ``derived.smoke[i].``:
-``expected_model``, ``expected_kind``, ``expected_source``; ``expected_<figure>`` and
-``<metric>_ratio`` (measured / expected, so 1.0 is on par and lower is slower) for
-``fp32``, ``fp16``, ``bf16``, ``h2d_pinned``, ``h2d_pageable`` and ``launch`` (expected /
-measured there, since lower is better), each also as ``<metric>_percent``;
-``matmul_ratio_min``/``matmul_percent_min`` with ``slowest_matmul``; and
-``slow_causes``, the likely causes of slowness visible in the facts; ``bf16_not_measured``,
-why the bf16 figures are absent (the framework level did not run there, or bf16 is not native).
-"""
+"""Measured smoke figures against the expected ones (``rules/data/gpu_expected.toml``), and the
+likely causes of slowness, as ``derived.smoke[i].*``."""
 
 from __future__ import annotations
 
@@ -18,13 +9,13 @@ from typing import Any
 from cuda_doctor.core.facts import Facts, indexed
 from cuda_doctor.tables import load_table
 
-#: metric → (measured fact under smoke[i], expected figure key, achievable factor key)
-METRICS: dict[str, tuple[str, str, str]] = {
-    "fp32": ("fp32_tflops", "fp32_tflops", "fp32_matmul"),
-    "fp16": ("fp16_tflops", "fp16_tflops", "tensor_matmul"),
-    "bf16": ("bf16_tflops", "bf16_tflops", "tensor_matmul"),
-    "h2d_pinned": ("h2d_pinned_gbps", "h2d_pinned_gbps", "h2d_pinned"),
-    "h2d_pageable": ("h2d_pageable_gbps", "h2d_pageable_gbps", "h2d_pageable"),
+#: metric → (figure: the measured fact under smoke[i] and the expected key, achievable factor key)
+METRICS: dict[str, tuple[str, str]] = {
+    "fp32": ("fp32_tflops", "fp32_matmul"),
+    "fp16": ("fp16_tflops", "tensor_matmul"),
+    "bf16": ("bf16_tflops", "tensor_matmul"),
+    "h2d_pinned": ("h2d_pinned_gbps", "h2d_pinned"),
+    "h2d_pageable": ("h2d_pageable_gbps", "h2d_pageable"),
 }
 MATMULS = ("fp32", "fp16", "bf16")
 
@@ -44,10 +35,8 @@ NO_CAUSE = (
 
 
 def find_row(table: dict[str, Any], device_name: str) -> dict[str, Any] | None:
-    for row in table.get("gpu", []):
-        if re.search(str(row["match"]), device_name, flags=re.IGNORECASE):
-            return dict(row)
-    return None
+    rows = (dict(row) for row in table.get("gpu", []) if re.search(str(row["match"]), device_name, flags=re.IGNORECASE))
+    return next(rows, None)
 
 
 def expected_figures(table: dict[str, Any], row: dict[str, Any]) -> dict[str, float]:
@@ -55,7 +44,7 @@ def expected_figures(table: dict[str, Any], row: dict[str, Any]) -> dict[str, fl
     out: dict[str, float] = {}
     achievable = table.get("achievable", {})
     links = table.get("pcie_gbps", {})
-    for _metric, (_fact, key, factor) in METRICS.items():
+    for key, factor in METRICS.values():
         if key in row:
             out[key] = float(row[key])
         elif f"peak_{key}" in row and factor in achievable:
@@ -81,25 +70,22 @@ def derive(facts: Facts) -> None:
 def _derive_one(facts: Facts, table: dict[str, Any], i: int) -> None:
     out = f"derived.smoke[{i}]"
     facts.set(f"{out}.bf16_not_measured", _bf16_not_measured(facts, i))
-    ratios = [f"{out}.{m}_ratio" for m in (*METRICS, "launch")] + [f"{out}.matmul_ratio_min"]
     facts.set(f"{out}.slow_causes", slow_causes(facts, i))
     name = facts.get(indexed("smoke", i, "name"))
-    if not isinstance(name, str):
-        reason = facts.reason(indexed("smoke", i, "name")) or f"the name of GPU {i} is unknown"
-        for ratio in ratios:
-            facts.mark_unknown(ratio, reason)
-        return
-    row = find_row(table, name)
+    row = find_row(table, name) if isinstance(name, str) else None
     if row is None:
-        for ratio in ratios:
-            facts.mark_unknown(ratio, f"no expected figures for {name} in rules/data/gpu_expected.toml")
+        if isinstance(name, str):
+            reason = f"no expected figures for {name} in rules/data/gpu_expected.toml"
+        else:
+            reason = facts.reason(indexed("smoke", i, "name")) or f"the name of GPU {i} is unknown"
+        ratios = [f"{out}.{m}_ratio" for m in (*METRICS, "launch")] + [f"{out}.matmul_ratio_min"]
+        facts.mark_all_unknown(ratios, reason)
         return
-    facts.set(f"{out}.expected_model", row["model"])
-    facts.set(f"{out}.expected_kind", row["kind"])
-    facts.set(f"{out}.expected_source", row["source"])
+    for key in ("model", "kind", "source"):
+        facts.set(f"{out}.expected_{key}", row[key])
     expected = expected_figures(table, row)
-    for metric, (fact, key, _factor) in METRICS.items():
-        _ratio(facts, f"{out}.{metric}_ratio", indexed("smoke", i, fact), expected.get(key), name)
+    for metric, (key, _factor) in METRICS.items():
+        _ratio(facts, f"{out}.{metric}_ratio", indexed("smoke", i, key), expected.get(key), name)
         if key in expected:
             facts.set(f"{out}.expected_{key}", expected[key])
     launch = facts.get(indexed("smoke", i, "launch_us"))
@@ -122,7 +108,7 @@ def _derive_one(facts: Facts, table: dict[str, Any], i: int) -> None:
 
 
 def _bf16_not_measured(facts: Facts, i: int) -> str:
-    """Why bf16 was not measured on smoke[i]: two causes, and the skip message must name the right one."""
+    """Why bf16 was not measured on smoke[i]: the skip message must name the right cause."""
     if not facts.has(indexed("smoke", i, "error_step")):
         return "the framework-level smoke did not run on this GPU"
     capability = facts.get(indexed("smoke", i, "capability"))
@@ -156,10 +142,7 @@ def _nvml_gpu(facts: Facts, i: int) -> int | None:
     uuid = facts.get(indexed("smoke", i, "uuid"))
     if not uuid:
         return None
-    for j in facts.indices("gpu"):
-        if facts.get(indexed("gpu", j, "uuid")) == uuid:
-            return j
-    return None
+    return next((j for j in facts.indices("gpu") if facts.get(indexed("gpu", j, "uuid")) == uuid), None)
 
 
 def slow_causes(facts: Facts, i: int) -> list[str]:

@@ -1,19 +1,6 @@
-"""Framework-level smoke test: torch on every visible GPU, checked and timed.
-
-Run as a script by the *target* interpreter (``python -c <source> CONFIG``), composed with the
-child-side modules it names (``children.compose``): what runs there imports nothing from
-cuda_doctor and stays compatible with old Pythons.  Per GPU: allocation,
-host↔device copies (pinned and pageable), 4096³ matmuls in fp32/fp16/bf16 checked against a
-float64 reference, kernel-launch time, one autocast + GradScaler training step and a cuDNN
-convolution.  Every step's error is kept as text with the step's name; one broken step does
-not stop the others.  When ``pynvml`` is importable, the PCIe link and clock-event reasons
-are read *while* the GPU is busy (the link trains down at idle).
-
-Output, one JSON object per line on stdout (``cuda_doctor.base.children``): ``{"started": true}``,
-``{"step": …}`` before each step, ``{"device": {…}}`` after each GPU, then ``{"result": {…}}``.
-CONFIG is a JSON object: ``{"size": 4096}``.  In ``cuda-doctor check`` this script runs inside
-the framework probe's torch child, torch imported already (``childside.report.run_order``).
-"""
+"""Framework-level smoke test, run by the target interpreter: torch on every visible GPU, checked
+and timed, step by step (one broken step does not stop the others).  With ``pynvml``, the PCIe
+link and clocks are read while the GPU is busy.  CONFIG: ``{"size": 4096, "ours": [pids]}``."""
 
 from __future__ import annotations
 
@@ -26,14 +13,28 @@ from typing import Any
 from cuda_doctor.base.childside.clocks import CLOCK_EVENT_REASONS
 from cuda_doctor.base.childside.script import emit, error_text, script_main, step
 
-#: Each timed copy: an H200 measured 54.9 GB/s pinned at 128 MiB and 55.1 at 256 MiB, where the
-#: larger buffers cost 0.15 s more of pinning and copying.
+#: Each timed copy: large enough for full speed, small enough to pin quickly.
 COPY_BYTES = 128 * 1024 * 1024
 REFERENCE_ROWS = 256  # the float64 reference covers this many rows of the product
-#: Relative error (Frobenius norm) allowed against the float64 product of the same inputs.
-#: fp32 leaves room for TF32 (10-bit mantissa) when the user enabled it.
+#: Relative error allowed against the float64 product of the same inputs; fp32 leaves room for TF32.
 TOLERANCE = {"fp32": 5e-3, "fp16": 1e-2, "bf16": 5e-2}
 CONV_TOLERANCE = 1e-2  # cuDNN may use TF32 for fp32 convolutions by default
+#: NVML's readings of the PCIe link, taken while the pinned copies run.
+LINK_READINGS = {
+    "pcie_gen_under_load": "nvmlDeviceGetCurrPcieLinkGeneration",
+    "pcie_width_under_load": "nvmlDeviceGetCurrPcieLinkWidth",
+    "pcie_gen_max": "nvmlDeviceGetMaxPcieLinkGeneration",
+    "pcie_width_max": "nvmlDeviceGetMaxPcieLinkWidth",
+}
+#: NVML's readings while the matmuls run, turned into the device's figures by ``Nvml.busy``.
+BUSY_READINGS = {
+    "reasons": "nvmlDeviceGetCurrentClocksEventReasons",
+    "power_mw": "nvmlDeviceGetPowerUsage",
+    "limit_mw": "nvmlDeviceGetEnforcedPowerLimit",
+    "default_mw": "nvmlDeviceGetPowerManagementDefaultLimit",
+    "temperature_c": "nvmlDeviceGetTemperature",
+}
+WATTS = {"power_mw": "power_w_under_load", "limit_mw": "power_limit_w", "default_mw": "power_default_limit_w"}
 
 
 class Nvml:
@@ -42,8 +43,7 @@ class Nvml:
     def __init__(self, ours: Any = ()) -> None:
         self.module: Any = None
         self.error: str | None = None
-        # cuda-doctor's own processes (the driver-level smoke child runs beside this one) are
-        # not "another process on the GPU"
+        # cuda-doctor's own processes are not "another process on the GPU"
         self.ours = {os.getpid(), *(int(pid) for pid in ours if isinstance(pid, int))}
         try:
             import pynvml
@@ -65,37 +65,15 @@ class Nvml:
     def read(self, handle: Any, out: dict[str, Any], names: dict[str, str]) -> None:
         for key, function in names.items():
             try:
-                # nvmlDeviceGetTemperature also takes the sensor: 0 is the GPU die.
+                # nvmlDeviceGetTemperature also takes the sensor: 0 is the GPU die
                 args = (handle, 0) if function == "nvmlDeviceGetTemperature" else (handle,)
                 out[key] = getattr(self.module, function)(*args)
             except Exception as exc:
                 out.setdefault("nvml_errors", {})[key] = error_text(exc)
 
-    def link(self, handle: Any, out: dict[str, Any]) -> None:
-        self.read(
-            handle,
-            out,
-            {
-                "pcie_gen_under_load": "nvmlDeviceGetCurrPcieLinkGeneration",
-                "pcie_width_under_load": "nvmlDeviceGetCurrPcieLinkWidth",
-                "pcie_gen_max": "nvmlDeviceGetMaxPcieLinkGeneration",
-                "pcie_width_max": "nvmlDeviceGetMaxPcieLinkWidth",
-            },
-        )
-
     def busy(self, handle: Any, out: dict[str, Any]) -> None:
         raw: dict[str, Any] = {}
-        self.read(
-            handle,
-            raw,
-            {
-                "reasons": "nvmlDeviceGetCurrentClocksEventReasons",
-                "power_mw": "nvmlDeviceGetPowerUsage",
-                "limit_mw": "nvmlDeviceGetEnforcedPowerLimit",
-                "default_mw": "nvmlDeviceGetPowerManagementDefaultLimit",
-                "temperature_c": "nvmlDeviceGetTemperature",
-            },
-        )
+        self.read(handle, raw, BUSY_READINGS)
         errors = raw.pop("nvml_errors", {})
         if "reasons" not in raw:  # drivers before the rename only have the Throttle name
             self.read(handle, raw, {"reasons": "nvmlDeviceGetCurrentClocksThrottleReasons"})
@@ -107,11 +85,7 @@ class Nvml:
             out["clock_event_reason_names_under_load"] = [
                 name for bit, name in sorted(CLOCK_EVENT_REASONS.items()) if mask & bit
             ]
-        for key, name in (
-            ("power_mw", "power_w_under_load"),
-            ("limit_mw", "power_limit_w"),
-            ("default_mw", "power_default_limit_w"),
-        ):
+        for key, name in WATTS.items():
             if key in raw:
                 out[name] = round(raw[key] / 1000.0, 1)
         if "temperature_c" in raw:
@@ -132,11 +106,7 @@ class Nvml:
 
 
 class PlainSGD:
-    """Just enough of an optimizer for GradScaler.step().
-
-    Constructing a torch.optim optimizer imports torch._dynamo, which took 4-6 s on an H200
-    machine: more than all the GPU work of the smoke run together.
-    """
+    """Just enough of an optimizer for GradScaler.step(): torch.optim imports torch._dynamo, which is slow."""
 
     def __init__(self, torch: Any, params: Any, lr: float) -> None:
         self.torch = torch
@@ -178,7 +148,6 @@ class Gpu:
     def sync(self) -> None:
         self.torch.cuda.synchronize(self.device)
 
-    # -- steps ------------------------------------------------------------------------------
     def allocate(self) -> None:
         torch = self.torch
         torch.cuda.set_device(self.index)
@@ -205,23 +174,20 @@ class Gpu:
         device.copy_(host, non_blocking=pinned)  # warm-up: first touch, pinning, DMA setup
         self.sync()
         reps = 8 if pinned else 2
-        start = time.perf_counter()
-        for _ in range(reps):
-            device.copy_(host, non_blocking=pinned)
-        if pinned and self.handle is not None:
-            self.nvml.link(self.handle, self.out)  # read while the copies are in flight
-        self.sync()
-        seconds = time.perf_counter() - start
         kind = "pinned" if pinned else "pageable"
-        self.out[f"h2d_{kind}_gbps"] = round(reps * COPY_BYTES / seconds / 1e9, 2)
-        if not pinned:
-            return  # pageable device-to-host mostly times page faults on first touch
+        self.out[f"h2d_{kind}_gbps"] = self.timed_copies(device, host, reps, pinned, read_link=pinned)
+        if pinned:  # pageable device-to-host mostly times page faults on first touch
+            self.out["d2h_pinned_gbps"] = self.timed_copies(host, device, reps, True, read_link=False)
+
+    def timed_copies(self, target: Any, source: Any, reps: int, non_blocking: bool, read_link: bool) -> float:
+        """GB/s of ``reps`` copies of ``source`` into ``target``."""
         start = time.perf_counter()
         for _ in range(reps):
-            host.copy_(device, non_blocking=True)
+            target.copy_(source, non_blocking=non_blocking)
+        if read_link and self.handle is not None:
+            self.nvml.read(self.handle, self.out, LINK_READINGS)  # while the copies are in flight
         self.sync()
-        seconds = time.perf_counter() - start
-        self.out["d2h_pinned_gbps"] = round(reps * COPY_BYTES / seconds / 1e9, 2)
+        return round(reps * COPY_BYTES / (time.perf_counter() - start) / 1e9, 2)
 
     def matmul(self, label: str, dtype: Any) -> None:
         torch = self.torch
@@ -311,12 +277,8 @@ class Gpu:
         x = torch.randn(8, 3, 64, 64, device=self.device)
         y = conv(x)
         self.sync()
-        ref = torch.nn.functional.conv2d(
-            x.cpu().double(),
-            conv.weight.detach().cpu().double(),
-            conv.bias.detach().cpu().double(),
-            padding=1,
-        )
+        weight, bias = (param.detach().cpu().double() for param in (conv.weight, conv.bias))
+        ref = torch.nn.functional.conv2d(x.cpu().double(), weight, bias, padding=1)
         error = float(((y.detach().cpu().double() - ref).norm() / ref.norm()).item())
         self.out["conv_rel_err"] = error
         self.out["conv_ok"] = error <= CONV_TOLERANCE
@@ -332,8 +294,7 @@ class Gpu:
         self.attempt("matmul fp16", lambda: self.matmul("fp16", torch.float16))
         if self.out["bf16_native"]:
             self.attempt("matmul bf16", lambda: self.matmul("bf16", torch.bfloat16))
-        # a second into the run: the DMA engines are ours alone by then, once the JAX child
-        # that ran just before has torn its contexts down (an H200 measured 6% less before)
+        # late in the run: the JAX child before it has torn its contexts down, the DMA engines are ours
         self.attempt("h2d pinned", lambda: self.copies(pinned=True))
         self.attempt("launch latency", self.launch)
         self.attempt("amp step", self.amp_step)
@@ -378,14 +339,12 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         result["error_step"] = "cuda init"
         return result
     nvml = Nvml(config.get("ours") or ())
-    if nvml.error:
-        result["nvml_error"] = nvml.error
     size = int(config.get("size", 4096))
     for index in range(count):
         device = Gpu(torch, index, nvml, size).run()
         emit({"device": device})  # kept by the parent even if a later GPU hangs
         result["devices"].append(device)
-    if nvml.error and not result.get("nvml_error"):
+    if nvml.error:  # NVML's own failure, else the last GPU it did not know
         result["nvml_error"] = nvml.error
     errors = [e for device in result["devices"] for e in device["errors"]]
     failed_checks = [

@@ -1,26 +1,6 @@
-"""JAX smoke step: a jitted bf16 matmul on every GPU JAX has, checked and timed.
-
-Run by the *target* interpreter inside the JAX child (``cuda_doctor/jax/_child.py`` runs it
-after the backend is up, as ``python -c <source> CONFIG`` would), composed with the child-side
-module it names: what runs there imports nothing from cuda_doctor.  Per GPU: two 4096² bf16
-inputs drawn on the host (random signs and mantissas, magnitudes in [1, 2)) and put on the GPU
-once, their product compiled by ``jax.jit`` and timed after a warm-up call (batches four times
-longer each time, until one lasts 40 ms), then its first rows checked on the host against the
-float32 product of the same bf16 inputs.  The child runs with
-``XLA_PYTHON_CLIENT_PREALLOCATE=false``: it takes only what it uses.
-
-Two stages: compile (the inputs, the one jitted matmul on each GPU, and the host's float32
-reference) and measure (the timed matmuls, then the product copied back and compared).  With
-``"prepare": true`` in CONFIG the script compiles, prints ``{"prepared": {"seconds": …}}`` and
-waits for ``{"measure": true}`` on stdin before it measures (``cuda-doctor check`` compiles
-beside torch's import and measures before the torch smoke run); stdin closed, or any other line,
-ends it without a result.
-
-Output, one JSON object per line on stdout (``cuda_doctor.base.children``): ``{"started": true}``,
-``{"step": …}`` before each step, ``{"device": {…}}`` after each GPU, then ``{"result": {…}}``.
-CONFIG is a JSON object: ``{"size": 4096}``; ``"platform": "cpu"`` runs the same step on JAX's
-CPU devices (the tests' way to run it on a machine without a GPU).
-"""
+"""JAX smoke step, run in the JAX child: a jitted bf16 matmul on every GPU JAX has, checked and
+timed.  With ``"prepare": true`` in CONFIG it compiles, prints ``{"prepared": {…}}`` and measures
+once ``{"measure": true}`` comes on stdin.  ``"platform": "cpu"`` runs it on JAX's CPU devices."""
 
 from __future__ import annotations
 
@@ -33,8 +13,7 @@ from typing import Any
 from cuda_doctor.base.childside.script import CURRENT_STEP, emit, error_text, script_main, step
 
 REFERENCE_ROWS = 256
-#: Relative error (Frobenius norm) allowed against the float32 product of the same bf16 inputs:
-#: the product is rounded to bf16 (8 mantissa bits), as the framework-level bf16 matmul is.
+#: Relative error allowed against the float32 product of the same inputs: the product is rounded to bf16.
 TOLERANCE = 5e-2
 WORK_SECONDS = 0.04
 SIGN_AND_MANTISSA = 0x807F  # bf16: 1 sign bit, 8 exponent bits, 7 mantissa bits
@@ -42,18 +21,8 @@ EXPONENT_ONE = 0x3F80  # the exponent of 1.0
 MAX_REPS = 2048
 
 
-def relative_error(got: Any, reference: Any, np: Any) -> float | None:
-    """Frobenius-norm relative error; None when the result holds a NaN or an infinity."""
-    if not bool(np.isfinite(got).all()):
-        return None
-    return float(np.linalg.norm(got - reference) / np.linalg.norm(reference))
-
-
 def random_bf16(np: Any, shape: tuple[int, ...]) -> Any:
-    """bf16 bit patterns (uint16) of random sign and mantissa, magnitude in [1, 2): every bit that
-    toggles in a trained model's matmul toggles here.  Drawn on the host from random bytes: an
-    H200's host drew uniform float32 inputs and rounded them to bf16 in 0.2-0.3 s, the bytes in
-    under half that; drawing on the GPU would first compile JAX's random-number kernels."""
+    """bf16 bits (uint16) of random sign and mantissa, magnitude in [1, 2): drawn on the host, nothing to compile."""
     bits = np.frombuffer(np.random.default_rng(0).bytes(2 * int(np.prod(shape))), dtype=np.uint16)
     return ((bits & SIGN_AND_MANTISSA) | EXPONENT_ONE).reshape(shape)
 
@@ -64,8 +33,7 @@ class Matmul:
     def __init__(self, jax: Any, device: Any, size: int, label: str) -> None:
         self.jax, self.device, self.size, self.label = jax, device, size, label
         self.out: dict[str, Any] = {"index": int(device.id), "kind": str(device.device_kind), "error": None}
-        # once compiled: the jitted matmul (the timed one), the inputs on the device, and the
-        # host's float32 product of the first rows
+        # once compiled: the jitted matmul, its inputs on the device, the host's product of the first rows
         self.product: Any = None
         self.inputs: Any = None
         self.reference: Any = None
@@ -102,10 +70,8 @@ class Matmul:
 
         step(self.label)
         c = self.product(*self.inputs).block_until_ready()  # a warm-up
-        # batches of back-to-back calls, four times longer each time, until one lasts WORK_SECONDS:
-        # sized on the warm-up call alone, the timed batch could be too short to hide JAX's
-        # dispatch and the final wait (`smoke` measured 275 TFLOP/s where `check` measured 767 on
-        # the same H200)
+        # batches four times longer each time until one lasts WORK_SECONDS, long enough to hide
+        # JAX's dispatch and the final wait
         reps = 8
         while True:
             started = time.perf_counter()
@@ -118,10 +84,10 @@ class Matmul:
             reps *= 4
         self.out["bf16_tflops"] = round(2.0 * self.size**3 / seconds / 1e12, 2)
         step(f"{self.label}: check on the host")
-        # the whole product comes back (32 MiB at 4096²) and is cut on the host: slicing on the
-        # device would compile one more kernel
+        # cut on the host: slicing on the device would compile one more kernel
         got = np.asarray(c)[: len(self.reference)].astype(np.float32)
-        error = relative_error(got, self.reference, np)
+        finite = bool(np.isfinite(got).all())  # the Frobenius-norm relative error needs finite figures
+        error = float(np.linalg.norm(got - self.reference) / np.linalg.norm(self.reference)) if finite else None
         self.out["bf16_rel_err"] = error
         self.out["bf16_tolerance"] = TOLERANCE
         self.out["bf16_ok"] = error is not None and error <= TOLERANCE
@@ -147,9 +113,8 @@ def run(config: dict[str, Any]) -> dict[str, Any] | None:
     devices = [d for d in jax.devices() if d.platform == wanted or (wanted == "gpu" and d.platform == "cuda")]
     result["device_count"] = len(devices)
     if not devices:
-        result.update(
-            status="skipped", error=f"JAX has no {wanted.upper()} device (its backend is {result['backend']})"
-        )
+        result["status"] = "skipped"
+        result["error"] = f"JAX has no {wanted.upper()} device (its backend is {result['backend']})"
         return result
     size = int(config.get("size", 4096))
     matmuls = [Matmul(jax, device, size, f"jax matmul bf16 on {wanted.upper()} {device.id}") for device in devices]

@@ -1,27 +1,5 @@
-"""The smoke probe: run the smoke children and record what they said as ``smoke.*`` facts.
-
-Facts (``smoke[i]`` is CUDA ordinal i of the target interpreter's environment):
-
-- ``smoke.status`` ("ok" | "failed" | "timeout" | "skipped"), ``smoke.error``,
-  ``smoke.seconds``, ``smoke.limit_s``, ``smoke.device_count``, ``smoke.cuda_visible_devices``;
-- ``smoke.driver_level.{status,error,error_name,library,device_count,driver_cuda_version}``
-  (status "ok" | "failed" | "timeout" | "no_driver" | "interpreter_failed"; ``library`` is the
-  path the loader opened); for a stub libcuda (CUDA_ERROR_STUB_LIBRARY) also ``library_dir``,
-  ``stub_on_ld_library_path`` and ``ld_library_path_fix`` (the shell command that takes the
-  folder out of LD_LIBRARY_PATH);
-- ``smoke.interpreter_error``, ``smoke.interpreter_stderr``: set when the target interpreter
-  could not run the smoke script at all (then the driver was not tested);
-- ``smoke.framework_level.{status,error,error_step,torch_version,device_count,import_seconds}``
-  (status "ok" | "failed" | "timeout" | "skipped");
-- ``smoke[i].`` ``vector_add_ok``, ``name``, ``capability``, ``uuid``, ``alloc_ok``,
-  ``fp32_tflops``/``fp16_tflops``/``bf16_tflops`` with ``…_ok``/``…_rel_err``/``…_tolerance``,
-  ``matmul_ok``, ``bf16_native``, ``h2d_pinned_gbps``, ``h2d_pageable_gbps``,
-  ``d2h_pinned_gbps``, ``launch_us``, ``amp_step_ok``, ``amp_dtype``,
-  ``conv_ok``, ``amp_speedup_bf16``, ``error``, ``error_step``, and, read through NVML while
-  the GPU works, ``pcie_gen_under_load``, ``pcie_width_under_load``, ``pcie_gen_max``,
-  ``pcie_width_max``, ``clock_event_reason_names_under_load``, ``power_w_under_load``,
-  ``power_limit_w``, ``power_default_limit_w``, ``other_process_count``, ``other_process_mib``.
-"""
+"""The smoke probe: run the smoke children and record what they said as ``smoke.*`` facts
+(``smoke[i]`` is CUDA ordinal i)."""
 
 from __future__ import annotations
 
@@ -32,7 +10,7 @@ from typing import Any
 
 from cuda_doctor.core.facts import Facts, indexed
 from cuda_doctor.core.probe import ProbeContext
-from cuda_doctor.smoke.runner import ChildRun, ProgressCallback, SmokeRun, run_smoke
+from cuda_doctor.smoke.runner import ChildRun, SmokeRun, run_smoke
 
 #: Per-GPU figures the framework level measures, and the step that measures each.
 MEASURED: dict[str, str] = {
@@ -40,15 +18,7 @@ MEASURED: dict[str, str] = {
     "h2d_pageable_gbps": "h2d pageable",
     "h2d_pinned_gbps": "h2d pinned",
     "d2h_pinned_gbps": "h2d pinned",
-    "fp32_tflops": "matmul fp32",
-    "fp32_ok": "matmul fp32",
-    "fp32_rel_err": "matmul fp32",
-    "fp16_tflops": "matmul fp16",
-    "fp16_ok": "matmul fp16",
-    "fp16_rel_err": "matmul fp16",
-    "bf16_tflops": "matmul bf16",
-    "bf16_ok": "matmul bf16",
-    "bf16_rel_err": "matmul bf16",
+    **{f"{d}_{key}": f"matmul {d}" for d in ("fp32", "fp16", "bf16") for key in ("tflops", "ok", "rel_err")},
     "matmul_ok": "matmul fp32",
     "launch_us": "launch latency",
     "amp_step_ok": "amp step",
@@ -86,8 +56,6 @@ COPIED = (
     "cudnn_enabled",
     "step_seconds",
 )
-
-
 NO_DRIVER_ERROR = "no NVIDIA driver: libcuda.so.1 not found — the GPU smoke run could not run"
 
 
@@ -103,22 +71,16 @@ class SmokeProbe:
         return ctx.smoke_timeout + 30  # both levels share smoke_timeout; then kills and reads
 
     def collect(self, ctx: ProbeContext) -> Facts:
+        report = ctx.step_progress  # the runner's (level, step) as the context's (what, step)
+        progress = None if report is None else lambda level, step: report(f"smoke, {level} level", step)
         try:
-            run = run_smoke(ctx, _level_steps(ctx))
+            run = run_smoke(ctx, progress)
         except Exception as exc:  # a broken runner must become a reason, not a traceback
             facts = Facts()
             facts.set("smoke.status", "failed")
             facts.set("smoke.error", f"the smoke run could not start: {type(exc).__name__}: {exc}")
             return facts
         return facts_from_run(run, ctx)
-
-
-def _level_steps(ctx: ProbeContext) -> ProgressCallback | None:
-    """The runner's (level, step) as the context's (what, step)."""
-    report = ctx.step_progress
-    if report is None:
-        return None
-    return lambda level, step: report(f"smoke, {level} level", step)
 
 
 PROBE = SmokeProbe()
@@ -154,7 +116,7 @@ def _driver_facts(facts: Facts, child: ChildRun) -> str:
         if key in result:
             facts.set(f"{prefix}.{key}", result[key])
         else:
-            facts.mark_unknown(f"{prefix}.{key}", _why_missing(child, "the driver-level run"))
+            facts.mark_unknown(f"{prefix}.{key}", child.error or "the driver-level run did not report it")
     for device in result.get("devices", []):
         i = int(device["index"])
         facts.set(indexed("smoke", i, "vector_add_ok"), bool(device.get("vector_add_ok")))
@@ -170,8 +132,7 @@ STUB_LIBRARY = "CUDA_ERROR_STUB_LIBRARY"
 
 
 def _stub_library_facts(facts: Facts, env: Mapping[str, str]) -> None:
-    """The CUDA toolkit's stub libcuda (lib64/stubs, for linking only) was loaded: its folder,
-    whether LD_LIBRARY_PATH named it, and the command that takes it out of LD_LIBRARY_PATH."""
+    """The toolkit's stub libcuda (for linking only) was loaded: its folder, and how to drop it from LD_LIBRARY_PATH."""
     library = facts.get("smoke.driver_level.library")
     if facts.get("smoke.driver_level.error_name") != STUB_LIBRARY or not isinstance(library, str):
         return
@@ -205,13 +166,11 @@ def _framework_facts(facts: Facts, run: SmokeRun) -> str:
     facts.set(f"{prefix}.error_step", child.last_step if child.timed_out else result.get("error_step"))
     facts.set(f"{prefix}.seconds", round(child.seconds, 2))
     facts.set(f"{prefix}.last_step", child.last_step)
-    known = ("torch_version", "cuda_available", "device_count", "import_seconds", "cuda_init_seconds")
-    for key in (*known, "nvml_error"):
+    for key in ("torch_version", "cuda_available", "device_count", "import_seconds", "cuda_init_seconds", "nvml_error"):
         if key in result:
             facts.set(f"{prefix}.{key}", result[key])
-    # Per-GPU records arrive as each GPU finishes, so a later hang keeps earlier figures.
-    devices = list(result.get("devices") or child.parsed.devices)
-    for device in devices:
+    # per-GPU records arrive as each GPU finishes, so a later hang keeps earlier figures
+    for device in result.get("devices") or child.parsed.devices:
         _device_facts(facts, device, result.get("nvml_error"))
     return status
 
@@ -259,37 +218,27 @@ def _device_facts(facts: Facts, device: dict[str, Any], nvml_error: str | None) 
         facts.mark_unknown(name("amp_speedup_bf16"), missing or "fp32 or bf16 was not measured")
 
 
-def _why_missing(child: ChildRun, what: str) -> str:
-    return child.error or f"{what} did not report it"
-
-
 def _overall(facts: Facts, run: SmokeRun, driver: str, framework: str) -> None:
-    framework_child = run.framework
-    broken = [c for c in (run.driver, framework_child) if c is not None and c.interpreter_failed]
+    levels = [child for child in (run.driver, run.framework) if child is not None]
+    broken = [child for child in levels if child.interpreter_failed]
     if broken:
         facts.set("smoke.status", "failed")
         facts.set("smoke.error", broken[0].error)
         facts.set("smoke.interpreter_error", broken[0].error)
         facts.set("smoke.interpreter_stderr", broken[0].stderr_tail[-1000:] or None)
         return
-    timed_out = [c for c in (run.driver, framework_child) if c is not None and c.timed_out]
+    timed_out = [child for child in levels if child.timed_out]
     if timed_out:
         facts.set("smoke.status", "timeout")
         facts.set("smoke.error", timed_out[0].error)
         facts.set("smoke.stopped_at", timed_out[0].last_step)
         return
-    if driver == "no_driver":
-        # A run that could not happen is not a pass: nothing proved that the GPU computes.
-        facts.set("smoke.status", "failed")
-        facts.set("smoke.error", NO_DRIVER_ERROR)
-        return
-    if driver != "ok":
-        facts.set("smoke.status", "failed")
-        facts.set("smoke.error", f"driver level: {facts.get('smoke.driver_level.error')}")
-        return
-    if framework == "failed":
-        facts.set("smoke.status", "failed")
-        facts.set("smoke.error", f"framework level: {facts.get('smoke.framework_level.error')}")
-        return
-    facts.set("smoke.status", "ok")
-    facts.set("smoke.error", None)
+    error = None
+    if driver == "no_driver":  # a run that could not happen is not a pass
+        error = NO_DRIVER_ERROR
+    elif driver != "ok":
+        error = f"driver level: {facts.get('smoke.driver_level.error')}"
+    elif framework == "failed":
+        error = f"framework level: {facts.get('smoke.framework_level.error')}"
+    facts.set("smoke.status", "ok" if error is None else "failed")
+    facts.set("smoke.error", error)

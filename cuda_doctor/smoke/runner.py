@@ -1,16 +1,5 @@
-"""Run the smoke scripts in children of the target interpreter, under one hard limit.
-
-The children (``cuda_doctor.base.children``) print ``{"step": …}`` before each step, ``{"device":
-{…}}`` after each GPU (framework level) and ``{"result": {…}}`` at the end.  When the limit is
-reached the child's whole process group is killed and the outcome still says which step was
-running ("killed after 30 s while running: matmul bf16 on GPU 0") and keeps the figures of the
-GPUs that finished.
-
-The framework level runs in the torch child that the framework probe left in ``ctx.handoff``
-when there is one (``cuda-doctor check``: torch is imported once per check), else in a child of
-its own (``cuda-doctor smoke``).  An interpreter that could not even start the framework probe
-gets no smoke run at all: it would only fail the same way, after waiting for it again.
-"""
+"""Run the smoke scripts in children of the target interpreter, under one hard limit: a child
+killed at the limit still says which step was running, and keeps the figures of finished GPUs."""
 
 from __future__ import annotations
 
@@ -65,9 +54,7 @@ class ChildRun:
     timed_out: bool = False
     stderr_tail: str = ""
     error: str | None = None  # why no result came back (could not start, crashed, killed)
-    #: The interpreter never ran the script: it printed no progress line and no result
-    #: (not a Python, a wrapper that exits, a hang before the first line).  Nothing was
-    #: learnt about the driver or the GPU then.
+    #: The interpreter never ran the script (no progress line, no result): nothing was learnt.
     interpreter_failed: bool = False
     stdout_head: str = ""
 
@@ -90,10 +77,7 @@ class SmokeRun:
 
 
 def parse_output(text: str) -> ParsedOutput:
-    """Read progress lines, per-GPU records and the final result; ignore anything else.
-
-    A last line without its newline was cut off (the child was killed mid-write): ``truncated``.
-    """
+    """Progress lines, per-GPU records and the result; ``truncated``: the last line was cut off mid-write."""
     truncated = bool(text.rsplit("\n", 1)[-1].strip())
     return replace(parse_records(children.parse_records(text)), truncated=truncated)
 
@@ -117,9 +101,7 @@ def is_result(record: dict[str, Any]) -> bool:
 
 
 def result_run(level: str, child: children.Child) -> ChildRun | None:
-    """Once ``child`` has printed its result, the run read from its records, without waiting for
-    the child to end (``Handoff.let_end`` lets it); None when its output ends, or its deadline
-    passes, without one: how it ended then says why (``child_run``)."""
+    """The run read from ``child``'s records once its result is in, without waiting for its end; else None."""
     if child.wait_for(is_result) is None:
         return None
     return ChildRun(level, parse_records(child.records()), 0.0)
@@ -159,7 +141,7 @@ def _stderr_detail(stderr_tail: str, lines: int = 1) -> str:
     return " | ".join(last[-lines:])
 
 
-def _interpreter_error(run: ChildRun, limit: float, python: str, script: str = "the smoke script") -> str:
+def _interpreter_error(run: ChildRun, limit: float, python: str, script: str) -> str:
     what = f"the interpreter {python} could not run {script}"
     if run.timed_out:
         return f"{what}: it printed nothing in {limit:g} s and was killed"
@@ -178,30 +160,23 @@ def _with_error(
     script: str = "the smoke script",
 ) -> ChildRun:
     step = run.last_step
-    if not run.parsed.steps and run.result is None:
-        # Not one line of our protocol: the script never ran, so the driver is not in question.
+    if not run.parsed.steps and run.result is None:  # not one line of our protocol: the script never ran
         error = _interpreter_error(run, limit if start_limit is None else start_limit, python, script)
         return replace(run, error=error, interpreter_failed=True)
     if run.timed_out:
         where = f"while running: {step}" if step else "before it reported a step"
-        error = f"killed after {limit:g} s {where}"
-    elif run.result is not None:
+        return replace(run, error=f"killed after {limit:g} s {where}")
+    if run.result is not None:
         return run
-    else:
-        last = _stderr_detail(run.stderr_tail)
-        detail = f": {last}" if last else ""
-        where = f" while running: {step}" if step else ""
-        error = f"the {run.level}-level smoke child exited with status {run.returncode}{where}{detail}"
-    return replace(run, error=error)
+    last = _stderr_detail(run.stderr_tail)
+    detail = f": {last}" if last else ""
+    where = f" while running: {step}" if step else ""
+    return replace(run, error=f"the {run.level}-level smoke child exited with status {run.returncode}{where}{detail}")
 
 
 def library_candidates(ctx: ProbeContext) -> tuple[list[str], bool]:
-    """Where to look for libcuda.so.1, and whether the loader's default search may be used.
-
-    On the live system (root ``/``) the dynamic loader knows best (LD_LIBRARY_PATH, ld.so
-    cache).  For another root only files inside it count: the host's driver says nothing
-    about it.
-    """
+    """Where to look for libcuda.so.1, and whether the loader's default search may be used: on the
+    live system (root ``/``) the loader knows best; for another root only files inside it count."""
     if ctx.root == Path("/"):
         return [], True
     dirs = [d for d in ctx.env.get("LD_LIBRARY_PATH", "").split(":") if d]
@@ -210,11 +185,7 @@ def library_candidates(ctx: ProbeContext) -> tuple[list[str], bool]:
 
 
 def run_smoke(ctx: ProbeContext, progress: ProgressCallback | None = None) -> SmokeRun:
-    """Both levels within ``ctx.smoke_timeout`` seconds in total.
-
-    The framework level starts as soon as the driver level has found libcuda (its "cuInit"
-    step), so the two run side by side; with no driver at all, torch is never imported for it.
-    """
+    """Both levels within ``ctx.smoke_timeout`` s; the framework level starts once the driver level found libcuda."""
     limit = float(ctx.smoke_timeout)
     start = time.monotonic()
     torch = ctx.handoff.take(TORCH_CHILD)
@@ -275,8 +246,7 @@ def _framework_level(
     first: float,
     progress: ProgressCallback | None,
 ) -> ChildRun:
-    """The framework level: in the framework probe's torch child when it is waiting (or in what
-    it said, when it ended before its report), else in a child of its own."""
+    """In the framework probe's torch child (or what it said, if it ended early), else in a child of its own."""
 
     def on_step(step: str) -> None:
         if progress is not None:
@@ -292,7 +262,6 @@ def _framework_level(
         return child_run("framework", result, limit, ctx.python, first)
     if torch.result is not None:  # it ended in the framework probe (a hang or a crash at the import)
         return child_run("framework", torch.result, torch.limit, ctx.python)
-    # Waiting since its report, torch imported: it runs the same script in its own process.
     sent = time.monotonic()
     torch.on_step = on_step
     torch.give_more_time(left)

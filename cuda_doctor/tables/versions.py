@@ -1,8 +1,5 @@
-"""NVIDIA driver and CUDA version numbers ("580.159.04", "12.4.1"), read and compared.
-
-These are plain dotted numbers, not Python package versions: torch's own versions
-("2.11.0+cu130") go through ``packaging``.
-"""
+"""NVIDIA driver and CUDA version numbers ("580.159.04", "12.4.1"), read and compared: plain dotted
+numbers, not Python package versions (torch's "2.11.0+cu130" goes through ``packaging``)."""
 
 from __future__ import annotations
 
@@ -10,12 +7,9 @@ import re
 
 
 def nvidia_version(text: object) -> tuple[int, ...] | None:
-    """The number as integers, compared part by part; trailing zeros dropped so that "12.4"
-    equals "12.4.0".  None when it is not one."""
-    if text is None:
-        return None
+    """The number as integers, trailing zeros dropped ("12.4" equals "12.4.0"); None when it is not one."""
     parts = str(text).strip().split(".")
-    if not all(part.isdigit() for part in parts):  # also refuses "" and signs
+    if not all(part.isdigit() for part in parts):  # also refuses None, "" and signs
         return None
     numbers = [int(part) for part in parts]
     while len(numbers) > 1 and numbers[-1] == 0:
@@ -30,7 +24,7 @@ def at_least(version: object, floor: object) -> bool:
 
 
 def major_minor(text: object) -> tuple[int, int] | None:
-    match = re.match(r"^\s*(\d+)\.(\d+)", str(text)) if text is not None else None
+    match = re.match(r"^\s*(\d+)\.(\d+)", str(text))
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 

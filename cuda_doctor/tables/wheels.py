@@ -1,14 +1,5 @@
-"""Which PyTorch wheel to suggest: ``rules/data/torch_wheels.toml`` meets the GPUs, the driver
-and the interpreter.
-
-A suggestion is a (release, CUDA variant) that PyTorch publishes, whose wheel has native code
-(SASS) for every GPU — or PTX that the driver can JIT-compile, which needs the driver to support
-the wheel's CUDA fully — and whose CUDA the driver runs, fully or through minor-version
-compatibility.  ``plan`` gives up to three of them: the wheel to install with this driver
-(``now``), the installed release's own wheel for these GPUs and the driver it needs (``keep``),
-and, when no wheel runs on this driver, the one to install after a driver upgrade (``target``).
-Pure functions of the tables: the derivers in ``framework.derive`` write the facts.
-"""
+"""Which PyTorch wheel to suggest: ``rules/data/torch_wheels.toml`` meets the GPUs, the driver and the
+interpreter.  Pure functions of the tables: the derivers in ``framework.derive`` write the facts."""
 
 from __future__ import annotations
 
@@ -106,15 +97,9 @@ def python_ok(release: str, python: Capability | None) -> bool:
     return False
 
 
-# -- a wheel on a GPU, a wheel on a driver ------------------------------------------------------
-
-
 def arch_support(capability: object, arch_list: Sequence[str]) -> str:
-    """'sass' (machine code runs as is), 'ptx' (the driver JIT-compiles PTX) or 'none'.
-
-    SASS for sm_XY runs on devices of the same major with minor ≥ Y; arch-specific targets
-    (sm_90a) run only on that exact capability; PTX (compute_XY) JITs to any newer device.
-    """
+    """'sass' (machine code runs as is), 'ptx' (the driver JIT-compiles PTX) or 'none'.  SASS for sm_XY
+    runs on the same major with minor ≥ Y, sm_90a only on 9.0; PTX (compute_XY) JITs to any newer device."""
     cc = major_minor(capability)
     if cc is None:
         return "none"
@@ -157,11 +142,9 @@ def code_for(wheel: Wheel, caps: Sequence[Capability]) -> str | None:
 
 @functools.cache
 def cuda_mode(cuda: Capability, driver: Driver) -> str | None:
-    """'full' when the driver supports this CUDA, 'mvc' when it runs it through minor-version
-    compatibility (same major, driver at or above the family's floor), else None."""
+    """'full' when the driver supports this CUDA, 'mvc' through minor-version compatibility, else None."""
     if cuda <= driver.cuda:
         return "full"
-
     if cuda[0] == driver.cuda[0] and at_least(driver.version, mvc_floor(cuda[0])):
         return "mvc"
     return None
@@ -170,7 +153,6 @@ def cuda_mode(cuda: Capability, driver: Driver) -> str | None:
 @functools.cache
 def driver_floor(wheel: Wheel, caps: tuple[Capability, ...]) -> str | None:
     """The lowest Linux driver that supports the wheel's CUDA, and every GPU's architecture, fully."""
-
     needed = [wheel.cuda, *(gpu_min_cuda(cc) for cc in caps)]
     floors = [min_driver_for_cuda(f"{c[0]}.{c[1]}") for c in needed if c != (0, 0)]
     if any(f is None for f in floors):
@@ -179,33 +161,24 @@ def driver_floor(wheel: Wheel, caps: tuple[Capability, ...]) -> str | None:
 
 
 def choice(wheel: Wheel, caps: tuple[Capability, ...], driver: Driver) -> Choice | None:
-    """The wheel on these GPUs and this driver; None when a GPU has no code in it.  PTX counts
-    only where the driver runs the wheel's CUDA fully (a driver cannot JIT newer PTX)."""
+    """The wheel on these GPUs and this driver, or None; PTX runs only if the driver runs its CUDA fully."""
     code = code_for(wheel, caps)
     if code is None:
         return None
-    mode = None
-    if all(driver.cuda >= gpu_min_cuda(cc) for cc in caps):
-        mode = cuda_mode(wheel.cuda, driver)
+    mode = cuda_mode(wheel.cuda, driver) if all(driver.cuda >= gpu_min_cuda(cc) for cc in caps) else None
     if code == "ptx" and mode == "mvc":
         mode = None
     return Choice(wheel, mode, code, driver_floor(wheel, caps))
 
 
-# -- choosing -----------------------------------------------------------------------------------
-
-
 def _now_key(c: Choice) -> tuple[object, ...]:
-    """Within a release: native code beats PTX; a wheel the driver runs fully beats one it runs
-    only through minor-version compatibility; an arch list read from the wheel beats one taken
-    from release notes; then the newest CUDA (fully supported) or the one closest to the driver."""
+    """Within a release: SASS, full support, a read arch list; then the newest CUDA if full, else the closest."""
     cuda = c.wheel.cuda if c.mode == "full" else (-c.wheel.cuda[0], -c.wheel.cuda[1])
     return (c.code == "sass", c.mode == "full", c.wheel.verified, cuda)
 
 
 def _upgrade_key(c: Choice) -> tuple[object, ...]:
-    """Within a release, the wheel needing the smallest driver upgrade: native code, read arch
-    lists first."""
+    """Within a release, native code and read arch lists, then the smallest driver upgrade."""
     floor = nvidia_version(c.floor) or (9999,)
     return (c.code == "sass", c.wheel.verified, tuple(-n for n in floor), _release_key(c.wheel.release))
 
@@ -218,13 +191,9 @@ def plan(
     *,
     native_only: bool = False,
 ) -> Plan:
-    """The wheels to suggest for these GPUs and this driver.
-
-    ``installed`` is the installed torch release ("2.11"), None when there is none.  The
-    installed release comes first; other releases must have wheels for ``python``.  Across
-    releases a wheel whose arch list was read beats a newer one taken from release notes.
-    ``native_only``: only wheels with native code for every GPU (not their PTX).
-    """
+    """The wheel to install with this driver (``now``), the ``installed`` release's own (``keep``), and
+    when none runs, the one to install after a driver upgrade (``target``).  Other releases need wheels
+    for ``python``; ``native_only``: only wheels with native code (SASS) for every GPU."""
     gpus = tuple(caps)
     every = [c for w in wheels() if (c := choice(w, gpus, driver)) is not None]
     if native_only:
@@ -235,7 +204,7 @@ def plan(
     if runnable:
         return Plan(max(runnable, key=_now_key), keep, None)
     others = [c for c in every if c.mode is not None and python_ok(c.wheel.release, python)]
-    if others:
+    if others:  # across releases, a read arch list beats a newer release's from release notes
         now = max(others, key=lambda c: (c.wheel.verified, _release_key(c.wheel.release), _now_key(c)))
         return Plan(now, keep, None)
     upgrades = [c for c in every if c.floor is not None and python_ok(c.wheel.release, python)]

@@ -1,7 +1,6 @@
 """Run the user's command as a child: its stdio untouched, signals forwarded, its exit code kept.
 
-This is the one subprocess that does not go through ``process.run_command``: its output must
-reach the user's terminal byte for byte and it has no time limit.
+Not through ``process.run_command``: its output must reach the terminal as is, with no time limit.
 """
 
 from __future__ import annotations
@@ -35,15 +34,13 @@ def exit_code_of(returncode: int) -> int:
 
 def spawn(argv: Sequence[str]) -> subprocess.Popen[bytes] | SpawnError:
     """Start ``argv`` sharing our stdin/stdout/stderr and process group (so Ctrl-C reaches it)."""
-    name = argv[0] if argv else ""
     if not argv:
         return SpawnError(2, "cuda-doctor watch: no command given (usage: cuda-doctor watch -- CMD ARGS…)")
+    name = argv[0]
     try:
         with process.starting():
             proc = subprocess.Popen(list(argv))
-            # In cuda-doctor's own process group (see above): an interrupt handled by
-            # ``process.stop_children_on_signals`` kills this process alone, never the group.
-            process.track(proc, own_group=False)
+            process.track(proc, own_group=False)  # so an interrupt kills this process alone, never our group
     except FileNotFoundError:
         return SpawnError(EXIT_NOT_FOUND, f"cuda-doctor watch: {name}: command not found")
     except PermissionError:
@@ -55,11 +52,7 @@ def spawn(argv: Sequence[str]) -> subprocess.Popen[bytes] | SpawnError:
 
 
 def _terminal_delivers_to_group() -> bool:
-    """True when a Ctrl-C typed at a terminal already reaches the child directly.
-
-    The child shares our process group; if that group is the terminal's foreground group, the
-    kernel sends SIGINT to both of us, and forwarding it would make the child see it twice.
-    """
+    """Whether Ctrl-C already reaches the child: our shared group is the terminal's foreground one."""
     for fd in (0, 1, 2):
         try:
             if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp():
@@ -94,8 +87,7 @@ class SignalForwarder:
         proc = self._proc
         if proc is None or proc.returncode is not None:
             return
-        # The child may have just exited; then there is nobody left to tell.
-        with contextlib.suppress(ProcessLookupError):
+        with contextlib.suppress(ProcessLookupError):  # it may have just exited
             proc.send_signal(signum)
 
 

@@ -1,9 +1,7 @@
 """Sample NVML in a background thread while the command runs.
 
-Every NVML call runs on one worker thread (a whole tick per hand-off) and the sampler waits for
-it with a time limit: a driver that stops answering ends sampling (with the reason), never the
-command. Both threads are daemons and are joined with a timeout, so the sampler can neither keep
-the process alive nor outlive the child by more than that limit.
+NVML calls run on one worker thread under a time limit: a driver that stops answering ends
+sampling (with the reason), never the command.  Both threads are daemons, joined with a timeout.
 """
 
 from __future__ import annotations
@@ -31,11 +29,8 @@ _CLOCK_EVENT_REASONS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGet
 def visible_indices(
     value: str | None, uuids: list[str | None], mig_parents: Mapping[str, int] | None = None
 ) -> tuple[list[int], str | None]:
-    """The NVML indices of the GPUs a process sees under CUDA_VISIBLE_DEVICES=value, read as
-    ``check`` reads it (``gpu.visible_devices``), and a note when that is not every GPU.
-
-    A MIG instance is sampled on its GPU; ``mig_parents`` lists the instances (None: not known).
-    """
+    """The NVML indices of the GPUs seen under CUDA_VISIBLE_DEVICES=value (a MIG instance's GPU for
+    the instance), and a note when that is not every GPU."""
     found, gpus = visible_gpus(value, [u or "" for u in uuids], mig_parents)
     if None in gpus:
         return list(range(len(uuids))), (
@@ -103,7 +98,7 @@ class Sampler:
         self._proc_root = proc_root
         self._command = command
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="cuda-doctor-sampler", daemon=True)
+        self.thread = threading.Thread(target=self._run, name="cuda-doctor-sampler", daemon=True)
         self._worker: Worker | None = None
         self._handles: list[tuple[int, Any]] = []
         self._gpus: list[GpuInfo] = []
@@ -118,22 +113,18 @@ class Sampler:
         self._pids: frozenset[int] | None = None
         self._ticks = 0
 
-    @property
-    def thread(self) -> threading.Thread:
-        return self._thread
-
     def start(self) -> None:
-        self._thread.start()
+        self.thread.start()
 
     def stop(self, join_timeout: float | None = None) -> Series:
         """Stop sampling and return what was recorded; waits at most ``join_timeout`` seconds."""
         ended = time.monotonic()
         self._stop.set()
         limit = self._call_timeout + 1.0 if join_timeout is None else join_timeout
-        if self._thread.is_alive() or self._thread.ident is not None:
-            self._thread.join(limit)
+        if self.thread.ident is not None:  # started
+            self.thread.join(limit)
         notes = dict(self._notes)
-        if self._thread.is_alive():
+        if self.thread.is_alive():
             notes["join"] = f"the sampler did not stop within {limit:g} s and was abandoned"
         worker_cpu = self._worker.cpu_s if self._worker is not None else 0.0
         return Series(
@@ -147,8 +138,6 @@ class Sampler:
             sampler_cpu_s=round(self._cpu_s + worker_cpu, 6),
             command=self._command,
         )
-
-    # -- the sampling thread -------------------------------------------------------------------
 
     def _run(self) -> None:
         cpu_start = time.thread_time()
@@ -197,14 +186,12 @@ class Sampler:
             self._error = "NVML found no GPU"
             return
         for i in indices:
-            h = handles[i]
-            self._handles.append((i, h))
-            self._gpus.append(self._static(i, h, uuids[i]))
+            self._handles.append((i, handles[i]))
+            self._gpus.append(self._static(i, handles[i], uuids[i]))
 
     def _static(self, index: int, h: Any, uuid: str | None) -> GpuInfo:
-        nvml = self._nvml
         mem = self._field(index, "memory_total", lambda m: round(m.total / _MIB, 1), "nvmlDeviceGetMemoryInfo", h)
-        clock = self._field(index, "clock_max", float, "nvmlDeviceGetMaxClockInfo", h, nvml.NVML_CLOCK_SM)
+        clock = self._field(index, "clock_max", float, "nvmlDeviceGetMaxClockInfo", h, self._nvml.NVML_CLOCK_SM)
         power = self._field(index, "power_limit", lambda mw: mw / 1000, "nvmlDeviceGetEnforcedPowerLimit", h)
         return GpuInfo(
             index=index,
@@ -231,12 +218,11 @@ class Sampler:
 
     def _tick(self) -> None:
         t = round(time.monotonic() - self._t0, 3)
-        # The process tree changes rarely; walking /proc every tick would cost more than NVML.
-        if self._pids is None or self._ticks % PID_REFRESH_TICKS == 0:
+        if self._pids is None or self._ticks % PID_REFRESH_TICKS == 0:  # the tree changes rarely
             self._pids = child_tree(self.pid, self._proc_root)
         self._ticks += 1
         pids = self._pids
-        # One hand-off to the NVML thread per tick (not per call): that is most of the CPU cost.
+        # one hand-off to the NVML thread per tick, not per call
         self._samples.extend(self._call(lambda: [self._read(t, i, h, pids) for i, h in self._handles]))
 
     def _read(self, t: float, index: int, h: Any, pids: frozenset[int]) -> Sample:
@@ -304,9 +290,8 @@ class Sampler:
         if worker is None:
             return
         if self._initialised and worker.hung is None:
-            nvml = self._nvml
             try:
-                error = worker.call(lambda: binding.shutdown(nvml), 1.0)
+                error = worker.call(lambda: binding.shutdown(self._nvml), 1.0)
             except Overrun as exc:
                 error = str(exc)
             if error is not None:

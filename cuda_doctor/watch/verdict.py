@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from cuda_doctor.watch.samples import GpuInfo, Sample, Series, reason_names
@@ -126,6 +126,10 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return round(sum(real) / len(real), 1) if real else None
 
 
+def _max(values: Iterable[float | None]) -> float | None:
+    return max((v for v in values if v is not None), default=None)
+
+
 def _share(values: Sequence[float], below: float) -> float | None:
     return round(sum(1 for v in values if v < below) / len(values), 3) if values else None
 
@@ -164,30 +168,25 @@ def phase_stats(samples: Sequence[Sample], start: float, end: float) -> PhaseSta
 
 
 def warmup_end(samples: Sequence[Sample], duration: float, interval: float) -> float:
-    """When warm-up ends: when utilisation first stays high (in the first half of the run), else
-    after the default window of 10% of the run (at most 30 s), extended to the command's first use
-    of the GPU when it spends longer than that importing and building its model, but never past
-    half of the run.
-    """
+    """Warm-up ends when utilisation first stays high (in the first half), else after 10% of the run
+    (at most 30 s) or at the command's first use of the GPU if later, never past half of the run."""
     window = min(WARMUP_SHARE * duration, WARMUP_CAP_S)
     need = max(2, math.ceil(2.0 / interval)) if interval > 0 else 2
-    sustained: float | None = None
-    run_start: float | None = None
+    run_start = 0.0
     run_len = 0
     for s in samples:
         if s.sm_util is not None and s.sm_util >= BUSY_UTIL:
             run_start = s.t if run_len == 0 else run_start
             run_len += 1
-            if run_len >= need:
-                sustained = run_start
-                break
         else:
             run_len = 0
+        if run_len >= need:  # utilisation stays high from run_start
+            if run_start <= 0.5 * duration:
+                return run_start
+            break
     first_use = next(
         (s.t for s in samples if s.child_on_gpu or (s.sm_util is not None and s.sm_util >= IDLE_UTIL)), None
     )
-    if sustained is not None and sustained <= 0.5 * duration:
-        return sustained
     return min(max(window, first_use or 0.0), 0.5 * duration)
 
 
@@ -223,17 +222,15 @@ def _judge(
     used: bool | None,
 ) -> Diagnosis:
     util = steady.mean_sm_util
-    base: list[str] = [
-        f"steady state {steady.start_s:.0f}–{steady.end_s:.0f} s: mean SM utilisation {util:.0f}%"
-        if util is not None
-        else "no SM utilisation readings",
-        f"idle (<{IDLE_UTIL:.0f}%) {pct(steady.idle_share)} of the time, under "
-        f"{BUSY_UTIL:.0f}% busy {pct(steady.under_busy_share)}",
+    if util is None:
+        return Diagnosis("no_data", "no utilisation readings for this GPU")
+    base = [
+        f"steady state {steady.start_s:.0f}–{steady.end_s:.0f} s: mean SM utilisation {util:.0f}%",
+        f"idle (<{IDLE_UTIL:.0f}%) {pct(steady.idle_share)} of the time, "
+        f"under {BUSY_UTIL:.0f}% busy {pct(steady.under_busy_share)}",
     ]
     thermal = sum(v for k, v in throttle.items() if k in THERMAL_REASONS)
     brake = throttle.get("hw_power_brake", 0.0)
-    if util is None:
-        return Diagnosis("no_data", "no utilisation readings for this GPU")
     if used is False and util < IDLE_UTIL:
         return Diagnosis("unused", "the command did not use this GPU", tuple(base))
     if util < IDLE_UTIL and not any(s.child_on_gpu for s in samples):
@@ -247,47 +244,33 @@ def _judge(
         return Diagnosis("power_limited", "power limited: an external power brake slows the GPU", ev, POWER_FIXES)
     rx = steady.mean_pcie_rx_mbps
     if util < BUSY_UTIL and rx is not None and rx >= TRANSFER_RX_MBPS:
-        high_rx_low_sm = [
-            s
-            for s in samples
-            if s.pcie_rx_mbps is not None and s.pcie_rx_mbps >= TRANSFER_RX_MBPS and (s.sm_util or 0) < BUSY_UTIL
-        ]
-        share = len(high_rx_low_sm) / len(samples)
+        copying = [s for s in samples if (s.pcie_rx_mbps or 0) >= TRANSFER_RX_MBPS and (s.sm_util or 0) < BUSY_UTIL]
+        share = len(copying) / len(samples)
         if share >= 0.3:
             ev = (
                 *base,
                 f"host→device PCIe traffic {rx / 1000:.1f} GB/s on average while the SMs are mostly idle",
                 f"{pct(share)} of samples copy ≥{TRANSFER_RX_MBPS / 1000:.0f} GB/s with SM under {BUSY_UTIL:.0f}%",
             )
-            return Diagnosis(
-                "transfer_bound", "host-to-device-transfer-bound: the GPU waits for copies", ev, TRANSFER_FIXES
-            )
+            title = "host-to-device-transfer-bound: the GPU waits for copies"
+            return Diagnosis("transfer_bound", title, ev, TRANSFER_FIXES)
     if util < BUSY_UTIL:
-        input_ev = list(base)
         if steady.gaps:
-            input_ev.append(f"{steady.gaps} idle gaps between bursts of work")
+            base.append(f"{steady.gaps} idle gaps between bursts of work")
         if rx is not None:
-            input_ev.append(f"host→device PCIe only {rx:.0f} MB/s: not what the GPU waits for")
-        return Diagnosis("input_bound", "input-bound: the GPU waits for data", tuple(input_ev), INPUT_FIXES)
+            base.append(f"host→device PCIe only {rx:.0f} MB/s: not what the GPU waits for")
+        return Diagnosis("input_bound", "input-bound: the GPU waits for data", tuple(base), INPUT_FIXES)
     if util < GPU_BOUND_UTIL:
         ev = (*base, f"{steady.gaps} idle gaps between bursts" if steady.gaps else "short stalls between steps")
-        return Diagnosis(
-            "partly_input_bound",
-            "mostly busy, with stalls: the input pipeline leaves some GPU time unused",
-            ev,
-            INPUT_FIXES[:4],
-        )
+        title = "mostly busy, with stalls: the input pipeline leaves some GPU time unused"
+        return Diagnosis("partly_input_bound", title, ev, INPUT_FIXES[:4])
     fixes = list(GPU_FIXES)
-    if peak_share is not None and peak_share >= MEMORY_ROOMY_SHARE:
-        fixes[1] = (
-            "A larger batch size will not fit easily (memory peaked at "
-            + pct(peak_share)
-            + "); AMP frees memory for one."
-        )
-    gpu_ev = list(base)
     if peak_share is not None:
-        gpu_ev.append(f"peak memory {pct(peak_share)} of capacity")
-    return Diagnosis("gpu_bound", "GPU-bound: the GPU is busy; make each step cheaper", tuple(gpu_ev), tuple(fixes))
+        base.append(f"peak memory {pct(peak_share)} of capacity")
+        if peak_share >= MEMORY_ROOMY_SHARE:
+            peaked = f"memory peaked at {pct(peak_share)}"
+            fixes[1] = f"A larger batch size will not fit easily ({peaked}); AMP frees memory for one."
+    return Diagnosis("gpu_bound", "GPU-bound: the GPU is busy; make each step cheaper", tuple(base), tuple(fixes))
 
 
 def analyse_gpu(series: Series, info: GpuInfo, warmup_s: float | None = None) -> GpuAnalysis:
@@ -301,8 +284,7 @@ def analyse_gpu(series: Series, info: GpuInfo, warmup_s: float | None = None) ->
         end = 0.0
     warmup = phase_stats(warm, 0.0, end)
     steady = phase_stats(steady_samples, end, duration)
-    peak = max((s.mem_used_mib for s in samples if s.mem_used_mib is not None), default=None)
-    peak_cmd = max((s.child_mem_used_mib for s in samples if s.child_mem_used_mib is not None), default=None)
+    peak = _max(s.mem_used_mib for s in samples)
     total = info.memory_total_mib
     peak_share = round(peak / total, 3) if peak is not None and total else None
     busy = [s for s in steady_samples if (s.sm_util or 0) >= IDLE_UTIL]
@@ -324,9 +306,9 @@ def analyse_gpu(series: Series, info: GpuInfo, warmup_s: float | None = None) ->
         peak_mem_mib=peak,
         memory_total_mib=total,
         peak_mem_share=peak_share,
-        peak_command_mem_mib=peak_cmd,
-        max_temperature_c=max((s.temperature_c for s in samples if s.temperature_c is not None), default=None),
-        max_power_w=max((s.power_w for s in samples if s.power_w is not None), default=None),
+        peak_command_mem_mib=_max(s.child_mem_used_mib for s in samples),
+        max_temperature_c=_max(s.temperature_c for s in samples),
+        max_power_w=_max(s.power_w for s in samples),
         power_limit_w=info.power_limit_w,
         mean_busy_sm_clock_mhz=_mean([s.sm_clock_mhz for s in busy]),
         sm_clock_max_mhz=info.sm_clock_max_mhz,

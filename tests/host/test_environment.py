@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from cuda_doctor.base.secrets import is_secret_name as is_secret
 from cuda_doctor.core.probe import ProbeContext
-from cuda_doctor.host.environment import PROBE, is_secret, parse_memlock
+from cuda_doctor.host.environment import PROBE, parse_memlock
 
 ROOTS = Path(__file__).parents[1] / "fixtures" / "env" / "roots"
 FIXTURES = ROOTS.parent

@@ -84,8 +84,28 @@ def test_unreadable_proc_file(tmp_path: Path) -> None:
     if not Path("/proc/self/mem").exists():
         pytest.skip("no /proc on this system")
     os.symlink("/proc/self/mem", tmp_path / "mem.py")  # open() works, read() fails with EIO
-    [(_, rule, message)] = run(tmp_path)["mem.py"]
-    assert rule == "CDL000" and "cannot read" in message
+    # named on the command line, a link out of the tree is linted; found by the walk, it is not
+    [finding] = lint_paths([tmp_path / "mem.py"]).findings
+    assert finding.rule_id == "CDL000" and "cannot read" in finding.message
+    assert "mem.py" not in run(tmp_path)
+
+
+def test_the_walk_stays_inside_the_folder_it_was_given(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "train.py").write_text(DEPRECATED)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "root").symlink_to("/")
+    (repo / "elsewhere").symlink_to(outside)
+    (repo / "linked.py").symlink_to(outside / "train.py")
+    (repo / "inside").mkdir()
+    (repo / "inside" / "real.py").write_text(DEPRECATED)
+    (repo / "again").symlink_to(repo / "inside")  # a link within the tree is followed (once)
+    report = lint_paths([repo])
+    assert report.files == 1
+    [finding] = report.findings
+    assert Path(finding.path).name == "real.py" and Path(finding.path).parent.parent == repo
 
 
 def test_bad_notebook_and_toml_and_cell(tmp_path: Path) -> None:

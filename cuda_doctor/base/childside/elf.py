@@ -1,11 +1,5 @@
-"""The few parts of an ELF shared object that cuda-doctor reads: its section table, its soname
-and the libraries it needs.
-
-Only headers and small tables are read, with seeks, never a whole file: a CUDA library is
-hundreds of megabytes.  Every read is capped; a file that is not a 64-bit little-endian ELF
-object, or whose tables are larger than the caps, raises ``ValueError`` (an unreadable file
-``OSError``).  Layout: the System V gABI ("ELF-64 Object File Format"), as in ``<elf.h>``.
-"""
+"""The section table, soname and needed libraries of an ELF64 little-endian shared object, read
+by capped seeks, never whole.  Anything else, or tables over the caps, raises ``ValueError``."""
 
 from __future__ import annotations
 

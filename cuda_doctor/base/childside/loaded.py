@@ -1,13 +1,5 @@
-"""Which CUDA libraries this process has mapped, from where, and at which version.
-
-The list comes from ``/proc/self/maps`` (the kernel's own account of every file mapped into
-the process), so it names what the dynamic loader really chose, whatever ``LD_LIBRARY_PATH``,
-RPATHs or preloading did.  A version is asked of the library itself only where that is a plain
-query on a library that is loaded already (``dlopen`` with ``RTLD_NOLOAD`` never loads anything):
-``cudaRuntimeGetVersion``, ``cudnnGetVersion``, ``ncclGetVersion``; the driver's ``libcuda`` says
-its version in its file name.  Other libraries get their soname here and the version of the
-distribution that owns the file from the child (``packages.owners``).
-"""
+"""Which CUDA libraries this process has mapped (``/proc/self/maps``: what the loader really
+chose), from where, and at which version where the loaded library can say it cheaply."""
 
 from __future__ import annotations
 
@@ -19,8 +11,7 @@ from cuda_doctor.base.childside.elf import dynamic_names, elf_sections
 
 MAPS_PATH = "/proc/self/maps"
 MAPS_CAP = 16 << 20
-#: The libraries of a CUDA stack, by the key used in facts (the file name without ``lib`` and
-#: ``.so…``).  Longer names first, so that libcublasLt is not read as libcublas.
+#: The libraries of a CUDA stack, by their key in facts; longer names first (libcublasLt, libcublas).
 CUDA_LIBRARY = re.compile(
     r"^lib(cuda|cudart|cublasLt|cublas|cudnn(?:_[a-z_]+)?|nccl|nvrtc-builtins|nvrtc|nvJitLink|cusparseLt|cusparse"
     r"|cufftw|cufft|curand|cusolverMg|cusolver|cupti|nvshmem_host|cufile)(?:\.alt)?\.so(?:\.[0-9][0-9.]*)?$"
@@ -29,8 +20,7 @@ CUDA_LIBRARY = re.compile(
 
 def read_maps(path: str = MAPS_PATH) -> str:
     with open(path, "rb") as handle:
-        data = handle.read(MAPS_CAP)
-    return data.decode("utf-8", "replace")
+        return handle.read(MAPS_CAP).decode("utf-8", "replace")
 
 
 def mapped_files(maps: str) -> list[str]:

@@ -1,12 +1,6 @@
-"""Installed distributions as an interpreter resolves them, read from their metadata folders.
-
-``installed`` walks a ``sys.path`` in order and lists every ``*.dist-info`` / ``*.egg-info``
-folder of the names asked for: the first copy of a name is the one ``importlib.metadata`` (and
-pip) see, the later ones are shadowed.  Names and versions come from the folder names (PEP 427,
-PEP 376), so listing costs one directory read per path entry; a distribution's ``METADATA``,
-``RECORD`` or build files are read only when asked for, each within a cap.  Functions raise
-``OSError`` (and ``ValueError`` for a file over its cap); ``installed`` skips what it cannot list.
-"""
+"""Installed distributions as an interpreter resolves them, from the names of their
+``*.dist-info`` / ``*.egg-info`` folders; their files are read only when asked for, within caps
+(``ValueError`` past one, ``OSError`` when unreadable)."""
 
 from __future__ import annotations
 
@@ -102,10 +96,8 @@ def record_files(dist: Installed) -> list[str]:
 
 
 def owners(candidates: Iterable[Installed], files: Iterable[str]) -> dict[str, Installed]:
-    """The distribution whose ``RECORD`` lists each of ``files`` (real, absolute paths).
-
-    Only distributions whose location holds one of the files are read, the likeliest first
-    (the one named like the file's top folder), and reading stops once every file is owned."""
+    """The distribution whose ``RECORD`` lists each of ``files`` (real, absolute paths); the
+    likeliest are read first, and reading stops once every file is owned."""
     wanted = {os.path.normpath(path) for path in files}
     found: dict[str, Installed] = {}
     homes = {}
@@ -127,8 +119,7 @@ def owners(candidates: Iterable[Installed], files: Iterable[str]) -> dict[str, I
 
 
 def _distance(dist: Installed, home: str, wanted: set[str]) -> int:
-    """0 when a wanted file's top folder is named like the distribution (``xformers/_C.so`` and
-    xformers, ``nvidia/nccl/…`` and nvidia-nccl-cu13), else 1: those RECORDs are read first."""
+    """0 when a wanted file's top folder is named like the distribution (``nvidia/nccl``), else 1."""
     for path in wanted:
         if path.startswith(home + os.sep):
             top = normalize(path[len(home) + 1 :].split(os.sep, 1)[0].split(".", 1)[0])
@@ -138,19 +129,12 @@ def _distance(dist: Installed, home: str, wanted: set[str]) -> int:
 
 
 def build_files(dist: Installed, package: str) -> dict[str, str]:
-    """What a companion package says about its own build, raw: ``<package>/version.py``
-    (``__version__ = '0.26.0+cu130'``, ``cuda = '13.0'``), ``<package>/cpp_lib.json`` (xformers)
-    and the ``url`` of ``direct_url.json`` (a wheel installed from a URL keeps its file name)."""
-    out: dict[str, str] = {}
+    """What a companion package says about its own build, raw: ``<package>/version.py``,
+    ``<package>/cpp_lib.json`` and the distribution's ``direct_url.json``."""
     base = os.path.join(dist.location or ".", package)
-    for name in ("version.py", "cpp_lib.json"):
-        path = os.path.join(base, name)
-        if os.path.isfile(path):
-            out[name] = read_capped(path, SMALL_FILE_CAP)
-    direct = os.path.join(dist.metadata, "direct_url.json")
-    if os.path.isfile(direct):
-        out["direct_url.json"] = read_capped(direct, SMALL_FILE_CAP)
-    return out
+    folders = {"version.py": base, "cpp_lib.json": base, "direct_url.json": dist.metadata}
+    paths = {name: os.path.join(folder, name) for name, folder in folders.items()}
+    return {name: read_capped(path, SMALL_FILE_CAP) for name, path in paths.items() if os.path.isfile(path)}
 
 
 def read_capped(path: str, cap: int) -> str:

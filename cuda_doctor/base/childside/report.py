@@ -1,11 +1,5 @@
-"""A framework child's report and the pipe it is printed on (the torch child, the JAX child).
-
-The report is ``{"values": {fact: value}, "unknown": {fact: reason}}``: ``put`` records a value,
-``miss`` a reason (never over a value), ``attempt`` turns a step that fails into reasons.
-``open_records`` prints the child's first record and keeps fd 1 for records alone; ``serve``
-answers the parent's orders on stdin, and ``run_order`` runs the script an order carries (a
-smoke step) in this same process, so that a check imports each framework once.
-"""
+"""A framework child's report, ``{"values": {fact: value}, "unknown": {fact: reason}}``, the pipe
+it is printed on, and the orders (smoke scripts) the child serves on stdin in the same process."""
 
 from __future__ import annotations
 
@@ -16,8 +10,7 @@ import traceback
 from collections.abc import Callable, Iterable
 from typing import Any
 
-#: The first line a child prints, before importing any framework: it proves the interpreter
-#: runs, so the parent can give up early on one that does not start.
+#: The first line a child prints, before importing any framework: the interpreter runs.
 STARTED = '{"started": true}'
 
 
@@ -51,8 +44,8 @@ def attempt(report: dict[str, dict[str, Any]], names: list[str], step: Callable[
 
 
 def open_records() -> tuple[int, Callable[[dict[str, Any]], None]]:
-    """Print ``STARTED``, then keep fd 1 for records alone: whatever the frameworks print (even
-    from C) goes to stderr.  Returns the records' own fd and the function that prints a record."""
+    """Print ``STARTED``, then keep fd 1 for records alone (what frameworks print goes to stderr);
+    returns the records' own fd and the function that prints a record."""
     os.write(1, (STARTED + "\n").encode("ascii"))
     records_fd = os.dup(1)
     os.dup2(2, 1)
@@ -83,9 +76,8 @@ def run_order(order: dict[str, Any], records_fd: int) -> bool:
 
 
 def serve(answer: Callable[[dict[str, Any]], bool], first: Iterable[dict[str, Any]] = ()) -> int:
-    """Answer ``first`` orders, then the parent's, one JSON object a line on stdin, while
-    ``answer`` returns True; stdin closed or a line that is no object ends it.  Returns the
-    child's exit status: 1 when answering raised (its traceback on stderr says why), else 0."""
+    """Answer ``first`` orders, then the parent's (a JSON object a line on stdin), while ``answer``
+    returns True; returns the exit status: 1 when answering raised (traceback on stderr), else 0."""
     try:
         for order in first:
             if not answer(order):
@@ -103,8 +95,7 @@ def serve(answer: Callable[[dict[str, Any]], bool], first: Iterable[dict[str, An
 
 
 def end(status: int) -> None:
-    """Exit without the interpreter's teardown: a GPU framework's shutdown can hang or crash
-    after the answer is out."""
+    """Exit without the interpreter's teardown, which can hang in a GPU framework."""
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     os._exit(status)

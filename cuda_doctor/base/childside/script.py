@@ -1,10 +1,5 @@
-"""What every smoke script does alike: its records, its steps and its run from CONFIG to result.
-
-A smoke script (``cuda_doctor/smoke/*_level.py``) runs in the target interpreter, as ``python -c
-SOURCE CONFIG`` or inside a framework child asked to run it.  It prints records
-(``cuda_doctor.base.children``) on stdout: ``{"started": true}`` first, ``{"step": …}`` before each
-step, then ``{"result": {…}}``; CONFIG is one JSON object.
-"""
+"""What every smoke script does alike: run from CONFIG (one JSON object) to its result, printing
+records on stdout: ``{"started": true}``, ``{"step": …}`` before each step, ``{"result": {…}}``."""
 
 from __future__ import annotations
 
@@ -35,8 +30,7 @@ def step(name: str) -> None:
 
 
 def error_text(exc: BaseException) -> str:
-    """A failure in a few words: its type and its first three lines (a framework's errors append
-    long advice, such as torch's "compile with TORCH_USE_CUDA_DSA")."""
+    """A failure in a few words: its type and its first three lines (not the advice that follows)."""
     lines = [line for line in str(exc).strip().splitlines() if line.strip()][:3]
     return f"{type(exc).__name__}: {' '.join(lines)}"[:1000]
 
@@ -49,9 +43,8 @@ def script_main(
     run: Callable[[dict[str, Any]], dict[str, Any] | None],
     failed: Callable[[Exception], dict[str, Any]] = failed_result,
 ) -> None:
-    """The script's whole run: its first record, ``run`` on CONFIG (``sys.argv[1]``), its result.
-    Anything unforeseen still ends as a result, in ``failed``'s words; a ``run`` that returns None
-    was told to end without one."""
+    """The script's whole run: its first record, ``run`` on CONFIG (``sys.argv[1]``), its result
+    (``failed``'s words for an exception; none when ``run`` returns None)."""
     emit({"started": True})
     config = json.loads(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1] else {}
     try:

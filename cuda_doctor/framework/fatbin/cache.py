@@ -1,14 +1,11 @@
-"""What the fatbin scan found per file, kept between runs in cuda-doctor's cache folder.
-
-An entry is valid while its file keeps the same size, modification time and inode: a
-reinstalled wheel writes new files, so it is read again.  A cache that cannot be read or written
-only costs time; the reason is kept in ``error``.
-"""
+"""What the fatbin scan found per file, kept between runs in cuda-doctor's cache folder: an entry
+is valid while its file keeps its size, modification time and inode."""
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +17,6 @@ from cuda_doctor.base.reading import read_bytes
 SCHEMA = 1
 #: A cache file larger than this is not read (a fresh scan costs less than trusting it).
 CACHE_CAP = 64 << 20
-
 Stamp = list[int]
 
 
@@ -28,14 +24,12 @@ def stamp_of(stat: os.stat_result) -> Stamp:
     return [stat.st_size, stat.st_mtime_ns, stat.st_ino]
 
 
+@dataclass
 class ScanCache:
-    def __init__(
-        self, path: Path | None, entries: dict[str, dict[str, Any]] | None = None, error: str | None = None
-    ) -> None:
-        self.path = path
-        self.entries = entries or {}
-        self.error = error
-        self.dirty = False
+    path: Path | None
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    error: str | None = None
+    dirty: bool = field(default=False, init=False)
 
     @classmethod
     def load(cls, path: Path | None = None) -> ScanCache:
@@ -58,8 +52,12 @@ class ScanCache:
         return cls(path, {k: v for k, v in loaded["files"].items() if isinstance(v, dict)})
 
     def get(self, path: str, stamp: Stamp) -> dict[str, Any] | None:
+        """The entry of a file unchanged since it was read; one of another shape (a cache file
+        edited or written by hand) is a miss, and the file is read again."""
         entry = self.entries.get(path)
-        return entry if entry is not None and entry.get("stamp") == stamp else None
+        if entry is None or entry.get("stamp") != stamp or not well_formed(entry):
+            return None
+        return entry
 
     def put(self, path: str, entry: dict[str, Any]) -> None:
         self.entries[path] = entry
@@ -73,7 +71,25 @@ class ScanCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             write_text(self.path, json.dumps({"schema": SCHEMA, "files": kept}, separators=(",", ":")))
+            self.dirty = False
         except OSError as exc:
             self.error = f"cannot write {self.path}: {exc.strerror or exc}"
-            return
-        self.dirty = False
+
+
+#: The type of each field of an entry (``scan.read_file``), as JSON gives it back.
+_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "sass": list, "sass_specific": list, "ptx": list, "cudart": (int, type(None)), "c10_cuda": bool,
+    "torch": bool, "complete": bool, "problem": (str, type(None)), "timed_out": bool, "owner": (list, type(None)),
+}  # fmt: skip
+
+
+def well_formed(entry: dict[str, Any]) -> bool:
+    if not all(isinstance(entry[key], kind) for key, kind in _FIELDS.items() if key in entry):
+        return False
+    arches = [*entry.get("sass", []), *entry.get("sass_specific", [])]
+    ptx = entry.get("ptx", [])
+    pairs = all(
+        isinstance(item, list) and len(item) == 2 and isinstance(item[0], int) and isinstance(item[1], str)
+        for item in ptx
+    )
+    return pairs and all(isinstance(arch, int) for arch in arches)

@@ -1,12 +1,5 @@
 """The ``fatbin.*`` facts: device code and CUDA linkage of every shared object the target
-interpreter can import.  No GPU is needed: a CPU-only machine gets the same facts.
-
-The framework probe gathers them: its child prints the interpreter's ``sys.path`` first of all
-(``{"paths": …}``), and the probe scans those folders, less the standard library's, in the
-doctor's process while the child imports torch, so the scan costs no interpreter start of its
-own and hides behind the import.  ``scan`` is bounded by ``--timeout`` seconds (at least
-``MIN_BUDGET``).
-"""
+interpreter can import, scanned within ``--timeout`` seconds (at least ``MIN_BUDGET``)."""
 
 from __future__ import annotations
 
@@ -31,10 +24,7 @@ def budget(timeout: float) -> float:
 
 
 def site_dirs(paths: dict[str, Any]) -> list[str]:
-    """The folders of an interpreter's ``sys.path`` (as its child reported it) that can hold
-    packages, in order, each once: not the standard library, not the current folder.  A folder
-    inside another one (a venv inside a project on PYTHONPATH) is its own root; the walk of the
-    outer one skips it."""
+    """The folders of ``sys.path`` that can hold packages, in order, each once (no stdlib, not ".")."""
     stdlib = [os.path.realpath(p) for p in paths.get("stdlib") or [] if isinstance(p, str)]
     roots: list[str] = []
     for entry in paths.get("sys_path") or []:
@@ -50,7 +40,6 @@ def site_dirs(paths: dict[str, Any]) -> list[str]:
 
 
 def scan_facts(paths: dict[str, Any], seconds: float, cache_path: Path | None = None) -> Facts:
-    """Scan the package folders of ``paths`` within ``seconds``; the facts of what was found."""
     roots = site_dirs(paths)
     cache = ScanCache.load(cache_path)
     result = scan(roots, cache, seconds)

@@ -1,13 +1,5 @@
-"""The fatbin scan judged per GPU, and the CUDA linkage of compiled extensions against torch.
-
-Per visible GPU (``gpu[i].compute_capability`` from NVML): the files with device code that have
-neither SASS it runs (``wheels.arch_support``, as for torch's own arch list: the same major at a
-lower or equal minor, an arch-specific ``sm_90a`` on exactly 9.0) nor PTX for an older or equal
-architecture; and the
-files whose only way onto this GPU is PTX newer than the driver can compile
-(``rules/data/ptx_isa.toml``).  Across files: extensions that need ``libc10_cuda.so`` under a
-CPU-only torch, and torch extensions linked to another CUDA major than torch's.
-"""
+"""The fatbin scan judged per GPU (no code it runs; only PTX newer than the driver compiles), and
+the CUDA linkage of compiled extensions against torch's."""
 
 from __future__ import annotations
 
@@ -31,25 +23,17 @@ def derive(facts: Facts) -> None:
     if missing(facts, "fatbin.files", *outs, "derived.extensions.c10_cuda_on_cpu") or not isinstance(files, list):
         return
     roots = [str(r) for r in facts.get("fatbin.site_dirs") or []]
-    coded = [
-        f
-        for f in files
-        if isinstance(f, dict) and (f.get("sass") or f.get("sass_specific") or f.get("ptx")) and not _nvidia_library(f)
-    ]
+    coded = [f for f in files if isinstance(f, dict) and _judged(f)]
     facts.set("derived.fatbin.device_code_files", len(coded))
     for index in facts.indices("gpu"):
         _per_gpu(facts, index, coded, roots)
     _linkage(facts, [f for f in files if isinstance(f, dict)], roots)
 
 
-def _nvidia_library(item: dict[str, Any]) -> bool:
-    """NVIDIA's own CUDA library wheels (nvidia-cufft, nvidia-cublas, …) are not judged here.
-
-    They support what their CUDA release supports (the driver and build rules judge that), and
-    some keep most device code outside ``.nv_fatbin``: on the H200, libcufft.so.12 of CUDA 13
-    showed only an sm_75 entry there while cuFFT runs on sm_90.  A verdict from their headers
-    would be a false failure."""
-    return str(item.get("distribution") or "").startswith("nvidia-")
+def _judged(item: dict[str, Any]) -> bool:
+    """A file with device code, not of NVIDIA's wheels (they keep some outside ``.nv_fatbin``)."""
+    code = item.get("sass") or item.get("sass_specific") or item.get("ptx")
+    return bool(code) and not str(item.get("distribution") or "").startswith("nvidia-")
 
 
 def describe(item: dict[str, Any], roots: list[str], gpu_code: str = "") -> str:
@@ -103,8 +87,7 @@ def _per_gpu(facts: Facts, index: int, coded: list[dict[str, Any]], roots: list[
             if needs and driver_cuda and needs[0] and (major_minor(needs[0]) or (0, 0)) > driver_cuda:
                 text = describe(item, roots, f"PTX needs a CUDA {needs[0]} driver")
                 (too_new if needs[1] else unverified).append(text)
-    complete = bool(facts.get("fatbin.complete"))
-    if not missing and not complete:
+    if not missing and not facts.get("fatbin.complete"):
         reason = f"the scan is incomplete: {facts.get('fatbin.incomplete_reason')}"
         facts.mark_unknown(base + ".kernels_missing", reason)
     else:

@@ -1,17 +1,10 @@
-"""The device code of one ELF shared object, read from its fatbin headers.
+"""The device code of one ELF shared object, from its fatbin headers alone (payloads are skipped).
 
-nvcc puts the GPU code of a library into the ``.nv_fatbin`` section (``__nv_relfatbin`` for
-relocatable device code): fatbin containers back to back, each a 16-byte header and then
-entries, each entry a header (64 bytes or more) and its payload.  An entry is SASS for one
-architecture (kind 2, a cubin) or PTX (kind 1) with its ISA version.  The architecture and the
-version sit in the entry header, uncompressed even when the payload is compressed, so only the
-headers are read, with one small positioned read each; payloads are skipped.
-
-Layout (little-endian), as public fatbin readers describe it and as checked against
-``cuobjdump --list-elf --list-ptx`` on real libraries (torchaudio, jax's CUDA plugin, cupy):
+Layout (little-endian) of the ``.nv_fatbin`` and ``__nv_relfatbin`` sections, containers back to
+back, as checked against ``cuobjdump --list-elf --list-ptx``:
 
     container: u32 magic 0xBA55ED50 @0, u16 version @4, u16 header size @6, u64 size of what follows @8
-    entry:     u16 kind @0x00, u32 header size @0x04, u32 padded payload size @0x08,
+    entry:     u16 kind @0x00 (1 PTX, 2 SASS), u32 header size @0x04, u32 padded payload size @0x08,
                u16 minor @0x18, u16 major @0x1A (PTX: its ISA version), u32 arch @0x1C (75 = sm_75),
                u64 flags @0x28 (0x8000 zstd, 0x1000/0x2000 nvcc compression)
 """
@@ -31,8 +24,7 @@ KIND_PTX = 1
 KIND_ELF = 2
 CONTAINER_HEADER = 16
 ENTRY_HEADER = 64
-#: Set on the SASS entries of an arch-specific target ("9.0a") in the files seen; not documented,
-#: so it only ever makes a finding less certain, never more.
+#: Seen on the SASS entries of an arch-specific target ("9.0a"); undocumented, so never trusted more.
 FLAG_ARCH_SPECIFIC = 0x100000
 #: Entries read per file at most; a file with more is reported as read in part.
 MAX_ENTRIES = 200_000
@@ -42,8 +34,7 @@ RESYNC_WINDOW = 64 << 10
 
 @dataclass
 class DeviceCode:
-    """What one file's fatbins hold.  ``complete`` is False when reading stopped early
-    (``problem`` says why): what was found is then a part of it."""
+    """What one file's fatbins hold; ``complete`` is False when reading stopped early."""
 
     sass: set[int] = field(default_factory=set)
     sass_specific: set[int] = field(default_factory=set)
@@ -126,8 +117,7 @@ def _read_entries(fd: int, position: int, end: int, code: DeviceCode) -> bool:
 
 
 def _resync(fd: int, position: int, end: int) -> int | None:
-    """The next container's offset after zero padding; None when only zeros are left; -1 when
-    something else is there."""
+    """The next container's offset after zero padding; None if only zeros are left; -1 if not zeros."""
     window = os.pread(fd, min(RESYNC_WINDOW, end - position), position)
     magic = struct.pack("<I", FATBIN_MAGIC)
     for at in range(0, len(window) - 3, 8):

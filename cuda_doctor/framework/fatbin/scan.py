@@ -1,11 +1,5 @@
-"""Walk site-packages folders and read the device code and CUDA linkage of every shared object.
-
-Each ``*.so`` (and ``*.so.N``) is read once per version of the file: what it holds is kept in
-the cache (``cache.ScanCache``) under its size, modification time and inode, so a second check
-only lists the folders and compares stamps.  A file is read by its headers only (``parse``,
-``childside.elf``).  The whole walk runs within a time budget: when it runs out, the result says
-how far it got, and the files read so far are cached, so the next run goes on from there.
-"""
+"""Walk site-packages folders and read the device code and CUDA linkage of every shared object, by
+its headers only, once per version of the file (``cache.ScanCache``), within a time budget."""
 
 from __future__ import annotations
 
@@ -24,11 +18,9 @@ from cuda_doctor.framework.fatbin.parse import read_device_code
 SHARED_OBJECT = re.compile(r"\.so(\.\d+)*$")
 #: Folders below a site-packages folder walked at most (nvidia/cu13/lib is 3, jax_plugins/… 2).
 MAX_DEPTH = 8
-_SKIP = ("__pycache__",)
 _TORCH_LIBRARIES = re.compile(r"^lib(c10|torch)(_\w+)?\.so$")
 #: The CUDA runtime's major version in a needed library's name: libcudart.so.12
 _CUDART = re.compile(r"libcudart\.so\.(\d+)(?:\.|\Z)")
-#: Problems quoted in the facts at most.
 MAX_PROBLEMS = 20
 
 
@@ -44,8 +36,7 @@ class ScanResult:
 
 
 def shared_objects(roots: Iterable[str], deadline: float) -> tuple[list[tuple[str, os.stat_result]], bool]:
-    """Every shared object below ``roots`` (each file once, however many links name it), and
-    whether the listing finished before ``deadline``."""
+    """Every shared object below ``roots``, each file once, and whether that finished by ``deadline``."""
     found: list[tuple[str, os.stat_result]] = []
     seen: set[tuple[int, int]] = set()
     roots = list(roots)
@@ -69,7 +60,7 @@ def _walk(folder: str, depth: int, others: frozenset[str]) -> Iterator[tuple[str
     for entry in entries:
         try:
             if entry.is_dir(follow_symlinks=False):
-                inside = depth < MAX_DEPTH and not entry.name.startswith(".") and entry.name not in _SKIP
+                inside = depth < MAX_DEPTH and not entry.name.startswith(".") and entry.name != "__pycache__"
                 if inside and entry.path not in others:
                     yield from _walk(entry.path, depth + 1, others)
             elif SHARED_OBJECT.search(entry.name) and entry.is_file(follow_symlinks=False):
@@ -119,13 +110,13 @@ def scan(roots: list[str], cache: ScanCache, budget: float) -> ScanResult:
     found: list[dict[str, Any]] = []
     problems: list[str] = []
     read = 0
+    stopped_at = None  # the file the budget ran out at
     for index, (path, stat) in enumerate(listed):
         stamp = stamp_of(stat)
         entry = cache.get(path, stamp)
         if entry is None:
             if time.monotonic() > deadline:
-                complete = False
-                reason = f"read {index} of {len(listed)} shared objects within the {budget:g} s budget"
+                stopped_at = index
                 break
             entry = read_file(path, stamp, deadline)
             read += 1
@@ -136,9 +127,11 @@ def scan(roots: list[str], cache: ScanCache, budget: float) -> ScanResult:
         if relevant(entry):
             found.append({"path": path, **entry})
         if entry.get("timed_out"):
-            complete = False
-            reason = f"read {index} of {len(listed)} shared objects within the {budget:g} s budget"
+            stopped_at = index
             break
+    if stopped_at is not None:
+        complete = False
+        reason = f"read {stopped_at} of {len(listed)} shared objects within the {budget:g} s budget"
     _own(found, roots, cache)
     return ScanResult(found, len(listed), read, complete, reason, round(time.monotonic() - start, 3), problems)
 

@@ -1,5 +1,5 @@
-"""What the library derivers share: torch's pins, the CUDA-library table, and the commands
-they print (each one runnable as printed: paths quoted, the target interpreter's own pip)."""
+"""What the library derivers share: torch's pins, the CUDA-library table, and the commands they
+print (runnable as printed: paths quoted, the target interpreter's own pip)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import shlex
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-# at the top, not in the functions: only the derivers import this module, and a full check
-# imports them while its probes wait (pipeline.import_derivers)
+# at the top: a full check imports the derivers while its probes wait (pipeline.import_derivers)
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -21,6 +20,7 @@ from cuda_doctor.core.facts import Facts
 from cuda_doctor.core.fixes import pip_of
 from cuda_doctor.tables import load_table
 from cuda_doctor.tables.versions import release_of
+from cuda_doctor.tables.wheels import index_url, releases, variant_of
 
 
 class Pin(NamedTuple):
@@ -31,9 +31,7 @@ class Pin(NamedTuple):
 
 
 def missing(facts: Facts, name: str, *outs: str) -> bool:
-    """True when input ``name`` is not known.  Its reason, if it has one, becomes the reason of
-    ``outs``; an input that was never gathered at all (a report written before it existed)
-    leaves them absent too, so that a re-judged report says so rather than guessing."""
+    """True when input ``name`` is not known; its reason, if it has one, becomes that of ``outs``."""
     if facts.has(name):
         return False
     reason = facts.reason(name)
@@ -53,8 +51,7 @@ def marker_environment(facts: Facts) -> dict[str, str]:
 
 
 def torch_pins(facts: Facts) -> dict[str, Pin]:
-    """The CUDA distributions torch's metadata pins, and what the cuda-toolkit extras it asks for
-    pin in turn (torch's own pin on a name wins: torch 2.12 pins nvidia-cublas itself)."""
+    """The CUDA distributions torch pins itself (those win) or through the cuda-toolkit extras it asks for."""
     env = marker_environment(facts)
     pins: dict[str, Pin] = {}
     extras: set[str] = set()
@@ -105,8 +102,7 @@ def pinned_version(specifier: str) -> str | None:
 
 
 def compare_versions(have: object, want: object) -> str:
-    """'same', 'older', 'newer' or 'major_differs', on the parts both versions have (a library
-    that reports 13.0 is the same as a pin on 13.0.96); 'unknown' when either is unreadable."""
+    """'same', 'older', 'newer', 'major_differs' (on the parts both versions have) or 'unknown'."""
     a, b = _numbers(have), _numbers(want)
     if not a or not b:
         return "unknown"
@@ -139,10 +135,9 @@ def family(name: str) -> str | None:
 
 
 def pip_install(facts: Facts, *requirements: str, options: str = "") -> str:
-    runner = pip_of(facts)
     # quoted always, as pip's own docs write them: '>=', '[extras]' and '*' mean something to a shell
     quoted = " ".join(f"'{r}'" if "'" not in r else shlex.quote(r) for r in requirements)
-    return f"{runner} install {options + ' ' if options else ''}{quoted}"
+    return f"{pip_of(facts)} install {options + ' ' if options else ''}{quoted}"
 
 
 def path_entries(value: object) -> list[str]:
@@ -167,8 +162,7 @@ def in_variable(value: object, folder: str) -> bool:
 
 
 def torch_version(facts: Facts) -> str | None:
-    """torch's version as installed (its metadata folder, read even when ``import torch`` fails),
-    else as ``torch.__version__`` says."""
+    """torch's version as installed (read even when ``import torch`` fails), else its ``__version__``."""
     for index in facts.indices("dist"):
         if facts.get(f"dist[{index}].name") == "torch":
             return str(facts.get(f"dist[{index}].version"))
@@ -178,8 +172,6 @@ def torch_version(facts: Facts) -> str | None:
 
 def torch_variant(facts: Facts) -> str | None:
     """The wheel variant of the installed torch: "cpu", "cu126", …; None when not known."""
-    from cuda_doctor.tables.wheels import variant_of
-
     if facts.has("torch.cuda_build"):
         build = facts.get("torch.cuda_build")
         if build is None:
@@ -190,10 +182,7 @@ def torch_variant(facts: Facts) -> str | None:
 
 
 def index_option(facts: Facts) -> str | None:
-    """``--index-url …`` for wheels built like the installed torch ("" when that is PyPI's
-    default build); None when the variant or its index is not known."""
-    from cuda_doctor.tables.wheels import index_url, releases, variant_of
-
+    """``--index-url …`` for wheels built like the installed torch ("" for PyPI's); None if unknown."""
     variant = torch_variant(facts)
     version = torch_version(facts)
     if version is None:
@@ -207,6 +196,4 @@ def index_option(facts: Facts) -> str | None:
     row = next((r for r in releases() if str(r["torch"]) == release), None)
     if row is None or variant not in row["variants"]:  # type: ignore[operator]
         return None
-    if variant == variant_of(row.get("pypi_default")):
-        return ""
-    return f"--index-url {index_url(variant)}"
+    return "" if variant == variant_of(row.get("pypi_default")) else f"--index-url {index_url(variant)}"

@@ -1,12 +1,5 @@
-"""torch's companion packages (torchvision, torchaudio, xformers, flash-attn, …) against torch.
-
-Two questions per ``companion[i]``.  Was it made for this torch?  Its own ``Requires-Dist`` on
-torch says so where it has one; ``rules/data/companions.toml`` where it has none.  Was it built
-for torch's CUDA?  pip cannot tell (a ``+cu124`` label is invisible to pins), so the build is
-read from the package itself: ``version.py`` (torchvision, torchaudio), ``cpp_lib.json``
-(xformers), the wheel's file name kept in ``direct_url.json`` (flash-attn), else the
-``libcudart.so.N`` its compiled files need (the fatbin scan).
-"""
+"""torch's companion packages (torchvision, xformers, flash-attn, …): made for this torch, and
+built for its CUDA?"""
 
 from __future__ import annotations
 
@@ -73,7 +66,7 @@ def _build(facts: Facts, index: int, name: str, row: dict[str, Any]) -> None:
     files = [f for f in facts.get("fatbin.files") or [] if isinstance(f, dict) and f.get("distribution") == name]
     linked = sorted({int(f["cudart"]) for f in files if isinstance(f.get("cudart"), int)})
     if cuda is None and linked:
-        cuda, source = ".".join(str(n) for n in linked[:1]), "the libcudart.so it needs"
+        cuda, source = str(linked[0]), "the libcudart.so it needs"
     facts.set(base + ".build_cuda", cuda)
     facts.set(base + ".build_cuda_source", source)
     facts.set(base + ".built_for_torch", built_for)
@@ -103,8 +96,7 @@ def _relation(facts: Facts, cuda: str | None) -> str:
 
 
 def build_cuda(build: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
-    """(CUDA version or "cpu", where it was read, the torch minor it was built for) from the raw
-    build files the child read."""
+    """(CUDA version or "cpu", where it was read, the torch minor it was built for) from build files."""
     version_py = str(build.get("version.py") or "")
     cuda = re.search(r"^cuda\s*=\s*['\"]([0-9.]+)['\"]", version_py, re.M)
     if cuda:
@@ -114,7 +106,7 @@ def build_cuda(build: dict[str, Any]) -> tuple[str | None, str | None, str | Non
         return _label_cuda(label.group(1)), "version.py", None
     try:
         info = json.loads(str(build.get("cpp_lib.json") or "null"))
-    except ValueError:
+    except (ValueError, RecursionError):  # a package's file: anything may be in it
         info = None
     if isinstance(info, dict) and isinstance(info.get("version"), dict):
         code, torch = info["version"].get("cuda"), info["version"].get("torch")
@@ -123,7 +115,7 @@ def build_cuda(build: dict[str, Any]) -> tuple[str | None, str | None, str | Non
         return cuda_text, "cpp_lib.json", release_of(torch)
     try:
         direct = json.loads(str(build.get("direct_url.json") or "null"))
-    except ValueError:
+    except (ValueError, RecursionError):
         direct = None
     url = str(direct.get("url", "")) if isinstance(direct, dict) else ""
     wheel = re.search(r"\+cu(\d+)torch(\d+\.\d+)", url)

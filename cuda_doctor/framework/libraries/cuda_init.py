@@ -1,14 +1,5 @@
-"""CUDA's initialisation, explained: the error code it failed with, the driver library that was
-loaded, and whether that library is the version of the loaded kernel module.
-
-* ``derived.cuda_init.*``: the code in torch's warning ("… Error 804: forward compatibility was
-  attempted on non supported HW") or in the driver-level smoke run's ``CUDA_ERROR_*`` name,
-  with its cause and fix from ``rules/data/cuda_errors.toml``.
-* ``derived.gpu[i].forward_compat``: whether GPU i can use a forward-compatibility libcuda
-  (``never`` for GeForce, ``some`` for workstation boards, ``supported`` otherwise).
-* ``derived.driver_module.*``: the user-space driver's versions (NVML, the loaded libcuda) against
-  the kernel module's: a difference is an upgrade waiting for a reboot.
-"""
+"""CUDA's initialisation explained: the error code's cause and fix, whether a GPU can use a
+forward-compatibility libcuda, and driver versions that differ from the kernel module's."""
 
 from __future__ import annotations
 

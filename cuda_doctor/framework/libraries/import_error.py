@@ -1,12 +1,5 @@
-"""Why ``import torch`` failed, from the error's text and what the process had loaded by then.
-
-The texts users paste: ``libcusparse.so.12: undefined symbol: __nvJitLinkComplete_12_4, version
-libnvJitLink.so.12`` (an older copy of the needed library was loaded first, typically from
-``LD_LIBRARY_PATH``), ``libcudnn.so.9: cannot open shared object file`` (a pinned wheel missing,
-or installed where torch's loader does not look), ``libc10_cuda.so: cannot open shared object
-file`` (torch's own files incomplete).  ``derived.torch_import.*`` names the cause, the library
-to blame and the command that fixes it.
-"""
+"""Why ``import torch`` failed (an undefined symbol, a missing CUDA library or torch's own), the
+library to blame and the command that fixes it."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Where each CUDA library the framework process mapped came from, against torch's pins.
-
-Per ``cudalib[i]``: its origin (the wheel torch pins, another wheel, a folder on
-``LD_LIBRARY_PATH``, conda, the system, the driver, the forward-compatibility package), its
-version against the pinned one, the variable that put it first and the command that takes it
-out.  ``derived.libcuda.*`` describes the driver library that was loaded (for the driver rules).
-"""
+"""Where each CUDA library the framework process mapped came from, against torch's pins, and the
+command that takes a wrong copy out of its path variable."""
 
 from __future__ import annotations
 
@@ -23,17 +18,22 @@ from cuda_doctor.framework.libraries.common import (
     without_entry,
 )
 
-#: A libcuda in one of these folders is NVIDIA's forward-compatibility package (cuda-compat-X-Y
-#: installs /usr/local/cuda-X.Y/compat/libcuda.so.*).
+#: A libcuda in such a folder is NVIDIA's forward-compatibility package (/usr/local/cuda-X.Y/compat).
 COMPAT_FOLDER = "compat"
-
-
 RELATIONS = {
     "same": "the pinned version {wanted}",
     "older": "older than the pinned {wanted}",
     "newer": "newer than the pinned {wanted}",
     "major_differs": "of another major version than the pinned {wanted}",
     "unknown": "a version that could not be compared with the pin",
+}
+#: Where each origin but "wheel" is, in words.
+ORIGINS = {
+    "driver": "the NVIDIA driver",
+    "compat": "the CUDA forward-compatibility package",
+    "LD_LIBRARY_PATH": "a folder on LD_LIBRARY_PATH",
+    "conda": "the conda environment",
+    "system": "a system folder",
 }
 
 
@@ -83,7 +83,8 @@ def _judge(facts: Facts, index: int, key: str, path: str, pins: dict[str, Pin]) 
     relation = compare_versions(facts.get(f"cudalib[{index}].version"), wanted)
     facts.set(base + ".relation", relation)
     facts.set(base + ".relation_text", RELATIONS.get(relation, "").format(wanted=wanted))
-    facts.set(base + ".origin_text", _origin_text(facts, index, origin, owner))
+    wheel = f"the {owner} {facts.get(f'cudalib[{index}].distribution_version')} wheel"
+    facts.set(base + ".origin_text", wheel if origin == "wheel" else ORIGINS[origin])
     variable, entry = _variable(facts, origin, folder, owner, index)
     facts.set(base + ".variable", variable)
     value = ld_path if variable == "LD_LIBRARY_PATH" else facts.get("framework.pythonpath")
@@ -101,17 +102,6 @@ def _origin(facts: Facts, key: str, path: str, owner: object, folder: str, ld_pa
     if isinstance(conda, str) and path.startswith(conda.rstrip("/") + "/"):
         return "conda"
     return "system"
-
-
-def _origin_text(facts: Facts, index: int, origin: str, owner: object) -> str:
-    if origin == "wheel":
-        return f"the {owner} {facts.get(f'cudalib[{index}].distribution_version')} wheel"
-    return {
-        "driver": "the NVIDIA driver",
-        "compat": "the CUDA forward-compatibility package",
-        "LD_LIBRARY_PATH": "a folder on LD_LIBRARY_PATH",
-        "conda": "the conda environment",
-    }.get(origin, "a system folder")
 
 
 def _variable(facts: Facts, origin: str, folder: str, owner: object, index: int) -> tuple[str | None, str | None]:

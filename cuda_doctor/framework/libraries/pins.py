@@ -1,11 +1,5 @@
-"""torch's pinned CUDA wheels against the copies the interpreter resolves first.
-
-torch's metadata pins its CUDA wheels exactly (``nvidia-nccl-cu13==2.28.9``, and through
-``cuda-toolkit[…]==13.0.2`` the toolkit's own pins), and torch's loader takes, for each library,
-the first copy on ``sys.path``: a ``--target`` folder on ``PYTHONPATH`` wins over site-packages.
-Per ``dist[i]``: its pin, whether it meets it, which entry shadows which copy, and the command
-that puts it right.  Also: pins with nothing installed, and two CUDA families side by side.
-"""
+"""torch's pinned CUDA wheels against the copies the interpreter resolves first (a folder on
+``PYTHONPATH`` wins), pins with nothing installed, and CUDA families side by side."""
 
 from __future__ import annotations
 

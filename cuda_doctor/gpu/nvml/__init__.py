@@ -1,9 +1,5 @@
-"""NVML through nvidia-ml-py (module ``pynvml``).
-
-``binding``: load the binding, open and close NVML, name its errors, decode its strings, ask it.
-``gpu_facts``: the ``driver.*``, ``nvml.*`` and ``gpu[i].*`` facts read from an open NVML.
-``read``: one read of those facts on its own thread, abandoned when the driver does not answer.
-"""
+"""NVML through nvidia-ml-py (module ``pynvml``): ``binding`` to talk to it, ``gpu_facts`` to read
+the facts, ``read`` to read them on a thread of their own."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""The one way into NVML: load nvidia-ml-py, open and close NVML, name its errors, decode its
-strings, ask it questions.
-
-The GPU probe, ``watch``'s sampler and the NCCL probe all come through here, so a missing
-binding, a driver without a function or a reading a GPU does not support reads the same in
-each.  Nothing here imports ``pynvml`` at module level: where it is imported is a choice of
-each caller (the fast path imports it ahead, on the main thread).
-"""
+"""The one way into NVML, for every caller: load nvidia-ml-py, open and close NVML, name its
+errors, decode its strings, ask it questions.  ``pynvml`` is imported only when a caller asks."""
 
 from __future__ import annotations
 
@@ -74,12 +68,8 @@ def _init_failure(exc: BaseException) -> tuple[str, str]:
 
 
 def loader_error(name: str) -> str | None:
-    """What the dynamic loader says when asked for ``name`` in this process (None: it loads).
-
-    pynvml turns every failure to load the library into "NVML Shared Library Not Found", also
-    when a file of that name was found but is not a usable library (truncated, another
-    architecture, a missing dependency): the loader's own message tells the two apart.
-    """
+    """What the dynamic loader says when asked for ``name`` in this process (None: it loads);
+    unlike pynvml's message, it tells a missing file from one that cannot be loaded."""
     import ctypes
 
     try:
@@ -90,13 +80,8 @@ def loader_error(name: str) -> str | None:
 
 
 def library_missing() -> NvmlUnavailable | None:
-    """Why NVML cannot be used when the dynamic loader finds no file named ``libnvidia-ml.so.1``
-    at all (no driver installed, or none mounted into this container); None otherwise.
-
-    nvidia-ml-py opens NVML by that very name, in this process, so it could only fail the same
-    way: importing it to learn that is not needed.  None too when no ``pynvml`` can be
-    found: its absence is then what the import names, as before.
-    """
+    """Why NVML cannot be used when the loader finds no ``libnvidia-ml.so.1`` at all (so importing
+    pynvml is not needed to know it); None otherwise, and when there is no ``pynvml`` to import."""
     import importlib.util
 
     if _listed_for_loader(LIBRARY):
@@ -115,9 +100,7 @@ LOADER_CACHE_BYTES = 16 << 20
 
 
 def _listed_for_loader(name: str) -> bool:
-    """Whether the loader would likely find ``name``: a file of that name in an LD_LIBRARY_PATH
-    folder, or the name in its cache.  Only a shortcut: a library not listed is looked for with
-    the loader itself (``loader_error``)."""
+    """Whether the loader would likely find ``name`` (in LD_LIBRARY_PATH or its cache): a shortcut."""
     from cuda_doctor.base.reading import read_bytes
 
     if _on_library_path(name) is not None:
@@ -129,9 +112,7 @@ def _listed_for_loader(name: str) -> bool:
 
 
 def _library_failure(said: str, loader: str | None) -> tuple[str, str]:
-    """(status, reason) for a library that did not load: ``library_not_found`` when the loader
-    found no file of that name, ``library_unloadable`` (with the path and the loader's words)
-    when it found one it cannot load."""
+    """(status, reason) for a library that did not load: not found, or found but unloadable."""
     if loader is None or loader.startswith(f"{LIBRARY}: cannot open shared object file"):
         return "library_not_found", f"{LIBRARY} not found ({said})"
     path = loader.split(":", 1)[0] if loader.startswith("/") else _on_library_path(LIBRARY)
@@ -167,8 +148,7 @@ def error_code(exc: BaseException) -> int | None:
 
 
 def describe(exc: BaseException) -> str:
-    """NVML's own message for its errors; the exception's type and message for anything else
-    (binding/driver skew surfaces as ctypes or type errors)."""
+    """NVML's own message for its errors; the exception's type and message for anything else."""
     if error_code(exc) is not None or isinstance(exc, NvmlUnavailable):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
@@ -194,8 +174,7 @@ class Refusal(NamedTuple):
 
 def ask(nvml: Any, functions: Sequence[str], *args: Any) -> Any:
     """The answer of the first of ``functions`` (newest first) that this binding and driver
-    have, or a Refusal.  A driver that predates an entry point answers FUNCTION_NOT_FOUND:
-    the next, older one is asked instead."""
+    have, or a Refusal; FUNCTION_NOT_FOUND from the driver moves on to the next one."""
     present = [name for name in functions if hasattr(nvml, name)]
     if not present:
         return Refusal(None, f"this nvidia-ml-py has no {functions[0]}")
@@ -215,9 +194,8 @@ _VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal"
 
 
 def field_values(nvml: Any, handle: Any, fields: Sequence[int | tuple[int, int]]) -> list[Any]:
-    """Several of one GPU's field values (``NVML_FI_*`` ids, or (id, scope) pairs such as an
-    NVLink's number) in one round trip to the driver: each as a number, or a Refusal saying why
-    that one (or the whole request) went unanswered.  In the order asked."""
+    """One GPU's field values (``NVML_FI_*`` ids, or (id, scope) pairs) in one round trip, in
+    the order asked: each a number, or a Refusal saying why it went unanswered."""
     answer = ask(nvml, ("nvmlDeviceGetFieldValues",), handle, list(fields))
     if isinstance(answer, Refusal):
         return [answer] * len(fields)
@@ -243,8 +221,7 @@ def error_text(nvml: Any, code: int) -> str:
 
 
 def mig_parents(nvml: Any, handles: Sequence[Any]) -> dict[str, int] | None:
-    """The UUID of every MIG instance, with the index of the GPU it lives on; None when this
-    binding or driver cannot list them.  A GPU without MIG lists none."""
+    """Each MIG instance's UUID → the index of its GPU; None when they cannot be listed."""
     parents: dict[str, int] = {}
     for index, handle in enumerate(handles):
         most = ask(nvml, ("nvmlDeviceGetMaxMigDeviceCount",), handle)

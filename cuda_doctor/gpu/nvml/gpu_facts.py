@@ -1,11 +1,6 @@
 """The driver and GPU facts read from an open NVML: ``driver.*``, ``nvml.version``, ``gpu.count``
-and ``gpu[i].*``.
-
-NVML is the library nvidia-smi itself is built on, so this is their primary source.  Every fact
-is one question: a reading the GPU does not support is recorded as null, any other failure as
-unknown with NVML's message.  The nvidia-smi fallback records the same names, and shares the
-tables here (brands, clock-event reasons, the failure marking).
-"""
+and ``gpu[i].*``.  A reading the GPU does not support is null, any other failure unknown with
+NVML's message.  The nvidia-smi fallback records the same names with the tables here."""
 
 from __future__ import annotations
 
@@ -24,63 +19,22 @@ MIB = 1024 * 1024
 
 #: The per-GPU facts this source records (without the ``gpu[i].`` prefix).
 GPU_FIELDS: tuple[str, ...] = (
-    "index",
-    "name",
-    "uuid",
-    "brand",
-    "pci_bus_id",
-    "compute_capability",
-    "memory_total_mib",
-    "memory_used_mib",
-    "ecc_enabled",
-    "ecc_uncorrected_volatile",
-    "retired_pages_pending",
-    "remapped_rows_pending",
-    "remapped_rows_failure",
-    "recovery_action",
-    "recovery_action_label",
-    "persistence_mode",
-    "mig_enabled",
-    "mig_pending",
-    "pcie_gen_current",
-    "pcie_gen_max",
-    "pcie_width_current",
-    "pcie_width_max",
-    "clock_event_reasons",
-    "clock_event_reason_names",
-    "temperature_c",
-    "power_w",
-    "power_limit_w",
-    "processes",
-    "process_count",
-    "fabric_state",
-    "fabric_status",
-    "nvlink_count",
-    "nvlink_states",
-    "nvlink_errors",
-)
+    "index", "name", "uuid", "brand", "pci_bus_id", "compute_capability", "memory_total_mib", "memory_used_mib",
+    "ecc_enabled", "ecc_uncorrected_volatile", "retired_pages_pending", "remapped_rows_pending",
+    "remapped_rows_failure", "recovery_action", "recovery_action_label", "persistence_mode", "mig_enabled",
+    "mig_pending", "pcie_gen_current", "pcie_gen_max", "pcie_width_current", "pcie_width_max",
+    "clock_event_reasons", "clock_event_reason_names", "temperature_c", "power_w", "power_limit_w", "processes",
+    "process_count", "fabric_state", "fabric_status", "nvlink_count", "nvlink_states", "nvlink_errors",
+)  # fmt: skip
 
-#: Facts the fast check leaves unasked: no rule it runs reads them (the smoke run and the
-#: all-reduce compare with the PCIe link's generation and width).
+#: Facts the fast check leaves unasked: none of its rules reads them.
 NOT_FAST: tuple[str, ...] = ("pcie_gen_current", "pcie_gen_max", "pcie_width_current", "pcie_width_max")
 NOT_FAST_REASON = "not read by the fast check: none of its rules needs the PCIe link"
 
-#: The values of NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, nvmlDeviceGpuRecoveryAction_t (nvidia-ml-py
-#: 13.615.71); NVIDIA's GPU memory error management guide describes 0–4. A later value is "other", shown by its number.
-RECOVERY_ACTIONS: dict[int, str] = {
-    0: "none",
-    1: "gpu_reset",
-    2: "node_reboot",
-    3: "drain_p2p",
-    4: "drain_and_reset",
-}
+#: nvmlDeviceGpuRecoveryAction_t, the values of NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; a later value is "other".
+RECOVERY_ACTIONS: dict[int, str] = {0: "none", 1: "gpu_reset", 2: "node_reboot", 3: "drain_p2p", 4: "drain_and_reset"}
 
-SYSTEM_FACTS: tuple[str, ...] = (
-    "driver.version",
-    "driver.cuda_version",
-    "nvml.version",
-    "gpu.count",
-)
+SYSTEM_FACTS: tuple[str, ...] = ("driver.version", "driver.cuda_version", "nvml.version", "gpu.count")
 
 
 def reason_names(mask: int) -> list[str]:
@@ -104,8 +58,8 @@ def mark_failed(facts: Facts, status: str, error: str, source: str) -> None:
 
 
 def recovery_action(facts: Facts, index: int, code: object, reason: str | None) -> None:
-    """``gpu[i].recovery_action`` (and its label) from NVML's number; unknown with ``reason``
-    when the driver did not answer (a driver that does not report it must never read as "none")."""
+    """``gpu[i].recovery_action`` and its label from NVML's number; unknown with ``reason`` when
+    the driver did not answer (it must never read as "none")."""
     names = (indexed("gpu", index, "recovery_action"), indexed("gpu", index, "recovery_action_label"))
     if not isinstance(code, int) or isinstance(code, bool):
         facts.mark_all_unknown(names, reason or "the driver reported no GPU recovery action")
@@ -124,12 +78,7 @@ def nvml_failure(status: str, message: str) -> Facts:
 
 def read_facts(ctx: ProbeContext, nvml: Any) -> Facts:
     """Every fact of the driver and the GPUs, from an NVML already initialised."""
-    facts = Facts()
-    _read_system(ctx, nvml, _Reader(nvml, facts))
-    return facts
-
-
-def _read_system(ctx: ProbeContext, nvml: Any, reader: _Reader) -> None:
+    reader = _Reader(nvml, Facts())
     facts = reader.facts
     facts.set("driver.source", "nvml")
     facts.set("nvml.error", None)
@@ -147,17 +96,17 @@ def _read_system(ctx: ProbeContext, nvml: Any, reader: _Reader) -> None:
         facts.set("driver.status", "error")
         facts.set("driver.error", message)
         facts.mark_all_unknown(("gpu.count", "gpu"), message)
-        return
+        return facts
     facts.set("gpu.count", count)
     if count == 0:
         facts.set("driver.status", "no_gpu")
         facts.set("driver.error", "NVML reports no NVIDIA GPU")
-        return
+        return facts
     facts.set("driver.status", "ok")
     facts.set("driver.error", None)
     if count == 1:
         _read_gpu(ctx, nvml, reader, 0)
-        return
+        return facts
     # NVML is thread-safe and its calls release the GIL: read the GPUs side by side
     errors: list[BaseException] = []
 
@@ -174,10 +123,10 @@ def _read_system(ctx: ProbeContext, nvml: Any, reader: _Reader) -> None:
         thread.join()
     if errors:
         raise errors[0]
+    return facts
 
 
-#: NVML's nvmlBrandType_t, named as the NVIDIA Container Toolkit names brands in
-#: NVIDIA_REQUIRE_CUDA ("brand=tesla,driver>=470,driver<471"): libnvidia-container's nvc_info.
+#: NVML's nvmlBrandType_t, named as NVIDIA_REQUIRE_CUDA names brands ("brand=tesla,driver>=470").
 BRANDS = {
     0: "unknown", 1: "quadro", 2: "tesla", 3: "nvs", 4: "grid", 5: "geforce", 6: "titan",
     7: "vapps", 8: "vpc", 9: "vcs", 10: "vws", 11: "cloudgaming", 12: "quadrortx",
@@ -216,18 +165,14 @@ def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None
     read("uuid", ("nvmlDeviceGetUUID",), convert=binding.text)
     read("brand", ("nvmlDeviceGetBrand",), convert=lambda value: brand_name(int(value)))
     read("pci_bus_id", ("nvmlDeviceGetPciInfo",), convert=lambda info: binding.text(info.busId))
-    read(
-        "compute_capability",
-        ("nvmlDeviceGetCudaComputeCapability",),
-        convert=lambda cc: f"{int(cc[0])}.{int(cc[1])}",
-    )
+    read("compute_capability", ("nvmlDeviceGetCudaComputeCapability",), convert=lambda cc: f"{int(cc[0])}.{int(cc[1])}")
     memory_total, memory_used = gpu("memory_total_mib"), gpu("memory_used_mib")
     memory = _memory_info(nvml, reader, memory_total, handle)
     if memory is _FAILED:
         facts.mark_unknown(memory_used, facts.unknown[memory_total])
     else:
-        facts.set(memory_total, _mib(memory, "total"))
-        facts.set(memory_used, _mib(memory, "used"))
+        facts.set(memory_total, None if memory is None else int(memory.total) // MIB)
+        facts.set(memory_used, None if memory is None else int(memory.used) // MIB)
     # one round trip for the memory-health fields, the recovery action and the NVLink count
     answers = dict(zip(fields.GPU_BATCH, binding.field_values(nvml, handle, fields.GPU_BATCH), strict=True))
     # the newest field the driver answered (-1: none), for ``fields.gpu_lacks``
@@ -259,35 +204,32 @@ def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None
 
 
 def _read_memory_health(reader: _Reader, index: int, handle: Any, answers: dict[int, Any], newest: int) -> None:
-    """From the batch's field values; a field not answered is asked through its function, so an
-    older driver reads the same facts (and the same reasons) as before.  A field the GPU lacks
-    (``fields.gpu_lacks``) is null, as its function's NOT_SUPPORTED would make it."""
-
+    """From the batch's field values, or the function of a field not answered; null where the GPU lacks it."""
     gpu = functools.partial(indexed, "gpu", index)
 
-    def answered(field_id: int, fact: str) -> bool:
+    def answered(field_id: int, fact: str, convert: Callable[[Any], Any]) -> bool:
         """Recorded from the field: its value, or null where the GPU lacks it."""
         answer = answers[field_id]
         if isinstance(answer, Refusal):
             if not fields.gpu_lacks(field_id, answer.not_supported, newest):
                 return False
             answer = None
-        facts.set(gpu(fact), None if answer is None else _FIELD_FACTS[fact](answer))
+        facts.set(gpu(fact), None if answer is None else convert(answer))
         return True
 
     facts = reader.facts
-    if not answered(fields.ECC_CURRENT, "ecc_enabled"):
+    if not answered(fields.ECC_CURRENT, "ecc_enabled", bool):
         reader.read(gpu("ecc_enabled"), ("nvmlDeviceGetEccMode",), handle, convert=lambda mode: bool(mode[0]))
-    if not answered(fields.ECC_DBE_VOLATILE, "ecc_uncorrected_volatile"):
+    if not answered(fields.ECC_DBE_VOLATILE, "ecc_uncorrected_volatile", int):
         args = (handle, binding.MEMORY_ERROR_TYPE_UNCORRECTED, binding.VOLATILE_ECC)
         reader.read(gpu("ecc_uncorrected_volatile"), ("nvmlDeviceGetTotalEccErrors",), *args, convert=int)
-    if not answered(fields.RETIRED_PENDING, "retired_pages_pending"):
+    if not answered(fields.RETIRED_PENDING, "retired_pages_pending", bool):
         reader.read(gpu("retired_pages_pending"), ("nvmlDeviceGetRetiredPagesPendingStatus",), handle, convert=bool)
     rows_pending, rows_failure = gpu("remapped_rows_pending"), gpu("remapped_rows_failure")
     pair = {fields.REMAPPED_PENDING: "remapped_rows_pending", fields.REMAPPED_FAILURE: "remapped_rows_failure"}
     if all(not isinstance(answers[f], Refusal) or fields.gpu_lacks(f, answers[f].not_supported, newest) for f in pair):
         for field_id, fact in pair.items():
-            answered(field_id, fact)
+            answered(field_id, fact, bool)
         return
     rows = reader.call(rows_pending, ("nvmlDeviceGetRemappedRows",), handle)
     if rows is _FAILED:
@@ -296,16 +238,6 @@ def _read_memory_health(reader: _Reader, index: int, handle: Any, answers: dict[
         # (corrected rows, uncorrected rows, remapping pending, remapping failed)
         facts.set(rows_pending, None if rows is None else bool(rows[2]))
         facts.set(rows_failure, None if rows is None else bool(rows[3]))
-
-
-#: How each memory-health fact is made from its field's number.
-_FIELD_FACTS: dict[str, Callable[[Any], Any]] = {
-    "ecc_enabled": bool,
-    "ecc_uncorrected_volatile": int,
-    "retired_pages_pending": bool,
-    "remapped_rows_pending": bool,
-    "remapped_rows_failure": bool,
-}
 
 
 def _read_recovery_action(reader: _Reader, index: int, answer: Any) -> None:
@@ -322,8 +254,7 @@ def _read_recovery_action(reader: _Reader, index: int, answer: Any) -> None:
 
 
 def _read_mig_mode(reader: _Reader, index: int, handle: Any) -> None:
-    """MIG mode now and after the next reset ([current, pending]).  A board without MIG support
-    answers NOT_SUPPORTED: MIG is then certainly off, and no change is pending."""
+    """MIG mode now and after the next reset; NOT_SUPPORTED (no MIG on this board) means off."""
     enabled, pending = indexed("gpu", index, "mig_enabled"), indexed("gpu", index, "mig_pending")
     mode = reader.call(enabled, ("nvmlDeviceGetMigMode",), handle)
     if mode is _FAILED:
@@ -340,8 +271,7 @@ def _read_mig_mode(reader: _Reader, index: int, handle: Any) -> None:
 
 
 def _memory_info(nvml: Any, reader: _Reader, name: str, handle: Any) -> Any:
-    """Memory info v2 when the binding and driver have it: its "used" leaves out the memory
-    the driver reserves (as nvidia-smi does); v1's "used" counts it."""
+    """Memory info v2 where there is one: its "used", as nvidia-smi's, leaves out what the driver reserves."""
     version = getattr(nvml, "nvmlMemory_v2", None)
     v2_error = None
     if version is not None and hasattr(nvml, "nvmlDeviceGetMemoryInfo"):
@@ -353,12 +283,6 @@ def _memory_info(nvml: Any, reader: _Reader, name: str, handle: Any) -> Any:
     if memory is _FAILED and v2_error is not None and v2_error not in reader.facts.unknown[name]:
         reader.facts.mark_unknown(name, f"{reader.facts.unknown[name]} (v2: {v2_error})")
     return memory
-
-
-def _mib(memory: Any, attr: str) -> int | None:
-    if memory is None:
-        return None
-    return int(getattr(memory, attr)) // MIB
 
 
 def _watts(milliwatts: Any) -> float:
@@ -378,16 +302,12 @@ def _process(ctx: ProbeContext, proc: Any) -> dict[str, Any]:
 def _process_name(ctx: ProbeContext, pid: int) -> str | None:
     try:
         return ctx.file(f"/proc/{pid}/comm").read_text(errors="replace").strip() or None
-    except OSError:
-        # another PID namespace (container) or no permission: the name is simply not known
+    except OSError:  # another PID namespace (container) or no permission
         return None
 
 
-class _Failed:
-    """Marker for a call whose failure is already recorded."""
-
-
-_FAILED = _Failed()
+#: What ``_Reader.call`` returns for a call whose failure is already recorded.
+_FAILED = object()
 
 
 class _Reader:
@@ -407,19 +327,13 @@ class _Reader:
         self.facts.mark_unknown(name, answer.reason)
         return _FAILED
 
-    def read(
-        self,
-        name: str,
-        functions: Sequence[str],
-        *args: Any,
-        convert: Callable[[Any], Any],
-        not_supported: Any = None,
-    ) -> None:
+    def read(self, name: str, functions: Sequence[str], *args: Any, convert: Callable[[Any], Any]) -> None:
+        """The converted answer, null when not supported, or unknown with the reason."""
         raw = self.call(name, functions, *args)
         if raw is _FAILED:
             return
         if raw is None:
-            self.facts.set(name, not_supported)
+            self.facts.set(name, None)
             return
         try:
             self.facts.set(name, convert(raw))

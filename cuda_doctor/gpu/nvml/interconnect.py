@@ -1,21 +1,7 @@
-"""A GPU's links to other GPUs, read from an open NVML: its NVSwitch fabric registration and its
-NVLinks (state and error counters).
-
-- ``gpu[i].fabric_state``: ``not_supported`` (the GPU is not part of an NVSwitch fabric, as on a
-  PCIe board), ``not_started``, ``in_progress``, ``completed`` or ``other``; null when the driver
-  or GPU does not report it (before Hopper).  ``gpu[i].fabric_status``: once completed, the
-  registration's outcome (``success`` or NVML's error), else null (nvmlGpuFabricInfo_t: "valid
-  only if state is completed").
-- ``gpu[i].nvlink_count``: the GPU's NVLinks (0: none); ``gpu[i].nvlink_states``: each link's
-  state (``active``, ``inactive``, ``sleep``, ``traffic_disabled``; the per-link function only
-  tells active from inactive); ``gpu[i].nvlink_errors``: the links with a non-zero replay,
-  recovery or CRC counter (``{"5": {"replay": 2, "recovery": 0, "crc": 31}}``), null when the GPU
-  reports none of these counters (NVLink 5 counts errors otherwise).
-
-The counters and states are asked in one field-values round trip per GPU; a field the driver
-does not answer is asked through the older per-link function, with the same meaning, unless the
-driver answered a newer field (``fields.gpu_lacks``: then the GPU lacks it).
-"""
+"""A GPU's links to other GPUs, read from an open NVML: ``gpu[i].fabric_state`` and
+``fabric_status`` (its NVSwitch fabric registration; null where not reported), and
+``gpu[i].nvlink_count``, ``nvlink_states`` and ``nvlink_errors`` (the links with a non-zero
+replay, recovery or CRC counter; null when the GPU keeps none of these counters)."""
 
 from __future__ import annotations
 
@@ -37,7 +23,7 @@ COUNTERS: dict[str, tuple[int, tuple[int, ...]]] = {
     "recovery": (fields.NVLINK_RECOVERY, (DL_RECOVERY,)),
     "crc": (fields.NVLINK_CRC, (DL_CRC_FLIT, DL_CRC_DATA)),
 }
-#: More links than any GPU has (NVML_NVLINK_MAX_LINKS is 36 in nvidia-ml-py 13.615).
+#: More links than any GPU has (NVML_NVLINK_MAX_LINKS is 36).
 _MAX_LINKS = 64
 
 
@@ -46,12 +32,12 @@ def read_fabric(nvml: Any, facts: Facts, index: int, handle: Any) -> None:
     state_name, status_name = indexed("gpu", index, "fabric_state"), indexed("gpu", index, "fabric_status")
     answer = fabric_info(nvml, handle)
     if isinstance(answer, Refusal):
-        if answer.not_supported or answer.code == binding.FUNCTION_NOT_FOUND:
-            facts.set(state_name, None)  # a GPU or driver that predates fabric registration
+        if answer.not_supported or answer.code == binding.FUNCTION_NOT_FOUND:  # it predates fabrics
+            facts.set(state_name, None)
             facts.set(status_name, None)
-            return
-        why = f"the GPU's NVSwitch fabric state could not be read: {answer.reason}"
-        facts.mark_all_unknown((state_name, status_name), why)
+        else:
+            why = f"the GPU's NVSwitch fabric state could not be read: {answer.reason}"
+            facts.mark_all_unknown((state_name, status_name), why)
         return
     state, status = answer
     facts.set(state_name, FABRIC_STATES.get(state, "other"))
@@ -59,8 +45,7 @@ def read_fabric(nvml: Any, facts: Facts, index: int, handle: Any) -> None:
 
 
 def fabric_info(nvml: Any, handle: Any) -> tuple[int, int] | Refusal:
-    """(state, status) of the GPU's fabric registration: the versioned call when the binding
-    and driver have it, else the first one."""
+    """(state, status) of the GPU's fabric registration, from the versioned call where there is one."""
     import ctypes
 
     tried: Refusal | None = None
@@ -94,8 +79,8 @@ def status_text(nvml: Any, code: int) -> str:
 
 # -- NVLink ------------------------------------------------------------------------------------
 def read_nvlinks(nvml: Any, facts: Facts, index: int, handle: Any, count_answer: Any, newest: int = -1) -> None:
-    """The NVLink facts of one GPU; ``count_answer`` is its NVLINK_LINK_COUNT field value,
-    ``newest`` the newest field the driver answered for it (-1: none)."""
+    """The NVLink facts of one GPU from its NVLINK_LINK_COUNT field value and the newest field
+    the driver answered for it (-1: none)."""
     names = {key: indexed("gpu", index, f"nvlink_{key}") for key in ("count", "states", "errors")}
     states: dict[int, str] = {}
     if isinstance(count_answer, int) and not isinstance(count_answer, bool):
@@ -121,8 +106,7 @@ def read_nvlinks(nvml: Any, facts: Facts, index: int, handle: Any, count_answer:
 
 
 def _count_by_state(nvml: Any, handle: Any, states: dict[int, str]) -> int | Refusal:
-    """The links, counted the older way: asking each link's state until NVML says there is no
-    such link (the H200 answered INVALID_ARGUMENT for link 18).  The states are kept."""
+    """The links, counted by asking each link's state until there is none; the states go in ``states``."""
     for link in range(_MAX_LINKS):
         state = _state_by_function(nvml, handle, link)
         if isinstance(state, Refusal):
@@ -140,8 +124,7 @@ def _state_by_function(nvml: Any, handle: Any, link: int) -> str | Refusal:
     return "active" if int(answer) == int(getattr(nvml, "NVML_FEATURE_ENABLED", 1)) else "inactive"
 
 
-#: One GPU's links as the readers below take them: its handle, its link count, the newest
-#: field its driver answered.
+#: One GPU's links: its handle, its link count, the newest field its driver answered.
 _Links = tuple[Any, int, int]
 
 
@@ -169,8 +152,7 @@ def _link_states(
 
 
 def _link_errors(nvml: Any, facts: Facts, name: str, links: _Links, by_field: dict[Any, Any]) -> None:
-    """Counters per link; a counter this GPU does not keep (NOT_SUPPORTED through both ways on
-    one link, or a field it lacks) is not asked again for the others: Blackwell dropped these three."""
+    """Counters per link; one this GPU does not keep (not supported on a link) is not asked again."""
     handle, count, newest = links
     unsupported: set[str] = set()
     found: dict[str, dict[str, int]] = {}

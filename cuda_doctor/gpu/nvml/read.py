@@ -1,9 +1,5 @@
-"""One read of the NVML facts on a daemon thread, started by the GPU probe.
-
-Loading NVML or asking it can hang on a wedged driver, so the whole conversation (init, every
-reading, shutdown) runs on its own thread, which is abandoned after ``ctx.timeout``: a daemon
-thread never keeps the process alive.
-"""
+"""One read of the NVML facts on a daemon thread, abandoned after ``ctx.timeout``: NVML can
+hang on a wedged driver."""
 
 from __future__ import annotations
 
@@ -18,20 +14,13 @@ from cuda_doctor.gpu.nvml.gpu_facts import nvml_failure, read_facts
 
 
 def collect_nvml(ctx: ProbeContext, nvml: Any = None) -> Facts:
-    """Ask NVML about the driver and every GPU, within ``ctx.timeout`` seconds.
-
-    ``nvml`` replaces the ``pynvml`` module (tests pass a fake GPU here).
-    """
-    read = NvmlRead(ctx, nvml, binding.library_missing() if nvml is None else None).start()
-    return read.facts(ctx.timeout)
+    """Ask NVML about the driver and every GPU within ``ctx.timeout`` s; ``nvml`` replaces ``pynvml``."""
+    return NvmlRead(ctx, nvml, binding.library_missing() if nvml is None else None).start().facts(ctx.timeout)
 
 
 class NvmlRead:
-    """One conversation with NVML on a daemon thread: init, every reading, shutdown.
-
-    The facts are handed over as soon as they are read; ``nvmlShutdown`` follows on the same
-    thread, and nobody waits for it.  A read that overruns its deadline is abandoned.
-    """
+    """One conversation with NVML on a daemon thread: init, every reading, then shutdown, which
+    nobody waits for (the facts are handed over before it)."""
 
     def __init__(self, ctx: ProbeContext, nvml: Any = None, missing: binding.NvmlUnavailable | None = None) -> None:
         self.ctx = ctx
@@ -87,17 +76,12 @@ class NvmlRead:
 _open_reads: set[NvmlRead] = set()
 _open_lock = threading.Lock()
 
-#: Why nvmlShutdown failed in this process, if it did: the readings were already handed over,
-#: so the oddity cannot become a fact; kept for debugging.
+#: Why nvmlShutdown failed in this process, if it did (too late to become a fact; for debugging).
 shutdown_errors: list[str] = []
 
 
 def wait_closed(timeout: float) -> bool:
-    """Wait up to ``timeout`` seconds until every NVML read of this process has shut NVML down.
-
-    For ``exec``: the program that replaces this process would otherwise inherit whatever
-    NVML still has open.  False when a read is still open at the deadline (a wedged driver).
-    """
+    """Wait up to ``timeout`` s until every NVML read has shut NVML down (before ``exec``); False if not."""
     deadline = time.monotonic() + timeout
     with _open_lock:
         reads = list(_open_reads)
