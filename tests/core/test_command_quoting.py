@@ -21,7 +21,7 @@ HOSTILE = [
     "/tmp/ve $(touch PWNED)/bin/python",
     "`id`",
     "a;rm -rf ~",
-    "it's \"quoted\"",
+    'it\'s "quoted"',
     "line\nbreak",
     "$HOME && echo owned",
     "",
