@@ -11,11 +11,15 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from pathlib import Path
 
 import click
 
 from cuda_doctor.base import atomic
+
+#: How long a FIFO may take to get its reader (a process substitution's starts at once).
+READER_WAIT = 3.0
 
 
 def write_file(path: Path, text: str) -> None:
@@ -69,13 +73,19 @@ def try_write(path: Path, text: str) -> str | None:
 
 
 def _write_special(path: Path, text: str) -> None:
-    """Write to a FIFO or device (``-o /dev/stdout``); a FIFO nobody reads is an error."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        if exc.errno == errno.ENXIO:
-            raise OSError(exc.errno, "a FIFO that nobody reads") from None
-        raise
+    """Write to a FIFO or device (``-o /dev/stdout``); a FIFO nobody reads within a few seconds
+    is an error, not a wait without end."""
+    deadline = time.monotonic() + READER_WAIT
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            break
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+            if time.monotonic() > deadline:
+                raise OSError(exc.errno, "a FIFO that nobody reads") from None
+            time.sleep(0.05)
     os.set_blocking(fd, True)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)

@@ -15,6 +15,8 @@ import click
 from cuda_doctor.base.secrets import redact_argv
 from cuda_doctor.commands.options import file_option, format_option
 from cuda_doctor.commands.output import write_file
+from cuda_doctor.gpu.nvml import nvml_disabled
+from cuda_doctor.gpu.nvml.events import XidEvents
 from cuda_doctor.report.watch import FORMATS, render
 from cuda_doctor.watch import child
 from cuda_doctor.watch.sampler import DEFAULT_INTERVAL_S, Sampler
@@ -93,8 +95,13 @@ def command(interval: float, fmt: str, output: Path | None, save: Path | None, c
         forwarder.attach(proc)
         sampler = Sampler(proc.pid, interval=interval, started=started, command=tuple(redact_argv(cmd)))
         sampler.start()
+        listening = None if nvml_disabled(os.environ) else XidEvents().start(ready_timeout=0)
         code = child.wait(proc)
         series = replace(sampler.stop(), exit_code=code)
+        if listening is not None:
+            events, why = listening.stop()
+            notes = series.notes if why is None else (*series.notes, f"Xid events were not read: {why}")
+            series = replace(series, xid_events=tuple(events), notes=notes)
     try:
         _deliver(fmt, series, output, save)
     except Exception as exc:  # the report failing must not change the command's exit code

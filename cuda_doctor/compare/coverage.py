@@ -1,9 +1,5 @@
-"""Which GPU runs (the smoke run, the NCCL all-reduce) each report made.
-
-When one report ran a probe and the other did not (``--fast``, ``--no-smoke``), every rule,
-check and figure of that probe differs between the two for that reason alone.  ``diff`` then
-says so once ("the smoke run was not run in AFTER") instead of listing each of them.
-"""
+"""Which GPU runs (the smoke run, the NCCL all-reduce) each report made: when only one report
+ran one, ``diff`` says so once instead of listing each rule, check and figure of it."""
 
 from __future__ import annotations
 
@@ -60,30 +56,25 @@ def _rules_of_probes() -> dict[str, frozenset[str]]:
         rules = load_rules()
     except RuleFileError:
         return {}  # then only the evidence in the results tells
-    out: dict[str, frozenset[str]] = {}
-    for probe, _label in GPU_RUNS:
-        out[probe] = frozenset(
+    return {
+        probe: frozenset(
             rule.id
             for rule in rules
             if any(_is_of(fact, probe) for fact in rule.requires)
             or (rule.for_each is not None and _is_of(f"{rule.for_each}[0].", probe))
         )
-    return out
+        for probe, _label in GPU_RUNS
+    }
 
 
 def gap_of(gaps: tuple[NotRun, ...], rule: str, old: Result | None, new: Result | None) -> NotRun | None:
-    """The run whose absence explains this rule's change, or None when the change is real.
-
-    A finding in AFTER stays listed when the run is missing in BEFORE: a failure the newer
-    report measured is news, even though the older one did not look."""
+    """The run whose absence explains this rule's change, or None when the change is real (a
+    finding in AFTER measured while BEFORE did not look is news)."""
+    evidence = [*(old.evidence if old else ()), *(new.evidence if new else ())]
+    news = new is not None and new.status in (Status.WARN, Status.FAIL, Status.ERROR)
     for gap in gaps:
-        evidence = [*(old.evidence if old else ()), *(new.evidence if new else ())]
-        belongs = rule in _rules_of_probes().get(gap.probe, frozenset()) or any(
-            _is_of(fact, gap.probe) for fact in evidence
-        )
-        if not belongs:
+        if gap.missing_in == "before" and news:
             continue
-        if gap.missing_in == "before" and new is not None and new.status in (Status.WARN, Status.FAIL, Status.ERROR):
-            continue
-        return gap
+        if rule in _rules_of_probes().get(gap.probe, frozenset()) or any(_is_of(f, gap.probe) for f in evidence):
+            return gap
     return None

@@ -1,32 +1,24 @@
-"""Before/after comparison of two reports of one machine.  Pure functions, frozen results."""
+"""Before/after comparison of two reports of one machine."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
 from cuda_doctor.compare.coverage import NotRun, gap_of, not_run
 from cuda_doctor.compare.environment import EnvChange, diff_environment
-from cuda_doctor.compare.keys import (
-    KEY_FACTS,
-    METRICS,
-    MISSING,
-    NOT_INSTALLED,
-    SMOKE_CHECKS,
-    key_fact,
-    number,
-    smoke_indices,
-)
+from cuda_doctor.compare.keys import KEY_FACTS, METRICS, SMOKE_CHECKS, key_fact, number, smoke_indices, state
 from cuda_doctor.core.reportfile import SavedReport
-from cuda_doctor.core.results import FINDING_RANK, Result, Status
+from cuda_doctor.core.results import FINDING_RANK, Status
 
 DEFAULT_NOISE = 0.05
 
-#: A rule outcome's key: (rule, subject).
-RuleKey = tuple[str, str | None]
-
 #: A finding at or above this rank (warn) counts as "failing" for the worse verdict.
 _FAILING_RANK = FINDING_RANK[Status.WARN]
+#: Key facts whose going down is a downgrade: dotted NVIDIA numbers, or a Python package version.
+_NVIDIA_VERSIONS = ("driver.version", "driver.cuda_version", "torch.cuda_build")
+_PACKAGE_VERSIONS = ("torch.version", "tensorflow.version")
 
 
 @dataclass(frozen=True)
@@ -50,8 +42,8 @@ class RuleFlip:
     title: str
     before: Status | None  # None: the rule did not report on this subject then
     after: Status | None
-    message: str  # the newer message (what to read to act on it)
     direction: str  # "worse" | "better" | "changed"
+    message: str  # the newer message (what to read to act on it)
 
 
 @dataclass(frozen=True)
@@ -158,7 +150,7 @@ def diff_reports(before: SavedReport, after: SavedReport, noise: float = DEFAULT
     gaps = not_run(before, after)
     rules: tuple[RuleFlip, ...] = ()
     if not without:
-        rules, gaps = _rules_and_gaps(before, after, gaps)
+        rules, gaps = _rule_flips(before, after, gaps)
     smoke_compared = not any(g.probe == "smoke" for g in gaps)
     return Diff(
         before=before,
@@ -174,34 +166,29 @@ def diff_reports(before: SavedReport, after: SavedReport, noise: float = DEFAULT
     )
 
 
-def _rules_and_gaps(
+def _rule_flips(
     before: SavedReport, after: SavedReport, gaps: tuple[NotRun, ...]
 ) -> tuple[tuple[RuleFlip, ...], tuple[NotRun, ...]]:
-    """The rule flips, without those a GPU run made by one report only explains (counted)."""
-    left_out: dict[str, int] = {}
+    """The rule outcomes that differ, newly failing first, most serious first; and ``gaps``, each
+    with the count of changed outcomes it explains (left out of the flips)."""
     old = {(r.rule_id, r.subject): r for r in before.results}
     new = {(r.rule_id, r.subject): r for r in after.results}
-    keep: set[RuleKey] = set()
-    for key in old.keys() | new.keys():
-        gap = gap_of(gaps, key[0], old.get(key), new.get(key))
-        if gap is None:
-            keep.add(key)
-        elif (old[key].status if key in old else None) != (new[key].status if key in new else None):
-            left_out[gap.probe] = left_out.get(gap.probe, 0) + 1
-    return diff_rules(old, new, keep), tuple(replace(g, rules=left_out.get(g.probe, 0)) for g in gaps)
-
-
-def _state(value: Any) -> str:
-    if value is MISSING:
-        return "unknown"
-    if value is NOT_INSTALLED:
-        return "not installed"
-    return "known"
-
-
-#: Key facts whose going down is a downgrade: dotted NVIDIA numbers, or a Python package version.
-_NVIDIA_VERSIONS = ("driver.version", "driver.cuda_version", "torch.cuda_build")
-_PACKAGE_VERSIONS = ("torch.version", "tensorflow.version")
+    left_out: Counter[str] = Counter()
+    flips: list[RuleFlip] = []
+    for key in sorted(old.keys() | new.keys(), key=lambda k: (k[0], k[1] or "")):
+        a, b = old.get(key), new.get(key)
+        sa, sb = (a.status if a else None), (b.status if b else None)
+        shown = b if b is not None else a
+        if sa == sb or shown is None:
+            continue
+        gap = gap_of(gaps, key[0], a, b)
+        if gap is not None:
+            left_out[gap.probe] += 1
+        else:
+            flips.append(RuleFlip(key[0], key[1], shown.title, sa, sb, _direction(sa, sb), shown.message))
+    order = {"worse": 0, "better": 1, "changed": 2}
+    flips.sort(key=lambda f: (order[f.direction], -_rank(f.after), f.rule, f.subject or ""))
+    return tuple(flips), tuple(replace(g, rules=left_out[g.probe]) for g in gaps)
 
 
 def is_downgrade(name: str, old: Any, new: Any) -> bool:
@@ -228,7 +215,7 @@ def diff_facts(before: SavedReport, after: SavedReport) -> tuple[FactChange, ...
     changes: list[FactChange] = []
     for name, label in KEY_FACTS:
         old, new = key_fact(before, name), key_fact(after, name)
-        old_state, new_state = _state(old), _state(new)
+        old_state, new_state = state(old), state(new)
         if old_state == new_state and (old_state != "known" or old == new):
             continue
         changes.append(
@@ -261,21 +248,6 @@ def _direction(old: Status | None, new: Status | None) -> str:
     return "changed"
 
 
-def diff_rules(old: dict[RuleKey, Result], new: dict[RuleKey, Result], keys: set[RuleKey]) -> tuple[RuleFlip, ...]:
-    """The outcomes of ``keys`` that differ; newly failing first, most serious first."""
-    flips: list[RuleFlip] = []
-    for key in sorted(keys, key=lambda k: (k[0], k[1] or "")):
-        a, b = old.get(key), new.get(key)
-        sa, sb = (a.status if a else None), (b.status if b else None)
-        shown = b if b is not None else a
-        if sa == sb or shown is None:
-            continue
-        flips.append(RuleFlip(key[0], key[1], shown.title, sa, sb, shown.message, _direction(sa, sb)))
-    order = {"worse": 0, "better": 1, "changed": 2}
-    flips.sort(key=lambda f: (order[f.direction], -_rank(f.after), f.rule, f.subject or ""))
-    return tuple(flips)
-
-
 def _verdict(ratio: float, noise: float, higher_is_better: bool) -> str:
     if (1 - noise) <= ratio <= (1 + noise):
         return "same"
@@ -285,8 +257,7 @@ def _verdict(ratio: float, noise: float, higher_is_better: bool) -> str:
 
 def diff_figures(before: SavedReport, after: SavedReport, noise: float) -> tuple[FigureChange, ...]:
     out: list[FigureChange] = []
-    indices = sorted(set(smoke_indices(before)) | set(smoke_indices(after)))
-    for i in indices:
+    for i in sorted(set(smoke_indices(before)) | set(smoke_indices(after))):
         for m in METRICS:
             name = f"smoke[{i}].{m.key}"
             old, new = number(before.get(name)), number(after.get(name))
@@ -304,15 +275,13 @@ def diff_figures(before: SavedReport, after: SavedReport, noise: float) -> tuple
 def diff_checks(before: SavedReport, after: SavedReport) -> tuple[CheckChange, ...]:
     out: list[CheckChange] = []
     old_status, new_status = before.get("smoke.status"), after.get("smoke.status")
-    if old_status != new_status and (old_status is not None or new_status is not None):
+    if old_status != new_status:
         worse = old_status == "ok" and new_status in ("failed", "timeout")
         out.append(CheckChange("smoke.status", "smoke run", old_status, new_status, worse=worse))
-    indices = sorted(set(smoke_indices(before)) | set(smoke_indices(after)))
-    for i in indices:
+    for i in sorted(set(smoke_indices(before)) | set(smoke_indices(after))):
         for key, label in SMOKE_CHECKS:
             name = f"smoke[{i}].{key}"
             old, new = before.get(name), after.get(name)
-            if old == new:
-                continue
-            out.append(CheckChange(name, f"GPU {i} {label}", old, new, worse=old is True and new is False))
+            if old != new:
+                out.append(CheckChange(name, f"GPU {i} {label}", old, new, worse=old is True and new is False))
     return tuple(out)

@@ -1,10 +1,5 @@
-"""Environment variables that change what a run sees, compared between two reports.
-
-The environment probe records only these (never a variable whose name looks like a credential):
-``env.cuda_visible_devices``, ``env.nvidia_visible_devices``, ``env.cuda_device_order``,
-``env.ld_library_path``, ``env.cuda_home`` and ``env.nccl`` (every ``NCCL_*`` variable).
-A value of ``None`` means the variable was not set.
-"""
+"""Environment variables that change what a run sees (the ``env.*`` facts; ``None``: not set),
+compared between two reports."""
 
 from __future__ import annotations
 
@@ -14,14 +9,8 @@ from typing import Any
 from cuda_doctor.compare.keys import MISSING
 from cuda_doctor.core.reportfile import SavedReport
 
-#: (fact, the variable's name)
-ENV_FACTS: tuple[tuple[str, str], ...] = (
-    ("env.cuda_visible_devices", "CUDA_VISIBLE_DEVICES"),
-    ("env.nvidia_visible_devices", "NVIDIA_VISIBLE_DEVICES"),
-    ("env.cuda_device_order", "CUDA_DEVICE_ORDER"),
-    ("env.ld_library_path", "LD_LIBRARY_PATH"),
-    ("env.cuda_home", "CUDA_HOME"),
-)
+#: The variables recorded one each, as the fact ``env.<its name in lower case>``.
+VARIABLES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "LD_LIBRARY_PATH", "CUDA_HOME")
 NCCL_FACT = "env.nccl"
 
 
@@ -37,11 +26,12 @@ class EnvChange:
 def diff_environment(before: SavedReport, after: SavedReport) -> tuple[EnvChange, ...]:
     """Variables whose value differs; a report that did not record the environment is skipped."""
     changes: list[EnvChange] = []
-    for fact, variable in ENV_FACTS:
+    for variable in VARIABLES:
+        fact = f"env.{variable.lower()}"
         old, new = before.values.get(fact, MISSING), after.values.get(fact, MISSING)
         if old is MISSING or new is MISSING or old == new:
             continue
-        if fact == "env.cuda_visible_devices":
+        if variable == "CUDA_VISIBLE_DEVICES":
             changes.append(_visible_devices_change(before, after, old, new))
         else:
             changes.append(EnvChange(variable, _text(old), _text(new)))

@@ -1,9 +1,6 @@
 """Many nodes side by side: the majority configuration, the nodes that differ from it, the
-failing rules per node, and performance outliers among GPUs of the same model.
-
-Outliers use robust statistics (median and MAD), so one broken node cannot drag the
-reference the way it drags a mean.
-"""
+failing rules per node, and performance outliers among GPUs of the same model (median and MAD,
+so that one broken node cannot drag the reference as it drags a mean)."""
 
 from __future__ import annotations
 
@@ -27,12 +24,17 @@ SLOW_RATIO = 0.8
 #: Fewer GPUs than this of one model: no median worth comparing against.
 MIN_GROUP = 3
 
+#: Keeps ``_unremarkable``'s band inside what ``_judge`` would pass, whatever the rounding.
+_MARGIN = 1e-9
+_PLAIN_NUMBERS = frozenset({int, float})
 _FAILING = (Status.FAIL, Status.ERROR)
 #: The facts a node's configuration is made of (gpu[i].name and the smoke figures besides).
 _CONFIG_FACTS = (
     "driver.version", "driver.cuda_version", "torch.version", "torch.cuda_build", "torch.nccl_version", "gpu.count",
     "torch.device_names", "system.hostname",
 )  # fmt: skip
+#: One group of figures: the values, and for each the (report, CUDA ordinal) it belongs to.
+_Group = tuple[list[float], list[tuple[SavedReport, int]]]
 
 
 @dataclass(frozen=True)
@@ -135,31 +137,15 @@ class Fleet:
 
     @property
     def uniform(self) -> bool:
-        """Every report read, every node like the majority, no node with failing rules, no
-        outliers.  ``--fail-on-difference`` exits 1 when this is False."""
+        """Every report read, every node like the majority, no failing rules, no outliers."""
         return not (self.errors or self.differing or self.failing or self.outliers)
 
 
-def node_config(report: SavedReport, names: dict[int, str]) -> NodeConfig:
-    """The node's configuration; ``names`` is ``_gpu_names(report)``."""
-    models = sorted(set(names.values()))
-    return NodeConfig(
-        driver=report.get("driver.version"),
-        cuda_driver=report.get("driver.cuda_version"),
-        torch=report.get("torch.version"),
-        torch_cuda=report.get("torch.cuda_build"),
-        nccl=report.get("torch.nccl_version"),
-        gpu_model=", ".join(models) if models else None,
-        gpu_count=report.get("gpu.count"),
-    )
-
-
 def _gpu_names(report: SavedReport) -> dict[int, str]:
-    """NVML index → name, from ``gpu[i].name``."""
+    """NVML index → name, from ``gpu[i].name``, probed by index rather than scanning every fact."""
     out: dict[int, str] = {}
     count = number(report.get("gpu.count"))
     limit = int(count) if count is not None else 0
-    # Probe names by index rather than scanning every fact: much cheaper on big fleets.
     i = 0
     while i < limit or f"gpu[{i}].name" in report.values:
         name = report.values.get(f"gpu[{i}].name")
@@ -203,6 +189,7 @@ def _smoke_models(report: SavedReport, nvml_names: dict[int, str]) -> dict[int, 
 
 
 def _node(report: SavedReport, names: dict[int, str]) -> Node:
+    """``names`` is ``_gpu_names(report)``."""
     failing: list[str] = []
     warnings = 0
     for r in report.results:
@@ -210,7 +197,17 @@ def _node(report: SavedReport, names: dict[int, str]) -> Node:
             failing.append(f"{r.rule_id} ({r.subject})" if r.subject else r.rule_id)
         elif r.status == Status.WARN:
             warnings += 1
-    return Node(report.host, report.path, node_config(report, names), tuple(failing), warnings, report.created)
+    models = sorted(set(names.values()))
+    config = NodeConfig(
+        driver=report.get("driver.version"),
+        cuda_driver=report.get("driver.cuda_version"),
+        torch=report.get("torch.version"),
+        torch_cuda=report.get("torch.cuda_build"),
+        nccl=report.get("torch.nccl_version"),
+        gpu_model=", ".join(models) if models else None,
+        gpu_count=report.get("gpu.count"),
+    )
+    return Node(report.host, report.path, config, tuple(failing), warnings, report.created)
 
 
 def compare_fleet(
@@ -252,12 +249,9 @@ def _known_fields(config: NodeConfig) -> int:
 
 
 def _majority(configs: list[NodeConfig]) -> tuple[NodeConfig | None, int, tuple[NodeConfig, ...]]:
-    """The most common configuration, its count, and the others just as common.
-
-    A configuration with every field unknown (a report that learned nothing) is never the
-    majority while a known one exists.  On a tie the pick does not depend on input order:
-    the most fields known, then the smallest by its shown values.
-    """
+    """The most common configuration, its count, and the others just as common.  One with every
+    field unknown is never the majority while a known one exists; a tie goes to the most fields
+    known, then the smallest by its shown values (never to the input order)."""
     counts = Counter(configs)
     candidates = {c: n for c, n in counts.items() if _known_fields(c)} or counts
     if not candidates:
@@ -300,31 +294,14 @@ def _outliers(
             found = _judge(value, median, mad, noise, metric)
             if found is not None:
                 z, direction = found
-                outliers.append(
-                    Outlier(
-                        host=report.host,
-                        path=report.path,
-                        gpu=gpu,
-                        gpu_model=model,
-                        metric=metric.key,
-                        label=metric.label,
-                        unit=metric.unit,
-                        value=value,
-                        median=median,
-                        ratio=value / median,
-                        z=z,
-                        direction=direction,
-                    )
-                )
+                about = (report.host, report.path, gpu, model, metric.key, metric.label, metric.unit)
+                outliers.append(Outlier(*about, value, median, value / median, z, direction))
     outliers.sort(key=lambda o: (o.direction != "slow", o.host, o.gpu, o.metric))
     return tuple(stats), tuple(outliers), tuple(figures)
 
 
-_PLAIN_NUMBERS = frozenset({int, float})
-
-
 def _median(ordered: Sequence[float]) -> float:
-    """``statistics.median`` of values already sorted, without sorting them again."""
+    """``statistics.median`` of values already sorted."""
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
@@ -336,10 +313,6 @@ def _deviations(ordered: Sequence[float], median: float) -> list[float]:
     out += [v - median for v in ordered[split:]]
     out.sort()
     return out
-
-
-#: One group of figures: the values, and for each the (report, CUDA ordinal) it belongs to.
-_Group = tuple[list[float], list[tuple[SavedReport, int]]]
 
 
 def _figures(reports: list[SavedReport], names: list[dict[int, str]]) -> dict[tuple[str, Metric], _Group]:
@@ -365,15 +338,9 @@ def _figures(reports: list[SavedReport], names: list[dict[int, str]]) -> dict[tu
     }
 
 
-#: Relative margin that keeps ``_unremarkable``'s band inside what ``_judge`` would pass, whatever
-#: the rounding of the two ways of computing it.
-_MARGIN = 1e-9
-
-
 def _unremarkable(median: float, mad: float, noise: float, metric: Metric) -> tuple[float, float]:
-    """A band around the median in which ``_judge`` finds no outlier, so that it runs only for
-    the few figures outside (a fleet has hundreds of thousands).  A figure outside the band is
-    still judged by ``_judge``, which alone decides."""
+    """A band around the median in which ``_judge`` finds no outlier, so that ``_judge`` (which
+    alone decides) runs only for the few figures outside it."""
     # Not an outlier by z when within Z_LIMIT robust deviations or within the noise band.
     reach = max(Z_LIMIT * MAD_SCALE * mad, noise * median) if mad > 0 else float("inf")
     # value - median carries a rounding error of the median's magnitude, however small the reach
@@ -393,9 +360,6 @@ def _judge(value: float, median: float, mad: float, noise: float, metric: Metric
     direction = "slow" if worse else "fast"
     z = (value - median) / (MAD_SCALE * mad) if mad > 0 else None
     # A tight group makes tiny wobbles statistically extreme; require the noise band too.
-    if z is not None and abs(z) > Z_LIMIT and abs(ratio - 1) > noise:
-        return z, direction
-    slow_floor = ratio < SLOW_RATIO if metric.higher_is_better else ratio > 1 / SLOW_RATIO
-    if slow_floor:
-        return z, direction
-    return None
+    by_z = z is not None and abs(z) > Z_LIMIT and abs(ratio - 1) > noise
+    below_floor = ratio < SLOW_RATIO if metric.higher_is_better else ratio > 1 / SLOW_RATIO
+    return (z, direction) if by_z or below_floor else None

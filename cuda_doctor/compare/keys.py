@@ -66,8 +66,8 @@ def gpu_models(report: SavedReport) -> str | None:
     names = [v for k, v in report.values.items() if _GPU_NAME.match(k) and isinstance(v, str)]
     if not names:
         return None
-    counts = Counter(names)
-    return ", ".join(f"{n}× {name}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    by_count = sorted(Counter(names).items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{n}× {name}" for name, n in by_count)
 
 
 def key_fact(report: SavedReport, name: str) -> Any:
@@ -85,8 +85,7 @@ def key_fact(report: SavedReport, name: str) -> Any:
 
 
 def smoke_indices(report: SavedReport) -> list[int]:
-    """CUDA ordinals with smoke facts.  Ordinals are contiguous from 0, so probing index by
-    index is enough, and much cheaper than scanning every fact of a big fleet."""
+    """CUDA ordinals with smoke facts: contiguous from 0, so probed index by index."""
     found: list[int] = []
     values = report.values
     while any(key in values for key in smoke_keys(len(found))):
@@ -106,12 +105,19 @@ def number(value: Any) -> float | None:
     return float(value)
 
 
-def show(value: Any) -> str:
-    """A fact value as people read it."""
+def state(value: Any) -> str:
+    """Whether a key fact's value is known: "known", "unknown" (``MISSING``) or "not installed"."""
     if value is MISSING:
         return "unknown"
     if value is NOT_INSTALLED:
         return "not installed"
+    return "known"
+
+
+def show(value: Any) -> str:
+    """A fact value as people read it."""
+    if value is MISSING or value is NOT_INSTALLED:
+        return state(value)
     if value is None:
         return "none"
     if isinstance(value, bool):

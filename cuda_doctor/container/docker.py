@@ -8,6 +8,7 @@ daemon that accepts a connection and never answers.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import shlex
 import sys
@@ -78,6 +79,8 @@ def _collect_engine(ctx: ProbeContext, client: Any, facts: Facts, deadline: floa
     facts.set("docker.host", _docker_host(ctx.env))
     facts.set("docker.api_version", getattr(getattr(client, "api", None), "api_version", None))
     record_info(facts, info.value if isinstance(info.value, dict) else {})
+    # the /dev/char links nvidia-ctk creates keep containers' GPUs across a systemd reload
+    facts.set("docker.dev_char_links", os.path.lexists(ctx.file("/dev/char/195:255")))
     refs = collect_images(client, ctx, deadline)
     for i, image in enumerate(refs):
         for key, value in image.items():
@@ -198,6 +201,7 @@ def record_info(facts: Facts, info: Mapping[str, Any]) -> None:
     facts.set("docker.runtimes", names)
     facts.set("docker.nvidia_runtime", any(n.startswith("nvidia") for n in names))
     facts.set("docker.default_runtime", info.get("DefaultRuntime"))
+    facts.set("docker.cgroup_driver", info.get("CgroupDriver"))
     # CDI: CDISpecDirs (API 1.45+) and DiscoveredDevices (API 1.50+) where the engine has them.
     spec_dirs = info.get("CDISpecDirs")
     facts.set("docker.cdi_spec_dirs", list(spec_dirs) if isinstance(spec_dirs, list) else None)

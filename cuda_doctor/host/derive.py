@@ -35,3 +35,6 @@ def derive(facts: Facts) -> None:
         if isinstance(names, list):
             slow = [n for n in names if n in ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")]
             facts.set(f"derived.gpu[{i}].slowdown_reasons", slow)
+    detected, nvidiactl = facts.get("container.detected"), facts.get("container.nvidiactl")
+    if isinstance(nvidiactl, str):
+        facts.set("derived.container.devices_lost", detected is True and nvidiactl not in ("ok", "missing"))

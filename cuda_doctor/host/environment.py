@@ -7,6 +7,7 @@ import os
 import platform
 import re
 from collections.abc import Mapping
+from pathlib import Path
 
 from cuda_doctor.base.reading import read_text
 from cuda_doctor.base.secrets import is_secret_name
@@ -60,6 +61,20 @@ def collect_container(facts: Facts, ctx: ProbeContext, env: Mapping[str, str]) -
     facts.set("container.cuda_version", env.get("CUDA_VERSION"))
     facts.set("container.nvidia_require_cuda", env.get("NVIDIA_REQUIRE_CUDA"))
     facts.set("container.nvidia_disable_require", _disable_require(env.get("NVIDIA_DISABLE_REQUIRE")))
+    facts.set("container.nvidiactl", device_access(ctx.file("/dev/nvidiactl")))
+
+
+def device_access(path: Path) -> str:
+    """ "ok", "missing", or why the NVIDIA control device cannot be opened: a container whose
+    device cgroup lost the GPUs (after ``systemctl daemon-reload``) has the file but may not open it."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(fd)
+    return "ok"
 
 
 def _disable_require(value: str | None) -> bool:
@@ -102,7 +117,9 @@ def collect_system(facts: Facts, ctx: ProbeContext) -> None:
             facts.mark_unknown("system.memlock_bytes", "no 'Max locked memory' row in /proc/self/limits")
     facts.set("system.is_root", os.geteuid() == 0)
     facts.set("system.hostname", os.uname().nodename)
-    facts.set("system.os", os_name(ctx))
+    release = os_release(ctx)
+    facts.set("system.os", release.get("PRETTY_NAME") or f"{platform.system()} {platform.release()}".strip())
+    facts.set("system.os_family", os_family(release))
     facts.set("system.kernel", platform.release())
     facts.set("system.machine", platform.machine())
 
@@ -124,17 +141,32 @@ def parse_memlock(text: str) -> tuple[bool, int | None]:
         return False, None
 
 
-def os_name(ctx: ProbeContext) -> str:
-    """``PRETTY_NAME`` from os-release (what users recognise), else the platform string."""
+def os_release(ctx: ProbeContext) -> dict[str, str]:
+    """The fields of os-release (``PRETTY_NAME``, ``ID``, ``ID_LIKE``, ``VERSION_ID``)."""
     for candidate in ("/etc/os-release", "/usr/lib/os-release"):
         try:
             text = read_text(ctx.file(candidate), MAX_SYSTEM_FILE)
         except OSError:
             continue  # the next candidate, then platform, answer instead
-        for line in text.splitlines():
-            if line.startswith("PRETTY_NAME="):
-                return line.split("=", 1)[1].strip().strip('"')
-    return f"{platform.system()} {platform.release()}".strip()
+        pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line)
+        return {key.strip(): value.strip().strip('"') for key, value in pairs}
+    return {}
+
+
+#: The package family of a distribution, by its os-release ID or ID_LIKE words.
+OS_FAMILIES = {"debian": "debian", "ubuntu": "debian", "rhel": "rhel", "fedora": "rhel", "centos": "rhel",
+               "rocky": "rhel", "almalinux": "rhel", "amzn": "rhel", "sles": "suse", "opensuse": "suse"}  # fmt: skip
+
+
+def os_name(ctx: ProbeContext) -> str:
+    """``PRETTY_NAME`` from os-release (what users recognise), else the platform string."""
+    return os_release(ctx).get("PRETTY_NAME") or f"{platform.system()} {platform.release()}".strip()
+
+
+def os_family(release: dict[str, str]) -> str | None:
+    """ "debian", "rhel" or "suse": which package manager's names a fix can use; None: other."""
+    words = [release.get("ID", ""), *release.get("ID_LIKE", "").split()]
+    return next((OS_FAMILIES[word] for word in words if word in OS_FAMILIES), None)
 
 
 PROBE = EnvironmentProbe()

@@ -94,3 +94,25 @@ def _recovery_command(pending: list[tuple[str, int | None]]) -> str:
         return "sudo reboot"
     gpus = sorted({gpu for _action, gpu in pending if gpu is not None})
     return f"sudo nvidia-smi -r -i {gpus[0]}" if len(gpus) == 1 else "sudo nvidia-smi -r"
+
+
+def derive_live(facts: Facts) -> None:
+    """``derived.smoke.xid_events``: the Xids NVML delivered during the smoke run, in words."""
+    out = "derived.smoke.xid_events"
+    events = facts.get("smoke.xid_events")
+    if not isinstance(events, list):
+        facts.mark_unknown(out, facts.unknown_reason("smoke.xid_events"))
+        return
+    catalog: dict[str, Any] = load_table("xid").get("xid", {})
+    texts = []
+    for event in events:
+        row = catalog.get(str(event.get("xid")), {})
+        what = (
+            f"{row['mnemonic']}: {row['description']}, catalog action {row['immediate']}"
+            if row
+            else "not in the catalog"
+        )
+        texts.append(
+            f"GPU {event.get('gpu')} raised Xid {event.get('xid')} ({what}) {event.get('after_s')} s into the run"
+        )
+    facts.set(out, texts)

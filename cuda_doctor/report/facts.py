@@ -1,8 +1,5 @@
-"""The facts report (``cuda-doctor facts``): the facts alone, as an aligned list or as JSON.
-
-The JSON form is the check report's schema with no results, so ``check --facts FILE`` can
-judge it later, anywhere.
-"""
+"""The facts report (``cuda-doctor facts``): an aligned list, or JSON in the check report's
+schema with no results, so that ``check --facts FILE`` can judge it later."""
 
 from __future__ import annotations
 
@@ -20,6 +17,8 @@ from cuda_doctor.report import printable
 if TYPE_CHECKING:
     from cuda_doctor.core.checkreport import Report
 
+FORMATS = ("text", "json")
+
 
 def render_facts_text(facts: Facts, color: bool) -> str:
     """An aligned list, grouped by their first name part; unknown facts with their reason."""
@@ -29,8 +28,7 @@ def render_facts_text(facts: Facts, color: bool) -> str:
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("fact", style="cyan", no_wrap=True)
     table.add_column("value")
-    names = sorted(set(facts.values) | set(facts.unknown))
-    for name in names:
+    for name in sorted(set(facts.values) | set(facts.unknown)):
         if name in facts.values:
             value = facts.values[name]
             shown = value if isinstance(value, str) else json.dumps(value, default=str)
@@ -39,9 +37,6 @@ def render_facts_text(facts: Facts, color: bool) -> str:
             table.add_row(printable(name), Text(printable(f"unknown: {facts.unknown[name]}"), style="magenta"))
     console.print(table)
     return buffer.getvalue()
-
-
-FORMATS = ("text", "json")
 
 
 def render(report: Report, fmt: str, *, color: bool, indent: bool) -> str:

@@ -1,7 +1,5 @@
-"""The one transient progress line on stderr while a command probes (terminals only, never in
-JSON, pipes, CI logs or hooks): which probes are running, and the step each child is at
-("framework: import torch", "smoke, framework level: matmul fp16").  ``check``, ``facts`` and
-``smoke`` all show it through ``progress_line``."""
+"""The transient progress line on stderr while a command probes (terminals only): which probes
+are running, and the step each child is at ("framework: import torch")."""
 
 from __future__ import annotations
 

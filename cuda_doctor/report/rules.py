@@ -14,6 +14,9 @@ from rich.table import Table
 from cuda_doctor.core.rules import Rule
 from cuda_doctor.report import printable
 
+#: A ``{name}`` placeholder in a lint rule's message, filled from the code the finding is about.
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
 
 def render_rules(rules: Sequence[Rule], fmt: str, overrides: Mapping[str, str] | None = None) -> str:
     """``overrides``: rule id → severity from the configuration (the reference shows the defaults)."""
@@ -26,29 +29,27 @@ def _text(rules: Sequence[Rule], overrides: Mapping[str, str]) -> str:
     table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
     for column in ("id", "severity", "category", "title"):
         table.add_column(column, no_wrap=column != "title")
-    for rule in rules:
-        # a user's rule file is text from outside: its control characters are escaped
-        table.add_row(
-            *map(printable, (rule.id, overrides.get(rule.id, rule.severity.value), rule.category, rule.title))
-        )
+    for rule in rules:  # a user's rule file is text from outside: its control characters are escaped
+        severity = overrides.get(rule.id, rule.severity.value)
+        table.add_row(*map(printable, (rule.id, severity, rule.category, rule.title)))
     console.print(table)
     return buffer.getvalue()
 
 
 def _json(rules: Sequence[Rule], overrides: Mapping[str, str]) -> str:
-    return json.dumps([_rule_dict(r, overrides) for r in rules], indent=2) + "\n"
-
-
-def _rule_dict(rule: Rule, overrides: Mapping[str, str]) -> dict[str, object]:
-    return {
-        "id": rule.id,
-        "kind": rule.kind,
-        "title": rule.title,
-        "category": rule.category,
-        "severity": overrides.get(rule.id, rule.severity.value),
-        "rationale": rule.rationale.strip(),
-        "links": list(rule.links),
-    }
+    listed = [
+        {
+            "id": rule.id,
+            "kind": rule.kind,
+            "title": rule.title,
+            "category": rule.category,
+            "severity": overrides.get(rule.id, rule.severity.value),
+            "rationale": rule.rationale.strip(),
+            "links": list(rule.links),
+        }
+        for rule in rules
+    ]
+    return json.dumps(listed, indent=2) + "\n"
 
 
 def render_rule_markdown(rule: Rule) -> str:
@@ -56,7 +57,7 @@ def render_rule_markdown(rule: Rule) -> str:
     lines.append(f"*{rule.kind} rule · category `{rule.category}` · default severity `{rule.severity.value}`*")
     lines += ["", *rule.rationale.strip().split("\n"), ""]  # its own lines; any other control is escaped
     if rule.kind == "lint":
-        # {name} placeholders are filled from the code the finding is about: shown as "…", named in words
+        # placeholders are shown as "…", and named in words
         lines.append(f"Reports: {_PLACEHOLDER.sub('…', rule.message.strip())}")
         if rule.fix:
             lines.append(f"Fix: {_PLACEHOLDER.sub('…', rule.fix.strip())}")
@@ -73,17 +74,11 @@ def render_rule_markdown(rule: Rule) -> str:
             lines.append(f"- **{level_name}** when `{_condition_text(outcome.when)}`: {outcome.message.strip()}")
             if outcome.fix:
                 lines.append(f"  - fix: {outcome.fix.strip()}")
-            for command in outcome.commands:
-                lines.append(f"  - `{command}`")
-        lines.append(f"- otherwise **pass**: {rule.pass_message.strip()}")
-        lines.append("")
+            lines += [f"  - `{command}`" for command in outcome.commands]
+        lines += [f"- otherwise **pass**: {rule.pass_message.strip()}", ""]
     if rule.links:
-        lines.append("Sources: " + ", ".join(f"<{link}>" for link in rule.links))
-        lines.append("")
+        lines += ["Sources: " + ", ".join(f"<{link}>" for link in rule.links), ""]
     return "\n".join(printable(line) for line in lines) + "\n"
-
-
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def _condition_text(cond: Mapping[str, object]) -> str:
@@ -113,10 +108,10 @@ def render_reference(rules: Sequence[Rule]) -> str:
         "| id | severity | category | title |",
         "| --- | --- | --- | --- |",
     ]
-    for rule in rules:
-        lines.append(
-            printable(f"| [{rule.id}](#{rule.id.lower()}) | {rule.severity.value} | {rule.category} | {rule.title} |")
-        )
+    lines += [
+        printable(f"| [{rule.id}](#{rule.id.lower()}) | {rule.severity.value} | {rule.category} | {rule.title} |")
+        for rule in rules
+    ]
     lines.append("")
     return "\n".join(lines) + "\n" + "".join(render_rule_markdown(r) for r in rules)
 

@@ -10,6 +10,8 @@ from typing import Any
 
 from cuda_doctor.core.facts import Facts, indexed
 from cuda_doctor.core.probe import ProbeContext
+from cuda_doctor.gpu.nvml import nvml_disabled
+from cuda_doctor.gpu.nvml.events import XidEvents
 from cuda_doctor.smoke.runner import ChildRun, SmokeRun, run_smoke
 
 #: Per-GPU figures the framework level measures, and the step that measures each.
@@ -63,6 +65,7 @@ class SmokeProbe:
     """Runs the GPU smoke test in child processes; never prints, never raises."""
 
     name = "smoke"
+    nvml: Any = None  # stands in for the pynvml module that listens for Xid events (tests)
 
     def applies(self, ctx: ProbeContext) -> bool:
         return ctx.smoke and not ctx.fast
@@ -73,14 +76,19 @@ class SmokeProbe:
     def collect(self, ctx: ProbeContext) -> Facts:
         report = ctx.step_progress  # the runner's (level, step) as the context's (what, step)
         progress = None if report is None else lambda level, step: report(f"smoke, {level} level", step)
+        listening = None if nvml_disabled(ctx.env) else XidEvents(self.nvml).start()
         try:
-            run = run_smoke(ctx, progress)
+            facts = facts_from_run(run_smoke(ctx, progress), ctx)
         except Exception as exc:  # a broken runner must become a reason, not a traceback
             facts = Facts()
             facts.set("smoke.status", "failed")
             facts.set("smoke.error", f"the smoke run could not start: {type(exc).__name__}: {exc}")
-            return facts
-        return facts_from_run(run, ctx)
+        events, why = ([], "NVML is disabled (CUDA_DOCTOR_DISABLE_NVML)") if listening is None else listening.stop()
+        if why is None:
+            facts.set("smoke.xid_events", events)
+        else:
+            facts.mark_unknown("smoke.xid_events", why)
+        return facts
 
 
 PROBE = SmokeProbe()

@@ -68,6 +68,8 @@ class Series:
     command: tuple[str, ...] = ()
     exit_code: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The critical Xids NVML delivered while the command ran: {"gpu", "xid", "after_s"}.
+    xid_events: tuple[dict[str, Any], ...] = ()
 
     def for_gpu(self, index: int) -> tuple[Sample, ...]:
         return tuple(s for s in self.samples if s.gpu == index)
@@ -91,4 +93,5 @@ class Series:
             command=tuple(data.get("command", [])),
             exit_code=data.get("exit_code"),
             extra=dict(data.get("extra", {})),
+            xid_events=tuple(e for e in data.get("xid_events", []) if isinstance(e, dict)),
         )

@@ -320,6 +320,10 @@ def analyse_gpu(series: Series, info: GpuInfo, warmup_s: float | None = None) ->
 
 def analyse(series: Series, warmup_s: float | None = None) -> Analysis:
     notes = list(series.notes)
+    notes += [
+        f"GPU {e.get('gpu')} raised Xid {e.get('xid')} {e.get('after_s')} s into the run: see NVIDIA's Xid catalog"
+        for e in series.xid_events
+    ]
     if series.nvml_error and not series.samples:
         title = f"no GPU samples (the command still ran): {series.nvml_error}"
         return Analysis(Diagnosis("no_data", title), (), tuple(notes))

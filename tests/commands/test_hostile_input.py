@@ -215,3 +215,36 @@ def test_no_secret_reaches_a_report_or_a_crash_log(tmp_path: Path) -> None:
     (log,) = tmp_path.glob("cuda-doctor-crash-*.log")
     assert log.stat().st_mode & 0o777 == 0o600
     assert secret not in log.read_text() and "--token=***" in log.read_text()
+
+
+def test_markdown_shows_what_a_host_and_a_gpu_are_called_and_does_nothing_else(tmp_path: Path) -> None:
+    facts = saved_facts(
+        tmp_path,
+        **{
+            "system.hostname": '<img src=x onerror="alert(1)">',
+            "gpu[0].name": "<script>alert(1)</script> [click](https://evil.example/) @everyone **bold**",
+            "env.cuda_visible_devices": "7",
+        },
+    )
+    data = json.loads(facts.read_text(encoding="utf-8"))
+    data["host"] = "@admin <b>node</b>"
+    facts.write_text(json.dumps(data), encoding="utf-8")
+    proc = run_doctor(["check", "--facts", str(facts), "--format", "markdown"], cwd=tmp_path)
+    out = proc.stdout
+    for raw in ("<img", "<script>", "<b>", "](https://", "@everyone", "@admin", "**bold**"):
+        assert raw not in out, raw
+    assert "&lt;script&gt;" in out and "&#64;everyone" in out and "\\[click\\]" in out
+
+
+def test_sarif_uris_and_annotations_carry_any_file_name_safely(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    names = ["a#b?c%d e.py", "new\nline.py", "esc\x1b]2;PWNED\x07.py"]
+    for name in names:
+        (repo / name).write_text("import torch\nwith torch.cuda.amp.autocast():\n    pass\n", encoding="utf-8")
+    sarif = json.loads(run_doctor(["lint", "--format", "sarif", "."], cwd=repo).stdout)
+    uris = sorted(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in sarif["runs"][0]["results"])
+    assert uris == ["a%23b%3Fc%25d%20e.py", "esc%1B%5D2%3BPWNED%07.py", "new%0Aline.py"]
+    github = run_doctor(["lint", "--format", "github", "."], cwd=repo).stdout
+    assert "\x1b" not in github and "\x07" not in github
+    assert len(github.splitlines()) == 3  # one annotation each: no name forged a line

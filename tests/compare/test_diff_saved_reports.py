@@ -134,7 +134,7 @@ def test_nccl_and_library_path_changes_are_shown_not_judged(fake_nvidia_smi: Any
     result = doctor(["diff", "before.json", "after.json", "--format", "markdown"], tmp_path)
     assert result.returncode == 0, result.stdout
     assert "| `NCCL_P2P_DISABLE` | not set | 1 |" in result.stdout
-    assert "| `NCCL_IB_HCA` | not set | mlx5_0 |" in result.stdout
+    assert "| `NCCL_IB_HCA` | not set | mlx5\\_0 |" in result.stdout  # Markdown shows "mlx5_0"
     assert "| `LD_LIBRARY_PATH` | /usr/local/cuda/lib64 | /opt/old-cuda/lib64 |" in result.stdout
     assert "NCCL_AUTH_TOKEN" not in result.stdout
     assert "3 environment variables changed" in result.stdout

@@ -136,6 +136,8 @@ class FakeNvml:
     nvlink_counters_supported: bool = True  # False: a Blackwell GPU (NVML dropped these counters there)
     fabric: dict[int, tuple[int, int]] = field(default_factory=dict)  # GPU → (state, status); default N/A
     per_gpu: dict[int, dict[str, Any]] = field(default_factory=dict)  # GPU → readings that differ from GPU 0's
+    xid_events: list[tuple[int, int]] = field(default_factory=list)  # (GPU, Xid) delivered one per wait
+    xid_unsupported: frozenset[int] = frozenset()  # GPUs that refuse to register for Xid events
     log: str | None = None  # a file each call's name is appended to (a fake in another process)
     calls: list[str] = field(default_factory=list)
     shutdowns: int = 0
@@ -391,9 +393,27 @@ class FakeNvml:
         return ull, sum(self.nvmlDeviceGetNvLinkErrorCounter(handle, link, c) for c in counters)
 
     # -- building the module object ------------------------------------------------------
+    def nvmlEventSetCreate(self) -> object:
+        return object()
+
+    def nvmlDeviceRegisterEvents(self, handle: Any, types: int, event_set: object) -> None:
+        if self._gpu(handle) in self.xid_unsupported:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+    def nvmlEventSetWait_v2(self, event_set: object, timeout_ms: int) -> SimpleNamespace:
+        if not self.xid_events:
+            time.sleep(min(timeout_ms, 20) / 1000)
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)
+        gpu, xid = self.xid_events.pop(0)
+        return SimpleNamespace(device=_HANDLE_BASE + gpu, eventType=pynvml.nvmlEventTypeXidCriticalError, eventData=xid)
+
+    def nvmlEventSetFree(self, event_set: object) -> None:
+        pass
+
     def module(self) -> SimpleNamespace:
         namespace = SimpleNamespace(**{k: v for k, v in vars(pynvml).items() if k.startswith("NVML_")})
         namespace.NVMLError = pynvml.NVMLError
+        namespace.nvmlEventTypeXidCriticalError = pynvml.nvmlEventTypeXidCriticalError
         for struct in ("c_nvmlGpuFabricInfo_t", "c_nvmlGpuFabricInfoV_t"):
             if struct not in self.missing:
                 setattr(namespace, struct, getattr(pynvml, struct))

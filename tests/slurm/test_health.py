@@ -3,6 +3,7 @@ node's state is read (a stand-in ``sinfo`` executable), and the check run under 
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -133,3 +134,19 @@ def test_the_hook_script_runs_this_installation(tmp_path: Path) -> None:
     assert hook_script("prolog", python="/opt/my env/bin/python").splitlines()[-1] == (
         "exec '/opt/my env/bin/python' -m cuda_doctor slurm prolog \"$@\""
     )
+
+
+def test_an_xid_that_needs_a_reboot_drains_with_the_xid_in_the_reason(tmp_path: Path) -> None:
+    facts = json.loads((REPO / "tests" / "rules" / "h200_facts.json").read_text(encoding="utf-8"))
+    fallen = {"code": 79, "pci": "0000:2b:00", "at_s": 240.0, "text": "GPU has fallen off the bus."}
+    facts["values"].update({"kernel_log.xids": [fallen], "container.detected": False})
+    saved = tmp_path / "node.json"
+    saved.write_text(json.dumps({"facts": facts}), encoding="utf-8")
+    argv = [sys.executable, "-m", "cuda_doctor", "check", "--facts", str(saved), "--format", "oneline"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([*argv, "--select=driver,gpu,health"], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    outcome = Outcome("FAIL", proc.stdout.strip())
+    assert outcome.line.startswith("FAIL CD607") and "Xid 79 (ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS" in outcome.line
+    action = decide(outcome, NodeState("gpu-07", "idle", ""))
+    assert action.kind == "drain" and "Xid 79" in action.reason

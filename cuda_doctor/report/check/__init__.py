@@ -1,8 +1,5 @@
 """The check report (``check``, ``smoke``, ``exec``): format name → the module that renders it,
-imported only when asked for (a plain-text checklist never imports json, nor rich off a terminal).
-
-``terminal``: text gets colour and JSON is indented (piped JSON is one line, as ``gh`` prints it).
-"""
+imported only when asked for.  ``terminal``: text gets colour and JSON is indented."""
 
 from __future__ import annotations
 

@@ -63,11 +63,6 @@ def visible(result: Result, verbose: bool) -> bool:
     return verbose or result.status not in (Status.PASS, Status.SKIPPED)
 
 
-def is_partial(results: Iterable[Result]) -> bool:
-    """Some rules were deselected: the run cannot vouch for the whole machine."""
-    return any(r.status is Status.SKIPPED and r.message in DESELECTED for r in results)
-
-
 def summary_line(report: Report, fail_on: Severity) -> str:
     """The counts, then the verdict: what the exit status means, in words."""
     counts = report.counts()
@@ -98,13 +93,9 @@ def verdict(report: Report, exit_code: int, fail_on: Severity) -> str:
         return f"no verdict: {why}"
     if any(r.status is Status.UNKNOWN for r in report.results):
         return "nothing failed, but some checks could not run"
-    if is_partial(report.results):
+    if any(r.status is Status.SKIPPED and r.message in DESELECTED for r in report.results):
         return "nothing failed in the selected checks"
     framework = skipped_probes(report.facts).get("framework")
     if framework is not None:
         return f"driver and GPUs ready; framework {not_checked(framework)}"
     return "ready to train"
-
-
-def subject_prefix(result: Result) -> str:
-    return f"[{result.subject}] " if result.subject else ""

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from cuda_doctor import __version__
 from cuda_doctor.core.results import Severity, Status
-from cuda_doctor.report import md_cell, printable
+from cuda_doctor.report import md_cell, md_code, md_text, origin_note, printable
 from cuda_doctor.report.check.common import CATEGORY_TITLES, MARKS, grouped, summary_line, visible
 
 if TYPE_CHECKING:
@@ -20,7 +20,6 @@ KEY_FACTS = (
     "jax.backend", "jax.gpu_count", "container.detected", "container.cuda_version", "toolkit.nvcc_version",
 )  # fmt: skip
 
-
 #: Marks that stay unambiguous in Markdown ("-" would start a nested list).
 MD_MARKS = {**MARKS, Status.SKIPPED: "·", Status.WARN: "⚠", Status.INFO: "ℹ"}
 
@@ -30,7 +29,12 @@ def _value(value: object) -> str:
 
 
 def render(report: Report, *, verbose: bool = False, terminal: bool = False, fail_on: Severity = Severity.ERROR) -> str:
-    lines = [f"## cuda-doctor report: {report.host}", "", f"cuda-doctor {__version__}, {report.created}", ""]
+    lines = [
+        f"## cuda-doctor report: {md_text(report.host)}",
+        "",
+        f"cuda-doctor {__version__}, {md_text(report.created)}",
+        "",
+    ]
     lines += ["| fact | value |", "| --- | --- |"]
     for name in KEY_FACTS:
         if name in ("torch.import_error", "jax.import_error") and not report.facts.get(name):
@@ -48,12 +52,14 @@ def render(report: Report, *, verbose: bool = False, terminal: bool = False, fai
             continue
         lines += [f"### {CATEGORY_TITLES.get(category, category)}", ""]
         for r in shown:
-            subject = f" **{r.subject}**:" if r.subject else ""
-            lines.append(f"- {MD_MARKS[r.status]} `{r.rule_id}`{subject} {r.message}")
+            subject = f" **{md_text(r.subject)}**:" if r.subject else ""
+            lines.append(f"- {MD_MARKS[r.status]} `{md_text(r.rule_id)}`{subject} {md_text(r.message)}")
+            if r.origin:
+                lines.append(f"  - *{md_text(origin_note(r.origin))}*")
             if r.fix and r.status not in (Status.PASS, Status.SKIPPED):
-                lines.append(f"  - fix: {r.fix}")
+                lines.append(f"  - fix: {md_text(r.fix)}")
             if r.commands and r.status not in (Status.PASS, Status.SKIPPED):
-                lines += ["", "    ```sh", *(f"    {command}" for command in r.commands), "    ```", ""]
+                lines += ["", *(f"    {line}" for line in md_code(list(r.commands))), ""]
         lines.append("")
     lines.append(f"**{summary_line(report, fail_on)}**")
     # each line whole: a control character from outside (a value, a message) is escaped wherever it is

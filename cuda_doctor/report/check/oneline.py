@@ -1,18 +1,6 @@
-"""One line for schedulers: a Slurm drain reason, a node-problem-detector condition message.
-
-The line starts with its verdict word and is plain ASCII of at most ``LIMIT`` characters, so
-that a consumer cutting it at a byte count (node-problem-detector's ``max_output_length``)
-never splits a character, and nothing from the environment (a variable's value with an
-escape sequence or a newline in it) reaches a terminal, a log or the Slurm controller as
-anything but visible text:
-
-* ``OK …``       exit 0: nothing reached ``--fail-on``.
-* ``FAIL CD401 …`` exit 1: the worst finding, then the ids of the others.
-* ``UNKNOWN …``  exit 2: nothing failed, but the driver or the list of GPUs could not be
-  checked (or nothing at all was), so there is no verdict (``results.no_verdict``, the rule
-  of every format); node-problem-detector reads exit 2 as Unknown, and a health check must
-  neither drain nor resume on it.
-"""
+"""One line for schedulers (a Slurm drain reason, a node-problem-detector message): printable
+ASCII of at most ``LIMIT`` characters, starting with its verdict word: ``OK`` (exit 0), ``FAIL``
+(1: the worst finding, then the other ids) or ``UNKNOWN`` (2: no verdict, neither drain nor resume)."""
 
 from __future__ import annotations
 
@@ -65,7 +53,7 @@ def judge_oneline(report: Report, fail_on: Severity = Severity.ERROR, limit: int
         trouble = _probe_trouble(report)
         head = f"UNKNOWN {said}{trouble if trouble.strip(' ()') not in said else ''}"
         return Verdict("UNKNOWN", EXIT_NO_VERDICT, _fit(head, _more(rest, "more could not check"), limit))
-    return Verdict("OK", 0, _fit(_ok_head(report, judged, unknown, fail_on), "", limit))
+    return Verdict("OK", 0, _fit(_ok_head(report, judged, unknown), "", limit))
 
 
 def clean(text: object) -> str:
@@ -80,7 +68,8 @@ def _worst_first(results: Iterable[Result]) -> list[Result]:
 
 def _describe(result: Result) -> str:
     subject = f"{result.subject}: " if result.subject else ""
-    return clean(f"{result.rule_id} {subject}{result.message}")
+    origin = f"(rule from {result.origin}) " if result.origin else ""
+    return clean(f"{result.rule_id} {origin}{subject}{result.message}")
 
 
 def _more(results: list[Result], what: str) -> str:
@@ -99,7 +88,7 @@ def _probe_trouble(report: Report) -> str:
     return clean(f" ({'; '.join(reasons)})") if reasons else ""
 
 
-def _ok_head(report: Report, judged: list[Result], unknown: list[Result], fail_on: Severity) -> str:
+def _ok_head(report: Report, judged: list[Result], unknown: list[Result]) -> str:
     bits = [count(sum(r.status is Status.PASS for r in judged), "check") + " passed"]
     below = _worst_first(r for r in judged if r.status is Status.WARN)
     if below:

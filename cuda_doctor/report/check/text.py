@@ -1,26 +1,14 @@
 """The terminal checklist: grouped by category, ✓ ✗ ! ? marks, the fix under each finding.
-
-Lines are built as (text, style) segments once; a terminal gets them coloured through rich,
-anything else (pre-commit, CI logs, an entrypoint's stderr) gets the same text plain, without
-paying for rich's console at start-up.
-"""
+Built as (text, style) segments: coloured through rich on a terminal, plain text elsewhere."""
 
 from __future__ import annotations
 
+import io
 from typing import TYPE_CHECKING
 
 from cuda_doctor.core.results import Result, Severity, Status
-from cuda_doctor.report import count, printable
-from cuda_doctor.report.check.common import (
-    CATEGORY_TITLES,
-    MARKS,
-    STYLES,
-    grouped,
-    subject_prefix,
-    summary_line,
-    visible,
-    worst,
-)
+from cuda_doctor.report import count, origin_note, printable
+from cuda_doctor.report.check.common import CATEGORY_TITLES, MARKS, STYLES, grouped, summary_line, visible, worst
 
 if TYPE_CHECKING:
     from cuda_doctor.core.checkreport import Report
@@ -39,16 +27,13 @@ def render(
     width: int = 100,
 ) -> str:
     """Coloured through rich on a terminal, plain text otherwise."""
-    # every segment, ours or from outside (a variable's value, a saved report's message), is shown
-    # with its control characters escaped: an OSC in CUDA_VISIBLE_DEVICES never sets a title
+    # every segment, ours or from outside (a variable's value), is shown with its controls escaped
     lines = [
         [(printable(text), style) for text, style in line]
         for line in checklist_lines(report, verbose=verbose, fail_on=fail_on)
     ]
     if not terminal:
         return "".join("".join(text for text, _ in line) + "\n" for line in lines)
-    import io
-
     from rich.console import Console
     from rich.text import Text
 
@@ -116,8 +101,7 @@ def _torch(facts: Facts) -> str:
 
 
 def _jax(facts: Facts) -> str:
-    """What the headline says of JAX, when it is installed: its version, its CUDA plugin and the
-    GPUs it sees, or that its import failed."""
+    """What the headline says of JAX: its version, CUDA plugin and GPUs, or that its import failed."""
     if not facts.get("jax.installed"):
         return ""
     if facts.get("jax.import_error"):
@@ -133,30 +117,29 @@ def _jax(facts: Facts) -> str:
 
 def _collapsed(shown: list[Result], verbose: bool) -> list[tuple[Result, int]]:
     """The section's results, with checks that could not run for the same reason said once and
-    counted: a machine without a driver would otherwise repeat one line for every GPU check.
-    -v lists each of them with its rule."""
+    counted (a machine without a driver would otherwise repeat it for every GPU check)."""
     if verbose:
         return [(result, 1) for result in shown]
     rows: dict[object, list[Result]] = {}  # in the order each row is first seen
     for result in shown:
-        same = (subject_prefix(result), result.message, result.fix, tuple(result.commands))
+        same = (_subject(result), result.message, result.fix, tuple(result.commands))
         rows.setdefault(same if result.status is Status.UNKNOWN else id(result), []).append(result)
     return [(row[0], len(row)) for row in rows.values()]
 
 
-def _result_lines(result: Result, verbose: bool, times: int = 1) -> list[Line]:
-    lines: list[Line] = [
-        [
-            (f"    {MARKS[result.status]} ", STYLES[result.status]),
-            (subject_prefix(result), "bold"),
-            (result.message, ""),
-            (f"  ({times} checks)" if times > 1 else "", "dim"),
-        ]
-    ]
+def _subject(result: Result) -> str:
+    return f"[{result.subject}] " if result.subject else ""
+
+
+def _result_lines(result: Result, verbose: bool, times: int) -> list[Line]:
+    mark = (f"    {MARKS[result.status]} ", STYLES[result.status])
+    times_seen = (f"  ({times} checks)" if times > 1 else "", "dim")
+    lines: list[Line] = [[mark, (_subject(result), "bold"), (result.message, ""), times_seen]]
+    if result.origin:
+        lines.append([(f"        ({origin_note(result.origin)})", "yellow")])
     if result.fix and result.status not in (Status.PASS, Status.SKIPPED):
         lines.append([(f"        fix: {result.fix}", "italic")])
-    for command in result.commands:
-        lines.append([(f"          $ {command}", "bold")])
+    lines += [[(f"          $ {command}", "bold")] for command in result.commands]
     if result.status in (Status.FAIL, Status.WARN, Status.ERROR) or verbose:
         rule = f"        ({result.rule_id}: {result.title}"
         rule += f"; see {result.links[0]})" if result.links else ")"

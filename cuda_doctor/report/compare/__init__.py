@@ -1,6 +1,5 @@
-"""The comparison report (``diff``, ``fleet``): format name → the module that renders it.  The
-options are the text format's (``color``, ``width``, ``all_nodes``); the others ignore them.
-``fleet`` has one format more, a page for a browser."""
+"""The comparison report (``diff``, ``fleet``, which has an HTML page too): format name → the
+module that renders it.  The options (``color``, ``width``, ``all_nodes``) are the text format's."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""One self-contained HTML page for ``fleet --format html``, for a platform team's browser.
-
-The majority configuration, the nodes that differ from it (highlighted, the differing values
-marked), failing rules per node, each GPU model's smoke figures as a chart with the outliers
-marked, and a table of every node; every table sorts by any column when its header is clicked.
-
-Nothing is fetched: the style, the charts (SVG) and the sorting script are inline, and the
-page's Content-Security-Policy allows only those two inline blocks (by their hashes), so that
-a browser loads nothing else and runs nothing else.  Every string from a report (hostnames,
-paths, rule messages, values) is hostile input: it goes into the page only through ``_el`` and
-``_attrs``, which escape it (control characters as their visible escapes, then HTML).
-"""
+"""One self-contained HTML page for ``fleet --format html``, with sortable tables and SVG charts.
+Nothing is fetched: the Content-Security-Policy allows only the inline style and script.  Every
+string from a report is hostile input: it goes into the page only through ``_el`` and ``_attrs``."""
 
 from __future__ import annotations
 
@@ -29,14 +20,26 @@ from cuda_doctor.compare.keys import METRICS
 from cuda_doctor.report import count, printable
 from cuda_doctor.report.compare import wording
 
+_NODE_FIELDS = ("driver", "cuda_driver", "torch", "torch_cuda", "nccl")
+#: The charts' geometry, in SVG units.
+_WIDTH = 760
+_LEFT = 200  # the figure's label
+_RIGHT = 20
+_ROW = 46
+_TOP = 22
+_BINS = 120
+#: The ratio axis always shows at least this much around the median (1×).
+_MIN_SPAN = (0.5, 1.5)
+#: ... and at most this much: a figure beyond is drawn at the edge (its mark says its value).
+_MAX_SPAN = (0.0, 3.0)
+
 
 class Html(str):
     """Markup made here, from escaped text: inserted as it is."""
 
 
 def _esc(value: object) -> str:
-    # printable first: a control character (a bidi override that reorders a host name, NUL)
-    # is shown as its escape, as in every other report
+    # printable first: a control character (a bidi override, NUL) is shown as its escape
     return html.escape(printable(value), quote=True)
 
 
@@ -54,8 +57,6 @@ def _el(tag: str, *children: object, **attrs: object) -> Html:
 def _join(parts: Iterable[Html]) -> Html:
     return Html("".join(parts))
 
-
-# -- the page ------------------------------------------------------------------------------------
 
 _CSS = """
 :root{--fg:#1d232b;--muted:#5d6875;--line:#d9dee4;--bg:#fff;--soft:#f4f6f8;--warn:#fff1cc;
@@ -156,16 +157,9 @@ _CSP = (
 
 
 def render_fleet(fleet: Fleet, **_: Any) -> str:
-    sections = [
-        _majority(fleet),
-        _differing(fleet),
-        _failing(fleet),
-        _charts(fleet),
-        _outliers(fleet),
-        _nodes(fleet),
-        _unreadable(fleet),
-        _notes(fleet),
-    ]
+    sections = (
+        make(fleet) for make in (_majority, _differing, _failing, _charts, _outliers, _nodes, _unreadable, _notes)
+    )
     title = f"cuda-doctor fleet: {count(len(fleet.nodes), 'node')}"
     return (
         "<!DOCTYPE html>\n"
@@ -193,17 +187,12 @@ def _header(fleet: Fleet) -> Html:
         (f"outlier GPUs on {count(len(outlier_hosts), 'node')}", len(fleet.outliers), "bad" if fleet.outliers else ""),
         ("unreadable", len(fleet.errors), "bad" if fleet.errors else ""),
     ]
-    verdict = wording.fleet_verdict(fleet)
     look = "verdict " + ("uniform" if fleet.uniform else "findings")
+    verdict = _el("div", wording.fleet_verdict(fleet), class_=look, id="verdict")
     items = _join(_el("li", _el("b", n), label, class_=kind or None) for label, n, kind in cards)
     meta = f"{span} · outliers: median and MAD per GPU model and figure, noise band ±{fleet.noise:.0%}"
-    return _el(
-        "header",
-        _el("h1", "cuda-doctor fleet"),
-        _el("div", verdict, class_=look, id="verdict"),
-        _el("ul", items, class_="cards"),
-        _el("div", f"{meta} · cuda-doctor {__version__}", class_="meta"),
-    )
+    meta_div = _el("div", f"{meta} · cuda-doctor {__version__}", class_="meta")
+    return _el("header", _el("h1", "cuda-doctor fleet"), verdict, _el("ul", items, class_="cards"), meta_div)
 
 
 def _section(
@@ -225,9 +214,6 @@ def _num(value: float | int | None, text: str | None = None) -> Html:
     return _el("td", shown, class_="num", data_sort="" if value is None else repr(value))
 
 
-# -- sections -------------------------------------------------------------------------------------
-
-
 def _node_line(kind: str, about: Node | NodeDifference | Outlier, *cells: Html) -> Html:
     """A row about one node: its name (its report's path on hover), then ``cells``."""
     return _el("tr", _el("td", about.host, title=about.path), *cells, class_=kind, data_host=about.host)
@@ -241,12 +227,8 @@ def _majority(fleet: Fleet) -> Html | None:
         _el("tr", _el("th", CONFIG_LABELS[key], scope="row"), _el("td", wording.config_value(value)))
         for key, value in vars(fleet.majority).items()
     )
-    return _join(
-        [
-            _el("h2", f"Majority configuration: {fleet.majority_count} of {len(fleet.nodes)} nodes{tie}"),
-            _el("table", _el("tbody", rows), id="majority"),
-        ]
-    )
+    heading = f"Majority configuration: {fleet.majority_count} of {len(fleet.nodes)} nodes{tie}"
+    return _join([_el("h2", heading), _el("table", _el("tbody", rows), id="majority")])
 
 
 def _differing(fleet: Fleet) -> Html | None:
@@ -302,33 +284,19 @@ def _outliers(fleet: Fleet) -> Html | None:
     return _section(f"Performance outliers ({len(fleet.outliers)})", "outliers", columns, rows, numeric)
 
 
-_NODE_FIELDS = ("driver", "cuda_driver", "torch", "torch_cuda", "nccl")
-
-
 def _nodes(fleet: Fleet) -> Html:
     differing = {d.path: {f.field for f in d.differences} for d in fleet.differing}
     outliers = Counter(o.path for o in fleet.outliers)
     rows = (_node_row(n, differing.get(n.path), outliers[n.path], fleet.majority) for n in fleet.nodes)
-    columns = [
-        "node",
-        *(CONFIG_LABELS[f] for f in _NODE_FIELDS),
-        "GPUs",
-        "failing rules",
-        "warnings",
-        "outlier figures",
-    ]
+    labels = [CONFIG_LABELS[f] for f in _NODE_FIELDS]
+    columns = ["node", *labels, "GPUs", "failing rules", "warnings", "outlier figures"]
     return _section(f"Nodes ({len(fleet.nodes)})", "nodes", columns, rows, numeric=("warnings", "outlier figures"))
 
 
 def _node_row(node: Node, differs: set[str] | None, outliers: int, majority: NodeConfig | None) -> Html:
     c = node.config
-    tags = []
-    if differs:
-        tags.append(_el("span", "differs", class_="tag differs"))
-    if node.failing:
-        tags.append(_el("span", "failing", class_="tag failing"))
-    if outliers:
-        tags.append(_el("span", "outlier", class_="tag outlier"))
+    flags = [name for name, on in (("differs", differs), ("failing", node.failing), ("outlier", outliers)) if on]
+    tags = (_el("span", name, class_=f"tag {name}") for name in flags)
     cells = [_el("td", node.host, *tags, title=node.path, data_sort=node.host)]
     for field in _NODE_FIELDS:
         value = wording.config_value(getattr(c, field))
@@ -340,19 +308,16 @@ def _node_row(node: Node, differs: set[str] | None, outliers: int, majority: Nod
     gpus_differ = differs and ({"gpu_model", "gpu_count"} & differs)
     cells.append(_el("td", wording.gpus_text(c.gpu_count, c.gpu_model), class_="differs-cell" if gpus_differ else None))
     cells.append(_el("td", ", ".join(node.failing) or "—", class_="failing-rules" if node.failing else "muted"))
-    cells.append(_num(node.warnings))
-    cells.append(_num(outliers))
-    classes = " ".join(k for k, on in (("differs", differs), ("failing", node.failing), ("outlier", outliers)) if on)
-    return _el("tr", *cells, class_=classes or None, data_host=node.host)
+    cells += [_num(node.warnings), _num(outliers)]
+    return _el("tr", *cells, class_=" ".join(flags) or None, data_host=node.host)
 
 
 def _unreadable(fleet: Fleet) -> Html | None:
     if not fleet.errors:
         return None
     rows = (_el("tr", _el("td", e.path), _el("td", e.reason)) for e in fleet.errors)
-    return _section(
-        f"Unreadable reports ({len(fleet.errors)}), left out of the comparison", "unreadable", ["file", "problem"], rows
-    )
+    heading = f"Unreadable reports ({len(fleet.errors)}), left out of the comparison"
+    return _section(heading, "unreadable", ["file", "problem"], rows)
 
 
 def _notes(fleet: Fleet) -> Html | None:
@@ -364,20 +329,6 @@ def _notes(fleet: Fleet) -> Html | None:
     if not notes:
         return None
     return _el("ul", _join(_el("li", n) for n in notes), class_="muted", id="notes")
-
-
-# -- charts ---------------------------------------------------------------------------------------
-
-_WIDTH = 760
-_LEFT = 200  # the figure's label
-_RIGHT = 20
-_ROW = 46
-_TOP = 22
-_BINS = 120
-#: The ratio axis always shows at least this much around the median (1×).
-_MIN_SPAN = (0.5, 1.5)
-#: ... and at most this much: a figure beyond is drawn at the edge (its mark says its value).
-_MAX_SPAN = (0.0, 3.0)
 
 
 def _charts(fleet: Fleet) -> Html | None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from cuda_doctor.compare.diff import Diff, FigureChange
-from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet
-from cuda_doctor.report import md_cell, printable
+from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet, Node
+from cuda_doctor.report import Markup, md_cell, md_text, printable
 from cuda_doctor.report.compare import wording
 
 
@@ -27,28 +27,25 @@ def _section(title: str, header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _bold(text: str) -> str:
-    return f"**{text}**" if text else ""
+    return Markup(f"**{md_text(text)}**") if text else ""
 
 
 def _quote(note: str, end: str = ".") -> list[str]:
     """A note as a Markdown quote, capitalised, and the blank line after it."""
-    return [f"> {note[0].upper()}{note[1:]}{end}", ""]
+    return [f"> {md_text(note[0].upper() + note[1:])}{end}", ""]
 
 
 def render_diff(diff: Diff, **_: Any) -> str:
     b, a = diff.before, diff.after
     title = b.host if diff.same_host else f"{b.host} → {a.host}"
-    out = [f"## cuda-doctor diff: {title}" if title else "## cuda-doctor diff", ""]
-    out.append(f"**{wording.diff_verdict(diff)}** (noise band ±{diff.noise:.0%})")
-    out.append("")
-    out += _table(
-        ["", "before", "after"],
-        [
-            ["report", b.path, a.path],
-            ["created", b.created or "?", a.created or "?"],
-            ["cuda-doctor", b.tool_version or "?", a.tool_version or "?"],
-        ],
-    )
+    out = [f"## cuda-doctor diff: {md_text(title)}" if title else "## cuda-doctor diff", ""]
+    out += [f"**{md_text(wording.diff_verdict(diff))}** (noise band ±{diff.noise:.0%})", ""]
+    sources = [
+        ["report", b.path, a.path],
+        ["created", b.created or "?", a.created or "?"],
+        ["cuda-doctor", b.tool_version or "?", a.tool_version or "?"],
+    ]
+    out += _table(["", "before", "after"], sources)
     if not diff.same_host:
         out += ["> The two reports come from different hosts.", ""]
     skipped = wording.no_results_note(diff)
@@ -61,17 +58,22 @@ def render_diff(diff: Diff, **_: Any) -> str:
     facts = [[f.label, side(f, False), side(f, True), _bold(wording.fact_note(f))] for f in diff.facts]
     out += _section("Configuration", ["", "before", "after", ""], facts)
     environment = [
-        [f"`{e.variable}`", env(e.before), env(e.after), _bold(e.note or "") if e.worse else e.note or ""]
+        [
+            Markup(f"`{e.variable.replace('`', '')}`"),
+            env(e.before),
+            env(e.after),
+            _bold(e.note or "") if e.worse else e.note or "",
+        ]
         for e in diff.environment
     ]
     out += _section("Environment", ["variable", "before", "after", ""], environment)
-    directions = {"worse": "**worse**", "better": "better", "changed": ""}
+    directions = {"worse": Markup("**worse**"), "better": "better", "changed": ""}
     rules = [
         [r.rule, r.subject or "", status(r.before), status(r.after), directions[r.direction], r.message]
         for r in diff.rules
     ]
     out += _section("Rule outcomes that changed", ["rule", "subject", "before", "after", "", "message"], rules)
-    checks = [[c.label, value(c.before), value(c.after), "**broken**" if c.worse else ""] for c in diff.checks]
+    checks = [[c.label, value(c.before), value(c.after), Markup("**broken**") if c.worse else ""] for c in diff.checks]
     out += _section("Smoke checks", ["check", "before", "after", ""], checks)
     figures = [_figure(f) for f in diff.figures]
     out += _section("Smoke figures", ["GPU", "figure", "before", "after", "ratio", ""], figures)
@@ -85,48 +87,29 @@ def _figure(f: FigureChange) -> list[str]:
 
 
 def render_fleet(fleet: Fleet, **_: Any) -> str:
-    out = ["## cuda-doctor fleet", "", f"**{wording.fleet_verdict(fleet)}**", ""]
+    out = ["## cuda-doctor fleet", "", f"**{md_text(wording.fleet_verdict(fleet))}**", ""]
+    value = wording.config_value
     if fleet.majority is not None:
         tie = f" ({wording.tie_note(fleet)})" if fleet.majority_tied else ""
-        out += [f"### Majority configuration: {fleet.majority_count} of {len(fleet.nodes)} nodes{tie}", ""]
-        out += _table(
-            ["", "value"], [[CONFIG_LABELS[k], wording.config_value(v)] for k, v in vars(fleet.majority).items()]
-        )
-    out += _section(
-        "Nodes that differ",
-        ["node", "differs in", "node has", "majority has"],
-        [
-            [d.host, f.label, wording.config_value(f.value), wording.config_value(f.majority)]
-            for d in fleet.differing
-            for f in d.differences
-        ],
-    )
+        out += [f"### Majority configuration: {fleet.majority_count} of {len(fleet.nodes)} nodes{md_text(tie)}", ""]
+        out += _table(["", "value"], [[CONFIG_LABELS[k], value(v)] for k, v in vars(fleet.majority).items()])
+    differing = [[d.host, f.label, value(f.value), value(f.majority)] for d in fleet.differing for f in d.differences]
+    out += _section("Nodes that differ", ["node", "differs in", "node has", "majority has"], differing)
     out += _section("Failing rules", ["node", "failing"], [[n.host, ", ".join(n.failing)] for n in fleet.failing])
-    out += _section(
-        "Performance outliers",
-        ["node", "GPU", "", "finding"],
-        [[o.host, str(o.gpu), o.direction, wording.outlier_text(o)] for o in fleet.outliers],
-    )
+    outliers = [[o.host, str(o.gpu), o.direction, wording.outlier_text(o)] for o in fleet.outliers]
+    out += _section("Performance outliers", ["node", "GPU", "", "finding"], outliers)
     out += _section("Unreadable reports", ["file", "problem"], [[e.path, e.reason] for e in fleet.errors])
     if fleet.repeated:
         out += _quote(wording.repeated_note(fleet), end="")
     if fleet.duplicates:
-        out += [f"> More than one report for: {', '.join(fleet.duplicates)}", ""]
-    out += ["### Nodes", ""]
-    out += _table(
-        ["node", "driver", "torch", "CUDA build", "NCCL", "GPUs", "failing", "warnings"],
-        [
-            [
-                n.host,
-                wording.config_value(n.config.driver),
-                wording.config_value(n.config.torch),
-                wording.config_value(n.config.torch_cuda),
-                wording.config_value(n.config.nccl),
-                wording.gpus_text(n.config.gpu_count, n.config.gpu_model),
-                str(len(n.failing)),
-                str(n.warnings),
-            ]
-            for n in fleet.nodes
-        ],
-    )
+        out += [f"> More than one report for: {md_text(', '.join(fleet.duplicates))}", ""]
+    header = ["node", "driver", "torch", "CUDA build", "NCCL", "GPUs", "failing", "warnings"]
+    out += ["### Nodes", "", *_table(header, [_node_row(n) for n in fleet.nodes])]
     return _joined(out)
+
+
+def _node_row(node: Node) -> list[str]:
+    c, value = node.config, wording.config_value
+    versions = [value(c.driver), value(c.torch), value(c.torch_cuda), value(c.nccl)]
+    counts = [str(len(node.failing)), str(node.warnings)]
+    return [node.host, *versions, wording.gpus_text(c.gpu_count, c.gpu_model), *counts]

@@ -20,16 +20,10 @@ NODE_TABLE_LIMIT = 50
 _MARK = {"worse": ("✗", "red"), "better": ("✓", "green"), "changed": ("•", "yellow")}
 
 
-def _console(color: bool, width: int | None, buffer: io.StringIO) -> Console:
-    # width None: the terminal's, as rich measures it (80 columns into a pipe)
+def _console(color: bool, width: int | None, out: io.StringIO) -> Console:
+    """``width`` None: the terminal's.  No markup: "[...]" in a message is text, not a style tag."""
     return Console(
-        file=buffer,
-        force_terminal=color,
-        no_color=not color,
-        width=width,
-        highlight=False,
-        markup=False,  # messages and values are text: "[...]" in them is not a style tag
-        soft_wrap=True,  # long paths stay on one line; tables still fit the width
+        file=out, force_terminal=color, no_color=not color, width=width, highlight=False, markup=False, soft_wrap=True
     )
 
 
@@ -43,9 +37,10 @@ def _marked(text: str, style: str) -> Text:
     return _text(text, style=style if text else "")
 
 
-def _section(con: Console, title: str) -> None:
+def _section(con: Console, title: str, style: str = "bold") -> None:
+    """A blank line, then ``title``: a section's heading, or a closing line."""
     con.print()
-    con.print(_text(title, style="bold"))
+    con.print(_text(title, style=style))
 
 
 def _print_table(
@@ -86,8 +81,7 @@ def render_diff(diff: Diff, *, color: bool = False, width: int | None = 120) -> 
             note = _text(wording.figure_note(fig), style=style or "dim")
             rows.append(["", str(fig.gpu), fig.label, before, after, fig.unit, ratio, note])
         _print_table(con, ("", "GPU", "figure", "before", "after", "unit", "ratio", ""), rows)
-    con.print()
-    con.print(_text(wording.diff_verdict(diff), style="bold red" if diff.worse else "bold green"))
+    _section(con, wording.diff_verdict(diff), "bold red" if diff.worse else "bold green")
     return buffer.getvalue()
 
 
@@ -111,24 +105,12 @@ def _diff_header(con: Console, diff: Diff) -> None:
 
 def _diff_configuration(con: Console, diff: Diff) -> None:
     """The key facts and the environment variables that changed: label, before → after, note."""
+    side, env = wording.fact_side, wording.env_side
     facts: list[list[str | Text]] = [
-        [
-            f"  {f.label}",
-            wording.fact_side(f, False),
-            "→",
-            wording.fact_side(f, True),
-            _marked(wording.fact_note(f), "red"),
-        ]
-        for f in diff.facts
+        [f"  {f.label}", side(f, False), "→", side(f, True), _marked(wording.fact_note(f), "red")] for f in diff.facts
     ]
     environment: list[list[str | Text]] = [
-        [
-            f"  {e.variable}",
-            wording.env_side(e.before),
-            "→",
-            wording.env_side(e.after),
-            _text(e.note or "", style="red" if e.worse else "yellow"),
-        ]
+        [f"  {e.variable}", env(e.before), "→", env(e.after), _text(e.note or "", style="red" if e.worse else "yellow")]
         for e in diff.environment
     ]
     for title, rows in (("Configuration", facts), ("Environment", environment)):
@@ -138,56 +120,41 @@ def _diff_configuration(con: Console, diff: Diff) -> None:
 
 
 def _node_row(node: Node, flagged: set[str]) -> list[str | Text]:
-    c = node.config
+    c, value = node.config, wording.config_value
     failing = ", ".join(node.failing)
-    return [
-        node.host,
-        wording.config_value(c.driver),
-        wording.config_value(c.torch),
-        wording.config_value(c.nccl),
-        wording.gpus_text(c.gpu_count, c.gpu_model),
-        _text(failing or "—", style="red" if failing else "dim"),
-        _text("!" if node.host in flagged else "", style="yellow"),
-    ]
+    config = [value(c.driver), value(c.torch), value(c.nccl), wording.gpus_text(c.gpu_count, c.gpu_model)]
+    marks = [_text(failing or "—", "red" if failing else "dim"), _text("!" if node.host in flagged else "", "yellow")]
+    return [node.host, *config, *marks]
 
 
 def render_fleet(fleet: Fleet, *, color: bool = False, width: int | None = 120, all_nodes: bool = False) -> str:
     """``all_nodes``: list every node, however many (else only the flagged ones above 50)."""
     buffer = io.StringIO()
     con = _console(color, width, buffer)
-    con.print(_text("cuda-doctor fleet", style="bold"))
-    flagged = {d.host for d in fleet.differing} | {o.host for o in fleet.outliers}
-    flagged |= {n.host for n in fleet.failing}
+    con.print(_text("cuda-doctor fleet", "bold"))
+    value = wording.config_value
+    flagged = {d.host for d in fleet.differing} | {o.host for o in fleet.outliers} | {n.host for n in fleet.failing}
     show_all = all_nodes or len(fleet.nodes) <= NODE_TABLE_LIMIT
     listed = [n for n in fleet.nodes if show_all or n.host in flagged]
     if listed:
-        title = (
-            "Nodes"
-            if show_all
-            else f"Nodes with findings ({len(listed)} of {len(fleet.nodes)}; --all-nodes lists every one)"
-        )
-        _section(con, title)
-        _print_table(
-            con,
-            ("node", "driver", "torch", "NCCL", "GPUs", "failing rules", ""),
-            [_node_row(n, flagged) for n in listed],
-        )
+        some = f"Nodes with findings ({len(listed)} of {len(fleet.nodes)}; --all-nodes lists every one)"
+        _section(con, "Nodes" if show_all else some)
+        columns = ("node", "driver", "torch", "NCCL", "GPUs", "failing rules", "")
+        _print_table(con, columns, [_node_row(n, flagged) for n in listed])
     if fleet.majority is not None:
         tie = f"; {wording.tie_note(fleet)}" if fleet.majority_tied else ""
         _section(con, f"Majority configuration ({fleet.majority_count} of {len(fleet.nodes)} nodes{tie})")
-        config = [
-            [f"  {CONFIG_LABELS[key]}", wording.config_value(value)] for key, value in vars(fleet.majority).items()
-        ]
+        config = [[f"  {CONFIG_LABELS[key]}", value(v)] for key, v in vars(fleet.majority).items()]
         _print_table(con, ("", ""), config, header=False)
     if fleet.differing:
         _section(con, "Nodes that differ from the majority")
         rows: list[list[str | Text]] = [
             [
-                _text("  !", style="yellow"),
+                _text("  !", "yellow"),
                 d.host if i == 0 else "",
                 f.label,
-                _text(wording.config_value(f.value), style="yellow"),
-                wording.config_value(f.majority),
+                _text(value(f.value), "yellow"),
+                value(f.majority),
             ]
             for d in fleet.differing
             for i, f in enumerate(d.differences)
@@ -203,11 +170,8 @@ def render_fleet(fleet: Fleet, *, color: bool = False, width: int | None = 120, 
         for e in fleet.errors:
             con.print(_text(f"  ✗ {e}", style="red"))
     if fleet.repeated:
-        con.print()
-        con.print(_text(f"! {wording.repeated_note(fleet)}", style="yellow"))
+        _section(con, f"! {wording.repeated_note(fleet)}", "yellow")
     if fleet.duplicates:
-        con.print()
-        con.print(_text(f"! more than one report for: {', '.join(fleet.duplicates)}", style="yellow"))
-    con.print()
-    con.print(_text(wording.fleet_verdict(fleet), style="bold green" if fleet.uniform else "bold yellow"))
+        _section(con, f"! more than one report for: {', '.join(fleet.duplicates)}", "yellow")
+    _section(con, wording.fleet_verdict(fleet), "bold green" if fleet.uniform else "bold yellow")
     return buffer.getvalue()

@@ -11,6 +11,8 @@ from cuda_doctor.compare.keys import show
 from cuda_doctor.core.results import Status
 from cuda_doctor.report import count
 
+_FIGURE_NOTES = {"slower": "← slower", "faster": "faster", "same": "within noise", "missing": "not measured in both"}
+
 
 def fact_side(change: FactChange, after: bool) -> str:
     state = change.after_state if after else change.before_state
@@ -58,9 +60,6 @@ def figure_value(value: float | None) -> str:
 
 def ratio(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}×"
-
-
-_FIGURE_NOTES = {"slower": "← slower", "faster": "faster", "same": "within noise", "missing": "not measured in both"}
 
 
 def figure_note(f: FigureChange) -> str:
@@ -116,9 +115,7 @@ def fleet_verdict(fleet: Fleet) -> str:
 
 
 def tie_note(fleet: Fleet) -> str:
-    """Empty, or how a tie for the majority was broken."""
-    if not fleet.tied_with:
-        return ""
+    """How a tie for the majority was broken."""
     others = count(len(fleet.tied_with), "other configuration", "other configurations")
     return (
         f"tie: {others} with {fleet.majority_count} nodes each; "
@@ -127,9 +124,6 @@ def tie_note(fleet: Fleet) -> str:
 
 
 def repeated_note(fleet: Fleet) -> str:
-    """Empty, or which paths were given more than once (each read once)."""
-    if not fleet.repeated:
-        return ""
     return f"given more than once, counted once: {', '.join(fleet.repeated)}"
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from cuda_doctor.lint.engine import LintReport
+from cuda_doctor.report import printable
 
 COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
 
 
 def _data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """Escaped as the runner reads it; any other control character (ESC, BEL) shown, not sent."""
+    return printable(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _prop(text: str) -> str:

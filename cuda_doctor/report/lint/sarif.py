@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
+from urllib.parse import quote
 
 from cuda_doctor import __version__
 from cuda_doctor.lint.engine import LintReport
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+
+
+def artifact(path: str) -> dict[str, str]:
+    """A file as SARIF's artifactLocation: a URI reference, percent-encoded (``#``, ``?``, ``%``,
+    spaces, newlines, bytes that are not UTF-8), relative to the source root or a ``file:`` URI."""
+    encoded = quote(os.fsencode(path), safe="/")
+    if path.startswith("/"):
+        return {"uri": f"file://{encoded}"}
+    return {"uri": encoded, "uriBaseId": "%SRCROOT%"}
 
 
 def render(report: LintReport) -> str:
@@ -40,9 +51,7 @@ def render(report: LintReport) -> str:
             "ruleId": f.rule_id,
             "level": LEVEL[f.severity.value],
             "message": {"text": text},
-            "locations": [
-                {"physicalLocation": {"artifactLocation": {"uri": f.path, "uriBaseId": "%SRCROOT%"}, "region": region}}
-            ],
+            "locations": [{"physicalLocation": {"artifactLocation": artifact(f.path), "region": region}}],
             "ruleIndex": index[f.rule_id],  # every finding's rule is among the report's rules
         }
         results.append(result)

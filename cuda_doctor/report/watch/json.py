@@ -15,8 +15,8 @@ SCHEMA = "cuda-doctor/watch-report"
 SCHEMA_VERSION = 1
 
 
-def to_dict(series: Series, analysis: Analysis, host: str) -> dict[str, Any]:
-    return {
+def render(series: Series, analysis: Analysis, host: str = "", **_: Any) -> str:
+    document = {
         **json_header(SCHEMA, SCHEMA_VERSION),
         "host": host,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -26,7 +26,4 @@ def to_dict(series: Series, analysis: Analysis, host: str) -> dict[str, Any]:
         "analysis": asdict(analysis),
         "series": series.to_dict(),
     }
-
-
-def render(series: Series, analysis: Analysis, host: str = "", **_: Any) -> str:
-    return json.dumps(to_dict(series, analysis, host), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"

@@ -22,14 +22,11 @@ def render(series: Series, analysis: Analysis, **_: Any) -> str:
     v = analysis.verdict
     out += [f"**Verdict: {v.title}**", "", *(f"- {e}" for e in v.evidence)]
     if v.fixes:
-        out += ["", "Fixes:", ""]
-        out.extend(f"1. {f}" for f in v.fixes)
+        out += ["", "Fixes:", "", *(f"1. {f}" for f in v.fixes)]
     extra = [f"GPU {g.index}: {f.title}" for g in analysis.gpus for f in g.findings]
     if extra:
-        out += ["", "Also:", ""]
-        out.extend(f"- {title}" for title in extra)
+        out += ["", "Also:", "", *(f"- {title}" for title in extra)]
     if analysis.notes:
-        out += ["", "Notes:", ""]
-        out.extend(f"- {n}" for n in analysis.notes)
+        out += ["", "Notes:", "", *(f"- {n}" for n in analysis.notes)]
     # the command line and GPU names come from outside: their control characters are escaped
     return "".join(printable(line) + "\n" for line in out)

@@ -27,8 +27,7 @@ VERDICT_STYLE = {
 
 
 def _shown(text: str) -> str:
-    """Text from outside (the command line, a GPU's name) as markup: control characters escaped
-    for the terminal, ``[`` escaped for rich."""
+    """Text from outside (a GPU's name) as markup: control characters and ``[`` escaped."""
     return escape(printable(text))
 
 
@@ -95,9 +94,8 @@ def gpu_lines(gpu: GpuAnalysis) -> list[str]:
 def render(series: Series, analysis: Analysis, *, color: bool = False, width: int = 100, **_: Any) -> str:
     buffer = io.StringIO()
     console = Console(file=buffer, force_terminal=color, no_color=not color, width=width, soft_wrap=True)
-    head = shlex.join(series.command)
     console.print(
-        f"[bold]cuda-doctor watch[/]: {_shown(head)} — {series.duration_s:.1f} s, "
+        f"[bold]cuda-doctor watch[/]: {_shown(shlex.join(series.command))} — {series.duration_s:.1f} s, "
         f"exit code {series.exit_code}, {len(series.samples)} samples every {series.interval_s:g} s"
     )
     for gpu in analysis.gpus:
@@ -105,8 +103,7 @@ def render(series: Series, analysis: Analysis, *, color: bool = False, width: in
         for line in gpu_lines(gpu):
             console.print(f"  {_shown(line)}", highlight=False)
     v = analysis.verdict
-    style = VERDICT_STYLE.get(v.kind, "bold")
-    console.print(f"[bold {style}]Verdict: {_shown(v.title)}[/]")
+    console.print(f"[bold {VERDICT_STYLE.get(v.kind, 'bold')}]Verdict: {_shown(v.title)}[/]")
     for e in v.evidence:
         console.print(f"  • {_shown(e)}", highlight=False)
     if v.fixes:
