@@ -1,5 +1,4 @@
-"""Write a file so that readers see the old content or the new, never a part of it: a temporary
-file in the same folder, renamed into place, or removed on failure."""
+"""Write a file so that readers see the old content or the new, never a part of it."""
 
 from __future__ import annotations
 
@@ -10,14 +9,13 @@ from pathlib import Path
 
 
 def write_text(path: Path, text: str) -> None:
-    """Raises OSError (the temporary file removed) when the file cannot be written.  A name or
-    value that is not UTF-8 (a lone surrogate from the file system or the environment) is
-    written as a visible escape, ``\\udcff``, as JSON writes it."""
+    """OSError when it cannot be written; a lone surrogate (not UTF-8) is written as ``\\udcff``, as JSON does."""
     write_bytes(path, text.encode("utf-8", "backslashreplace"))
 
 
 def write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
-    """``mode`` None: the replaced file's mode, else what a plain ``open`` would give."""
+    """Through a temporary file in the same folder, renamed into place or removed on failure;
+    ``mode`` None: the replaced file's mode, or what a plain ``open`` would give (not mkstemp's 0600)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -31,7 +29,6 @@ def write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
 
 
 def _mode(path: Path) -> int:
-    """The replaced file's mode, or what a plain ``open`` would give (not mkstemp's private 0600)."""
     try:
         return path.stat().st_mode & 0o7777
     except FileNotFoundError:

@@ -1,10 +1,7 @@
-"""Children of the target interpreter: started, read and stopped in one way.
-
-Each is started as ``python -c SOURCE ARGS…`` (a script's path would put its folder first on
-``sys.path``), in its own session, and killed with its group at its deadline.  On stdout each
-line that is a JSON object is a record: ``{"started": true}`` first, before any heavy import (a
-child without it is given up on at its start timeout), ``{"step": label}`` before each step,
-then the child's own.  Output is kept within caps: the head of stdout, the tail of stderr."""
+"""Children of the target interpreter, each started as ``python -c SOURCE ARGS…`` in its own
+session and killed with its group at its deadline.  Each stdout line that is a JSON object is a
+record: ``{"started": true}`` first, before any heavy import, ``{"step": label}`` before each
+step, then the child's own.  Kept within caps: the head of stdout, the tail of stderr."""
 
 from __future__ import annotations
 
@@ -36,9 +33,8 @@ _FUTURE = "from __future__ import annotations"
 _FUTURE_LINE = re.compile(r"^from __future__ import [^\n]*$", re.M)
 
 
-#: The first statements of every child: ``python -c`` puts the current directory first on
-#: ``sys.path``, so a repository's ``platform.py`` or ``json.py`` would run at the child's first
-#: import.  The rest of ``sys.path`` (PYTHONPATH, site-packages) stays as training sees it.
+#: The first statements of every child: ``python -c`` puts the current directory first on ``sys.path``,
+#: where a repository's ``json.py`` would run at the first import.  The rest stays as training sees it.
 NO_CWD_IMPORTS = 'import sys\nif sys.path[:1] == [""]:\n    del sys.path[0]\n'
 
 
@@ -114,6 +110,12 @@ def excerpt(text: str, limit: int = _QUOTE) -> str:
     """A child's own output as quoted in a message: at most ``limit`` characters."""
     text = text.strip()
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
+def last_line(text: str) -> str:
+    """``": LINE"``, the last line of a child's output that is not blank, quoted; "" when there is none."""
+    lines = text.strip().splitlines()
+    return f": {excerpt(lines[-1])}" if lines else ""
 
 
 def cut_note(result: CommandResult) -> str:
@@ -210,7 +212,9 @@ class Child:
         if self.result is not None:
             return self.result
         assert self._proc is not None
-        self._close_stdin()
+        if self._proc.stdin is not None:
+            with contextlib.suppress(OSError):  # already closed by its exit: nothing to tell it
+                self._proc.stdin.close()
         with self._changed:  # first: did it start?
             while not self._records and not self._ended and time.monotonic() < self._start_by():
                 self._changed.wait(self._start_by() - time.monotonic())
@@ -247,12 +251,6 @@ class Child:
 
     def _until(self) -> float:
         return self._deadline if self._records else self._start_by()
-
-    def _close_stdin(self) -> None:
-        stdin = None if self._proc is None else self._proc.stdin
-        if stdin is not None:
-            with contextlib.suppress(OSError):  # already closed by its exit: nothing to tell it
-                stdin.close()
 
     def _line(self, line: bytes) -> None:
         record = parse_record(line)

@@ -39,9 +39,7 @@ def call_with_deadline(func: Callable[[], T], deadline: float, name: str = "call
     worker = threading.Thread(target=_fill, args=(slot, func), name=f"cuda-doctor-{name}", daemon=True)
     worker.start()
     worker.join(deadline)
-    if worker.is_alive():
-        return Outcome(timed_out=True)
-    return Outcome(error=slot.error) if slot.error is not None else Outcome(value=slot.value)
+    return Outcome(timed_out=True) if worker.is_alive() else Outcome(slot.value, slot.error)
 
 
 class Overrun(Exception):

@@ -1,6 +1,5 @@
-"""Work spread over forked worker processes (Linux only), for reading thousands of report files.
-
-Each worker ends silently on Ctrl-C, and the kernel kills it when cuda-doctor ends."""
+"""Work spread over forked worker processes (Linux only), for reading thousands of report files;
+each worker ends silently on Ctrl-C, and the kernel kills it when cuda-doctor ends."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ def usable_cpus() -> int:
 
 
 def default_jobs(items: int, per_job: int) -> int:
-    """One worker per usable CPU (at most ``MAX_JOBS``), none beyond one per ``per_job`` items:
-    starting a worker costs more than reading a few files."""
+    """One worker per usable CPU (at most ``MAX_JOBS``), and none beyond one per ``per_job`` items."""
     return max(1, min(usable_cpus(), MAX_JOBS, items // per_job))
 
 

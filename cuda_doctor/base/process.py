@@ -1,8 +1,5 @@
-"""Time-bounded subprocesses that never raise, and the registry of every one still running.
-
-``run_command`` turns a missing binary, a non-zero exit, a hang or a flood of output (each killed
-with its process group) into a ``CommandResult`` with an ``error`` in words.  Every child is
-recorded until reaped, so that an interrupt (``stop_children_on_signals``) leaves none running."""
+"""Time-bounded subprocesses that never raise (``run_command``: every failure is an ``error`` in
+words), and the registry of every child still running, so that an interrupt leaves none behind."""
 
 from __future__ import annotations
 
@@ -80,11 +77,9 @@ def kill_all(wait: float = 1.0) -> int:
     if starting:
         _STARTING.release()
     for proc, own_group in running:
+        kill = os.killpg if own_group else os.kill
         with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
-            if own_group:
-                os.killpg(proc.pid, signal.SIGKILL)
-            else:
-                os.kill(proc.pid, signal.SIGKILL)
+            kill(proc.pid, signal.SIGKILL)
     end = time.monotonic() + wait
     for proc, _ in running:
         with contextlib.suppress(subprocess.TimeoutExpired):  # left to the kernel, as it must be

@@ -17,8 +17,7 @@ class FileRefused(OSError):
 
 
 def check(mode: int, size: int, limit: int, what: str) -> None:
-    """Raise ``FileRefused`` unless ``mode`` is a regular file of at most ``limit`` bytes;
-    ``what`` names what was expected ("a report file")."""
+    """``FileRefused`` unless ``mode`` is a regular file of at most ``limit`` bytes (``what``: "a report file")."""
     if stat.S_ISDIR(mode):
         raise FileRefused(f"is a directory, not {what}")
     if not stat.S_ISREG(mode):

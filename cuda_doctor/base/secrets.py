@@ -27,8 +27,7 @@ def redact(text: str) -> str:
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:
-    """A command line without secrets: ``--api-key=X`` and ``--api-key X`` lose X, URLs their
-    credentials."""
+    """A command line without secrets: ``--api-key=X`` and ``--api-key X`` lose X, URLs their credentials."""
     out: list[str] = []
     hide_next = False
     for word in argv:

@@ -1,8 +1,6 @@
-"""Standard output that is closed, or that nobody reads any more.
-
-Closed (``>&-``): the first write ends the command with one line on stderr and exit status 2.
-Broken (``| head -1``): cuda-doctor ends quietly by SIGPIPE (status 141), as other Unix tools
-do, never with click's silent exit 1 or with 0, which would turn findings into a pass."""
+"""Standard output that is closed (``>&-``): the first write ends the command with one line on
+stderr and exit status 2.  Or that nobody reads any more (``| head -1``): cuda-doctor ends quietly
+by SIGPIPE (status 141), as other Unix tools do, never with click's exit 1 or with 0 (a pass)."""
 
 from __future__ import annotations
 
@@ -72,9 +70,7 @@ def _descriptor(stream: io.TextIOWrapper) -> int | None:
 
 def stdout_lost(exc: BaseException) -> bool:
     """Whether ``exc`` means that standard output is gone (closed, or a pipe nobody reads)."""
-    if isinstance(exc, StdoutClosed):
-        return True
-    return isinstance(exc, OSError) and exc.errno == errno.EPIPE and _stdout_broken()
+    return isinstance(exc, StdoutClosed) or (isinstance(exc, OSError) and exc.errno == errno.EPIPE and _stdout_broken())
 
 
 def _stdout_broken() -> bool:

@@ -1,8 +1,6 @@
 """Parsed TOML files (rules, knowledge tables, pyproject.toml, ``--config``), read within bounds
-and cached on disk between runs, as parsing them all costs more than the rest of a fast check.
-
-Each entry is keyed by the file's ``stat`` stamp, ctime included: the kernel sets it on every
-write and no tool can set it back.  A cache that cannot be read or written only costs speed."""
+and cached on disk between runs, keyed by each file's ``stat`` stamp (ctime included: the kernel
+sets it on every write).  A cache that cannot be read or written only costs speed."""
 
 from __future__ import annotations
 
@@ -102,7 +100,7 @@ def load(path: Path) -> dict[str, Any]:
 
 def flush() -> None:
     """Write the cache, atomically and within ``MAX_CACHE_BYTES``, if anything new was parsed."""
-    global _dirty
+    global _dirty, _memory
     with _lock:
         if not _dirty or _memory is None:
             return
@@ -112,12 +110,10 @@ def flush() -> None:
             errors.append(f"the TOML cache is not written: {exc}")
             return
         # files that are gone (a deleted project, a temporary rules folder) leave the cache
-        for key in [key for key in _memory if not os.path.exists(key)]:
-            del _memory[key]
+        _memory = {key: entry for key, entry in _memory.items() if os.path.exists(key)}
         blob = marshal.dumps(_memory)
         if len(blob) > MAX_CACHE_BYTES:  # many projects' files: keep what this run uses
-            for key in [key for key in _memory if key not in _used]:
-                del _memory[key]
+            _memory = {key: entry for key, entry in _memory.items() if key in _used}
             blob = marshal.dumps(_memory)
         if len(blob) > MAX_CACHE_BYTES:
             errors.append(f"the parsed files of this run take {len(blob)} bytes, over {MAX_CACHE_BYTES}: not cached")

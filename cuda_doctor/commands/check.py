@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from cuda_doctor.base.errors import UserError
 from cuda_doctor.commands import options
 from cuda_doctor.core.checkreport import Report
 from cuda_doctor.core.config import load_config
@@ -95,8 +96,6 @@ def command(
         return
     options.refuse_fast_python(fast, python)
     if nccl and (fast or no_smoke):
-        from cuda_doctor.base.errors import UserError
-
         used = "--fast" if fast else "--no-smoke"
         raise UserError(f"--nccl runs work on the GPU: it cannot be combined with {used}")
     ctx = ProbeContext(

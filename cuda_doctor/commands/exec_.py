@@ -1,8 +1,5 @@
-"""``cuda-doctor exec -- CMD ARGS…``: the container entrypoint.
-
-Runs the fast check, prints the checklist to stderr, then becomes CMD through ``os.execvp`` (CMD
-keeps the PID, so the container's signals and exit status are CMD's).
-"""
+"""``cuda-doctor exec -- CMD ARGS…``, the container entrypoint: the fast check to stderr, then CMD
+through ``os.execvp`` (CMD keeps the PID, so the container's signals and exit status are CMD's)."""
 
 from __future__ import annotations
 
@@ -14,20 +11,14 @@ from pathlib import Path
 
 import click
 
-from cuda_doctor.commands.options import config_option, timeout_option
+from cuda_doctor.commands.options import config_option, severity_option, timeout_option
+from cuda_doctor.watch.child import EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND
 
 EXIT_REFUSED = 1
-EXIT_NOT_EXECUTABLE = 126
-EXIT_NOT_FOUND = 127
 
 
 @click.command("exec", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option(
-    "--fail-on",
-    type=click.Choice(["error", "warning", "info"]),
-    default=None,
-    help="Lowest severity that stops CMD from starting (default: error, or fail-on from config).",
-)
+@severity_option("Lowest severity that stops CMD from starting (default: error, or fail-on from config).")
 @click.option("--warn-only", is_flag=True, help="Print the findings but start CMD anyway.")
 @click.option(
     "--with-framework",
@@ -95,16 +86,16 @@ def _resolve(program: str) -> tuple[str, int] | None:
         if not path.exists():
             return f"{program}: No such file or directory", EXIT_NOT_FOUND
         if path.is_dir():
-            return f"{program}: Is a directory", EXIT_NOT_EXECUTABLE
+            return f"{program}: Is a directory", EXIT_CANNOT_EXECUTE
         if not os.access(path, os.X_OK):
-            return f"{program}: Permission denied", EXIT_NOT_EXECUTABLE
+            return f"{program}: Permission denied", EXIT_CANNOT_EXECUTE
         return None
     if shutil.which(program) is not None:
         return None
     # which() skips files without the execute bit; say so rather than "not found".
     for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
         if (Path(directory or ".") / program).is_file():
-            return f"{program}: Permission denied", EXIT_NOT_EXECUTABLE
+            return f"{program}: Permission denied", EXIT_CANNOT_EXECUTE
     return f"{program}: command not found", EXIT_NOT_FOUND
 
 
@@ -129,4 +120,4 @@ def _become(cmd: tuple[str, ...]) -> None:
         sys.exit(EXIT_NOT_FOUND)
     except OSError as exc:
         click.echo(f"cuda-doctor exec: {cmd[0]}: {exc.strerror or exc}", err=True)
-        sys.exit(EXIT_NOT_EXECUTABLE)
+        sys.exit(EXIT_CANNOT_EXECUTE)

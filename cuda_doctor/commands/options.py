@@ -8,6 +8,8 @@ from typing import Any, TypeVar
 
 import click
 
+from cuda_doctor.base.errors import UserError
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -44,12 +46,14 @@ config_option = click.option(
     type=click.Path(path_type=Path, dir_okay=False),
     help="A TOML file with [tool.cuda-doctor] settings (default: the nearest pyproject.toml).",
 )
-fail_on_option = click.option(
-    "--fail-on",
-    type=click.Choice(["error", "warning", "info"]),
-    default=None,
-    help="Lowest severity that makes the exit code 1 (default: error, or fail-on from config).",
-)
+
+
+def severity_option(help: str) -> Callable[[F], F]:
+    """``--fail-on``: the lowest severity that counts as a failure."""
+    return click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), default=None, help=help)
+
+
+fail_on_option = severity_option("Lowest severity that makes the exit code 1 (default: error, or fail-on from config).")
 
 
 def format_option(choices: Iterable[str], help: str = "Output format.") -> Callable[[F], F]:
@@ -60,7 +64,6 @@ def format_option(choices: Iterable[str], help: str = "Output format.") -> Calla
 
 
 def timeout_option(help: str) -> Callable[[F], F]:
-    """``--timeout``: seconds each probe's external call may take."""
     return click.option("--timeout", type=Seconds(0.5, 600), default=10.0, show_default=True, help=help)
 
 
@@ -69,15 +72,12 @@ def smoke_timeout_option(help: str) -> Callable[[F], F]:
 
 
 def python_option(help: str) -> Callable[[F], F]:
-    """``--python PATH``: the interpreter whose framework is judged (it needs no cuda-doctor)."""
     return click.option("--python", "python", type=click.Path(dir_okay=False), default=None, help=help)
 
 
 def refuse_fast_python(fast: bool, python: str | None) -> None:
     """--fast never imports a framework: with --python the interpreter would go unchecked."""
     if fast and python is not None:
-        from cuda_doctor.base.errors import UserError
-
         raise UserError(
             "--python cannot be combined with --fast: --fast does not import the framework, "
             "so the interpreter would not be checked (drop --fast to judge it)"

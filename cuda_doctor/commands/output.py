@@ -1,10 +1,6 @@
-"""Writing a command's report to a file, whole (renamed into place), so nobody reads half a report.
-
-Missing folders are created. A symlink is written through and a FIFO or device written to
-directly, as the kernel's ``protected_symlinks`` and ``protected_fifos`` allow: never one that
-another user planted in a shared, sticky folder such as ``/tmp``; and a FIFO without a reader
-is an error, not a wait.
-"""
+"""Writing a command's report to a file, whole (renamed into place), missing folders created.  A symlink
+is written through and a FIFO or device written to, as ``protected_symlinks`` and ``protected_fifos``
+allow: never one another user planted in a shared, sticky folder such as ``/tmp``."""
 
 from __future__ import annotations
 
@@ -73,8 +69,7 @@ def try_write(path: Path, text: str) -> str | None:
 
 
 def _write_special(path: Path, text: str) -> None:
-    """Write to a FIFO or device (``-o /dev/stdout``); a FIFO nobody reads within a few seconds
-    is an error, not a wait without end."""
+    """Write to a FIFO or device (``-o /dev/stdout``); a FIFO nobody reads in time is an error, not a wait."""
     deadline = time.monotonic() + READER_WAIT
     while True:
         try:

@@ -120,8 +120,6 @@ def _deliver(fmt: str, series: Series, output: Path | None, save: Path | None) -
         click.echo(f"cuda-doctor watch: report written to {save}", err=True)
         return
     color = fmt == "text" and sys.stderr.isatty() and "NO_COLOR" not in os.environ
-    report = _render(fmt, series, color=color)
-    if fmt != "text":
-        report = SEPARATOR.format(fmt=fmt) + report
-    sys.stderr.write(report)
+    separator = "" if fmt == "text" else SEPARATOR.format(fmt=fmt)
+    sys.stderr.write(separator + _render(fmt, series, color=color))
     sys.stderr.flush()

@@ -48,8 +48,7 @@ def _is_of(fact: str, probe: str) -> bool:
 
 @functools.cache
 def _rules_of_probes() -> dict[str, frozenset[str]]:
-    """The built-in rules that judge each GPU run's facts (``requires`` or ``for_each``): their
-    results say nothing when the run did not happen, skipped ones included."""
+    """The built-in rules that judge each GPU run's facts: their results say nothing when it did not run."""
     from cuda_doctor.core.rules import RuleFileError, load_rules
 
     try:

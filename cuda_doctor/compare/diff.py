@@ -76,12 +76,9 @@ class Diff:
     rules: tuple[RuleFlip, ...]
     figures: tuple[FigureChange, ...]  # every figure measured in either report, changed or not
     checks: tuple[CheckChange, ...]
-    #: Reports without rule results (facts only); rule outcomes are compared only when
-    #: both reports have them, so a rule absent from a facts-only report is never "fixed".
-    without_results: tuple[SavedReport, ...] = ()
+    without_results: tuple[SavedReport, ...] = ()  # facts only: then rule outcomes are not compared
     environment: tuple[EnvChange, ...] = ()
-    #: GPU runs only one report made: their rules, checks and figures are not compared
-    not_run: tuple[NotRun, ...] = ()
+    not_run: tuple[NotRun, ...] = ()  # GPU runs only one report made: their results are not compared
 
     @property
     def rules_compared(self) -> bool:
@@ -121,8 +118,7 @@ class Diff:
 
     @property
     def worse(self) -> bool:
-        """Something got worse: a rule newly failing, a key fact lost, a driver, CUDA, framework
-        or CUDA build downgraded, GPUs hidden, a figure slower, a smoke check broken."""
+        """A rule newly failing, a key fact lost or downgraded, GPUs hidden, a figure slower, a check broken."""
         return bool(
             self.newly_failing
             or self.lost_facts
@@ -169,8 +165,7 @@ def diff_reports(before: SavedReport, after: SavedReport, noise: float = DEFAULT
 def _rule_flips(
     before: SavedReport, after: SavedReport, gaps: tuple[NotRun, ...]
 ) -> tuple[tuple[RuleFlip, ...], tuple[NotRun, ...]]:
-    """The rule outcomes that differ, newly failing first, most serious first; and ``gaps``, each
-    with the count of changed outcomes it explains (left out of the flips)."""
+    """The rule outcomes that differ, worst first; and ``gaps``, each with the changes it explains (left out)."""
     old = {(r.rule_id, r.subject): r for r in before.results}
     new = {(r.rule_id, r.subject): r for r in after.results}
     left_out: Counter[str] = Counter()
@@ -192,8 +187,7 @@ def _rule_flips(
 
 
 def is_downgrade(name: str, old: Any, new: Any) -> bool:
-    """An older driver, driver CUDA, framework or framework CUDA build than before.  A CUDA
-    build that became none (a CPU-only torch) is one; values that cannot be read are not."""
+    """An older driver, CUDA, framework or CUDA build (a CPU-only torch too); unreadable values are not."""
     if name == "torch.cuda_build" and old is not None and new is None:
         return True
     if name in _NVIDIA_VERSIONS:
@@ -213,7 +207,7 @@ def is_downgrade(name: str, old: Any, new: Any) -> bool:
 
 def diff_facts(before: SavedReport, after: SavedReport) -> tuple[FactChange, ...]:
     changes: list[FactChange] = []
-    for name, label in KEY_FACTS:
+    for name, label in KEY_FACTS.items():
         old, new = key_fact(before, name), key_fact(after, name)
         old_state, new_state = state(old), state(new)
         if old_state == new_state and (old_state != "known" or old == new):
@@ -279,7 +273,7 @@ def diff_checks(before: SavedReport, after: SavedReport) -> tuple[CheckChange, .
         worse = old_status == "ok" and new_status in ("failed", "timeout")
         out.append(CheckChange("smoke.status", "smoke run", old_status, new_status, worse=worse))
     for i in sorted(set(smoke_indices(before)) | set(smoke_indices(after))):
-        for key, label in SMOKE_CHECKS:
+        for key, label in SMOKE_CHECKS.items():
             name = f"smoke[{i}].{key}"
             old, new = before.get(name), after.get(name)
             if old != new:

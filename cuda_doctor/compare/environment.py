@@ -48,8 +48,7 @@ def _text(value: Any) -> str | None:
 
 
 def _visible_devices_change(before: SavedReport, after: SavedReport, old: Any, new: Any) -> EnvChange:
-    """A change of CUDA_VISIBLE_DEVICES, read as CUDA reads it on each report's GPUs: fewer GPUs
-    visible after is worse (``1`` on a one-GPU machine hides every GPU)."""
+    """A change of CUDA_VISIBLE_DEVICES as CUDA reads it on each report's GPUs: fewer visible after is worse."""
     seen_before, seen_after = _visible(before, old), _visible(after, new)
     change = EnvChange("CUDA_VISIBLE_DEVICES", _text(old), _text(new))
     if seen_after is None:

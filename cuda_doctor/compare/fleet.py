@@ -1,12 +1,11 @@
-"""Many nodes side by side: the majority configuration, the nodes that differ from it, the
-failing rules per node, and performance outliers among GPUs of the same model (median and MAD,
-so that one broken node cannot drag the reference as it drags a mean)."""
+"""Many nodes side by side: the majority configuration, the nodes that differ from it, the failing
+rules per node, and performance outliers per GPU model (median and MAD: one broken node cannot drag them)."""
 
 from __future__ import annotations
 
 import bisect
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -51,14 +50,9 @@ class NodeConfig:
 
 
 CONFIG_LABELS: dict[str, str] = {
-    "driver": "NVIDIA driver",
-    "cuda_driver": "CUDA (driver API)",
-    "torch": "torch",
-    "torch_cuda": "torch CUDA build",
-    "nccl": "NCCL",
-    "gpu_model": "GPU model",
-    "gpu_count": "GPU count",
-}
+    "driver": "NVIDIA driver", "cuda_driver": "CUDA (driver API)", "torch": "torch", "torch_cuda": "torch CUDA build",
+    "nccl": "NCCL", "gpu_model": "GPU model", "gpu_count": "GPU count",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -126,10 +120,8 @@ class Fleet:
     duplicates: tuple[str, ...]  # hosts with more than one report
     noise: float
     repeated: tuple[str, ...] = ()  # paths given more than once, counted once
-    #: Configurations as common as the majority (the majority itself not included).
-    tied_with: tuple[NodeConfig, ...] = ()
-    #: For each of ``stats``, in its order, the group's figures, sorted (the page's charts).
-    figures: tuple[tuple[float, ...], ...] = ()
+    tied_with: tuple[NodeConfig, ...] = ()  # the others as common as the majority
+    figures: tuple[tuple[float, ...], ...] = ()  # for each of ``stats``, its group's figures, sorted
 
     @property
     def failing(self) -> tuple[Node, ...]:
@@ -146,14 +138,12 @@ def _gpu_names(report: SavedReport) -> dict[int, str]:
     out: dict[int, str] = {}
     count = number(report.get("gpu.count"))
     limit = int(count) if count is not None else 0
-    i = 0
-    while i < limit or f"gpu[{i}].name" in report.values:
+    for i in range(4097):  # a bound, whatever gpu.count says
+        if i >= limit and f"gpu[{i}].name" not in report.values:
+            break
         name = report.values.get(f"gpu[{i}].name")
         if isinstance(name, str):
             out[i] = name
-        i += 1
-        if i > 4096:
-            break
     return out
 
 
@@ -249,9 +239,8 @@ def _known_fields(config: NodeConfig) -> int:
 
 
 def _majority(configs: list[NodeConfig]) -> tuple[NodeConfig | None, int, tuple[NodeConfig, ...]]:
-    """The most common configuration, its count, and the others just as common.  One with every
-    field unknown is never the majority while a known one exists; a tie goes to the most fields
-    known, then the smallest by its shown values (never to the input order)."""
+    """The most common configuration (one with nothing known only if there is no other), its count and
+    those just as common; a tie goes to the most fields known, then the smallest by shown values."""
     counts = Counter(configs)
     candidates = {c: n for c, n in counts.items() if _known_fields(c)} or counts
     if not candidates:
@@ -317,19 +306,15 @@ def _deviations(ordered: Sequence[float], median: float) -> list[float]:
 
 def _figures(reports: list[SavedReport], names: list[dict[int, str]]) -> dict[tuple[str, Metric], _Group]:
     """(GPU model, metric) → the positive figures of GPUs of that model, in report order."""
-    by_model: dict[str, list[_Group]] = {}
+    by_model: defaultdict[str, list[_Group]] = defaultdict(lambda: [([], []) for _ in METRICS])
     for report, nvml_names in zip(reports, names, strict=True):
-        get: Callable[[str], Any] = report.values.get
         for i, model in _smoke_models(report, nvml_names).items():
-            groups = by_model.get(model)
-            if groups is None:
-                groups = by_model[model] = [([], []) for _ in METRICS]
-            owner = (report, i)
-            for (figures, owners), value in zip(groups, map(get, smoke_keys(i)[: len(METRICS)]), strict=True):
+            values: Iterable[Any] = map(report.values.get, smoke_keys(i)[: len(METRICS)])
+            for (figures, owners), value in zip(by_model[model], values, strict=True):
                 # number(), its common case first: this runs for every figure of every GPU
                 if (value.__class__ in _PLAIN_NUMBERS or number(value) is not None) and value > 0:
                     figures.append(float(value))
-                    owners.append(owner)
+                    owners.append((report, i))
     return {
         (model, metric): group
         for model, groups in by_model.items()
@@ -339,8 +324,7 @@ def _figures(reports: list[SavedReport], names: list[dict[int, str]]) -> dict[tu
 
 
 def _unremarkable(median: float, mad: float, noise: float, metric: Metric) -> tuple[float, float]:
-    """A band around the median in which ``_judge`` finds no outlier, so that ``_judge`` (which
-    alone decides) runs only for the few figures outside it."""
+    """A band around the median in which ``_judge`` finds no outlier: only figures outside it are judged."""
     # Not an outlier by z when within Z_LIMIT robust deviations or within the noise band.
     reach = max(Z_LIMIT * MAD_SCALE * mad, noise * median) if mad > 0 else float("inf")
     # value - median carries a rounding error of the median's magnitude, however small the reach

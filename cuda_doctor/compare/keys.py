@@ -10,20 +10,14 @@ from typing import Any
 
 from cuda_doctor.core.reportfile import SavedReport
 
-#: Facts whose change matters after an upgrade, with the label shown to people.
-KEY_FACTS: tuple[tuple[str, str], ...] = (
-    ("driver.version", "NVIDIA driver"),
-    ("driver.cuda_version", "CUDA (driver API)"),
-    ("torch.version", "torch"),
-    ("torch.cuda_build", "torch CUDA build"),
-    ("torch.cudnn_version", "cuDNN (torch)"),
-    ("torch.nccl_version", "NCCL (torch)"),
-    ("tensorflow.version", "TensorFlow"),
-    ("container.cuda_version", "container CUDA"),
-    ("framework.python_version", "Python"),
-    ("gpu.count", "GPU count"),
-    ("gpu.models", "GPU models"),  # computed from gpu[i].name, see gpu_models()
-)
+#: Facts whose change matters after an upgrade, with the label shown to people (gpu.models: see gpu_models()).
+KEY_FACTS = {
+    "driver.version": "NVIDIA driver", "driver.cuda_version": "CUDA (driver API)", "torch.version": "torch",
+    "torch.cuda_build": "torch CUDA build", "torch.cudnn_version": "cuDNN (torch)",
+    "torch.nccl_version": "NCCL (torch)", "tensorflow.version": "TensorFlow",
+    "container.cuda_version": "container CUDA", "framework.python_version": "Python",
+    "gpu.count": "GPU count", "gpu.models": "GPU models",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -45,14 +39,14 @@ METRICS: tuple[Metric, ...] = (
 )
 
 #: Smoke-run pass/fail checks: True → False is a regression.
-SMOKE_CHECKS: tuple[tuple[str, str], ...] = (
-    ("vector_add_ok", "vector add"),
-    ("matmul_ok", "matmul"),
-    ("conv_ok", "convolution"),
-    ("amp_step_ok", "AMP training step"),
-)
+SMOKE_CHECKS = {
+    "vector_add_ok": "vector add",
+    "matmul_ok": "matmul",
+    "conv_ok": "convolution",
+    "amp_step_ok": "AMP training step",
+}
 
-_SMOKE_KEYS = tuple(m.key for m in METRICS) + tuple(key for key, _ in SMOKE_CHECKS)
+_SMOKE_KEYS = tuple(m.key for m in METRICS) + tuple(SMOKE_CHECKS)
 _GPU_NAME = re.compile(r"^gpu\[(\d+)\]\.name$")
 
 #: Marker for "this report does not know the fact" (distinct from a known ``None``).

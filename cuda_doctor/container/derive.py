@@ -1,6 +1,5 @@
-"""``derived.container.*`` and ``derived.image[i].*``: image requirements judged for this host,
-tag status, torch variants.  Never raises: a missing input leaves the output unknown with the reason.
-"""
+"""``derived.container.*`` and ``derived.image[i].*``: image requirements judged for this host, tag
+status, torch variants.  Never raises: a missing input leaves the output unknown with the reason."""
 
 from __future__ import annotations
 
@@ -20,22 +19,16 @@ def derive(facts: Facts) -> None:
 
 def host_from_facts(facts: Facts) -> Host:
     gpus: tuple[HostGPU, ...] | None = tuple(
-        HostGPU(
-            brand=_str_or_none(facts.get(indexed("gpu", i, "brand"))),
-            arch=_str_or_none(facts.get(indexed("gpu", i, "compute_capability"))),
-        )
+        HostGPU(_text(facts, indexed("gpu", i, "brand")), _text(facts, indexed("gpu", i, "compute_capability")))
         for i in facts.indices("gpu")
     )
     if not gpus and facts.get("gpu.count") != 0:
         gpus = None  # not known to be none
-    return Host(
-        driver_version=_str_or_none(facts.get("driver.version")),
-        cuda_version=_str_or_none(facts.get("driver.cuda_version")),
-        gpus=gpus,
-    )
+    return Host(_text(facts, "driver.version"), _text(facts, "driver.cuda_version"), gpus)
 
 
-def _str_or_none(value: object) -> str | None:
+def _text(facts: Facts, name: str) -> str | None:
+    value = facts.get(name)
     return None if value is None else str(value)
 
 
@@ -126,8 +119,7 @@ def _derive_image(facts: Facts, i: int, host: Host) -> None:
 
 
 def _cuda_ref(facts: Facts, i: int) -> tuple[str, str | None] | str | None:
-    """(repository as the user writes it, tag) of an nvidia/cuda image, None for another image, or
-    why the reference cannot be read."""
+    """(repository as written, tag) of an nvidia/cuda image; None for another image; else why it is invalid."""
     from cuda_doctor.container.reference import InvalidReference, is_nvidia_cuda, parse_reference
 
     try:

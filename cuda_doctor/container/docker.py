@@ -1,9 +1,6 @@
 """The Docker engine and the local GPU images (``--image`` first, then local ``nvidia/cuda``,
-``pytorch/pytorch`` and ``nvcr.io/nvidia/*``), read through the optional docker SDK.
-
-Every API call is bounded twice: the SDK's socket timeout, and a worker-thread deadline for a
-daemon that accepts a connection and never answers.
-"""
+``pytorch/pytorch`` and ``nvcr.io/nvidia/*``), read through the optional docker SDK.  Every call is
+bounded twice: the SDK's socket timeout, and a thread deadline for a daemon that never answers."""
 
 from __future__ import annotations
 
@@ -122,11 +119,6 @@ def _timeout_message(ctx: ProbeContext) -> str:
     return f"the Docker daemon at {_docker_host(ctx.env)} did not answer in {ctx.timeout:g} s"
 
 
-def _failure(outcome: Outcome[Any], ctx: ProbeContext) -> tuple[str, str]:
-    """(docker.status, message) of a call that timed out or failed."""
-    return ("timeout", _timeout_message(ctx)) if outcome.timed_out else classify_error(outcome.error, ctx)
-
-
 def _chain(exc: BaseException) -> list[BaseException]:
     """The exception, its causes and contexts, and exceptions carried in their args."""
     seen: list[BaseException] = []
@@ -144,9 +136,12 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
-def classify_error(exc: BaseException | None, ctx: ProbeContext) -> tuple[str, str]:
-    """Map an SDK failure to (docker.status, one-line message)."""
+def _failure(outcome: Outcome[Any], ctx: ProbeContext) -> tuple[str, str]:
+    """(docker.status, one-line message) of an SDK call that timed out, failed or returned nothing."""
     host = _docker_host(ctx.env)
+    exc = outcome.error
+    if outcome.timed_out:
+        return "timeout", _timeout_message(ctx)
     if exc is None:
         return "error", f"the docker SDK returned nothing for {host}"
     chain = _chain(exc)
@@ -224,16 +219,14 @@ def collect_images(client: Any, ctx: ProbeContext, deadline: float) -> list[dict
         reason = _timeout_message(ctx) if listed.timed_out else _short(listed.error)  # type: ignore[arg-type]
         out.append({"ref": None, "requested": False, "found": False, "error": f"listing images failed: {reason}"})
         return out
-    discovered = 0
     for summary in listed.value if isinstance(listed.value, list) else []:
         tags = repo_tags_matching(summary.get("RepoTags"))
         image_id = str(summary.get("Id", ""))
         if not tags or image_id in seen_ids:
             continue
-        seen_ids.add(image_id)
-        if discovered >= MAX_DISCOVERED:
+        if len(out) >= len(ctx.images) + MAX_DISCOVERED:
             break
-        discovered += 1
+        seen_ids.add(image_id)
         out.append({**inspect_reference(client, tags[0], deadline), "requested": False})
     return out
 
@@ -255,15 +248,11 @@ def inspect_reference(client: Any, ref: str, deadline: float) -> dict[str, Any]:
     return {"ref": ref, "unknown:found": f"inspecting {ref} failed: {_short(outcome.error)}"}
 
 
-def env_dict(env_list: Any) -> dict[str, str]:
-    pairs = (str(entry).partition("=") for entry in env_list or [])
-    return {name: value for name, sep, value in pairs if sep}
-
-
 def image_facts(data: Mapping[str, Any], ref: str | None = None) -> dict[str, Any]:
     """Facts read from ``docker image inspect`` output."""
     config = data.get("Config") or {}
-    env = env_dict(config.get("Env"))
+    pairs = (str(entry).partition("=") for entry in config.get("Env") or [])
+    env = {name: value for name, sep, value in pairs if sep}
     labels = config.get("Labels") or {}
     names = [*(data.get("RepoTags") or []), *([ref] if ref else [])]
     torch_version, variant = torch_variant(env, labels, names)

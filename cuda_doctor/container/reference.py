@@ -1,6 +1,5 @@
 """Docker image references (distribution/reference's grammar, plus bare image ids as ``docker
-inspect`` takes them): parse, normalise, and tell which images cuda-doctor cares about.
-"""
+inspect`` takes them): parse, normalise, and tell which images cuda-doctor cares about."""
 
 from __future__ import annotations
 
@@ -19,6 +18,7 @@ _REFERENCE = re.compile(
 _IMAGE_ID = re.compile(r"^(?:sha256:[0-9a-f]{64}|[0-9a-f]{12,64})$")
 
 DEFAULT_DOMAIN = "docker.io"
+_INTERESTING = ("docker.io/nvidia/cuda", "docker.io/pytorch/pytorch")
 
 
 @dataclass(frozen=True)
@@ -62,24 +62,19 @@ def parse_reference(text: str) -> ImageRef:
     return ImageRef(ref, domain, path, match.group("tag"), match.group("digest"))
 
 
-def is_interesting(repository: str) -> bool:
-    """Images whose CUDA requirements matter: nvidia/cuda, pytorch/pytorch, nvcr.io/nvidia/*."""
-    interesting = ("docker.io/nvidia/cuda", "docker.io/pytorch/pytorch")
-    return repository in interesting or repository.startswith("nvcr.io/nvidia/")
-
-
 def is_nvidia_cuda(repository: str) -> bool:
     return repository in ("docker.io/nvidia/cuda", "nvcr.io/nvidia/cuda")
 
 
 def repo_tags_matching(repo_tags: list[str] | None) -> list[str]:
-    """The interesting tags among an image's RepoTags (``<none>:<none>`` skipped)."""
+    """The tags among an image's RepoTags whose CUDA requirements matter (nvidia/cuda, pytorch/pytorch,
+    nvcr.io/nvidia/*); ``<none>:<none>`` skipped."""
     out: list[str] = []
     for tag in repo_tags or []:
         try:
             ref = parse_reference(tag)
         except InvalidReference:
             continue
-        if not ref.is_id and is_interesting(ref.repository):
+        if not ref.is_id and (ref.repository in _INTERESTING or ref.repository.startswith("nvcr.io/nvidia/")):
             out.append(tag)
     return out

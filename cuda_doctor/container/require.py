@@ -1,9 +1,7 @@
-"""The NVIDIA Container Toolkit's ``NVIDIA_REQUIRE_*`` check (libnvidia-container's dsl.c), as a pure function.
-
-Every ``NVIDIA_REQUIRE_*`` but ``_JETPACK`` must hold; in one, space-separated clauses are OR-ed
-and comma-separated constraints AND-ed; ``cuda``/``driver`` compare versions, ``arch``/``brand``
-each visible GPU (and hold with none).  An unknown brand or arch stays unknown, never assumed.
-"""
+"""The NVIDIA Container Toolkit's ``NVIDIA_REQUIRE_*`` check (libnvidia-container's dsl.c), as a pure function:
+each but ``_JETPACK`` must hold; in one, space-separated clauses are OR-ed and comma-separated constraints
+AND-ed; ``cuda``/``driver`` compare versions, ``arch``/``brand`` each visible GPU (and hold with none).
+An unknown brand or arch stays unknown, never assumed."""
 
 from __future__ import annotations
 
@@ -156,13 +154,6 @@ def required_cuda(requirements: Sequence[str]) -> str | None:
     return best
 
 
-def _cuda_alone(needed: str | None, host: Host) -> bool | None:
-    """Whether the host's CUDA meets the image's ``cuda>=`` alone; None when it is not known."""
-    if needed is None or host.cuda_version is None:
-        return True if needed is None else None
-    return compare_versions(host.cuda_version, ">=", needed)
-
-
 def evaluate(requirements: Sequence[str], host: Host, *, disabled: bool = False) -> RequireResult:
     """Judge requirement expressions against a host as the toolkit would at container start."""
     reqs = tuple(r for r in requirements if r.strip())
@@ -171,10 +162,12 @@ def evaluate(requirements: Sequence[str], host: Host, *, disabled: bool = False)
         return RequireResult(True, "NVIDIA_DISABLE_REQUIRE turns the requirement checks off", None, needed, reqs, True)
     if not reqs:
         return RequireResult(True, "the image states no NVIDIA_REQUIRE_* requirement", None, None, reqs)
-    try:
-        cuda_ok = _cuda_alone(needed, host)
-    except InvalidExpression:
-        cuda_ok = None
+    cuda_ok = True if needed is None else None  # whether the host meets ``cuda>=`` alone; None: not known
+    if needed is not None and host.cuda_version is not None:
+        try:
+            cuda_ok = compare_versions(host.cuda_version, ">=", needed)
+        except InvalidExpression:
+            cuda_ok = None
 
     def result(satisfied: bool | None, detail: str, failing: str | None) -> RequireResult:
         return RequireResult(satisfied, detail, failing, needed, reqs, cuda_satisfied=cuda_ok)

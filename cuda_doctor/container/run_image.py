@@ -1,6 +1,5 @@
 """``--run-image``: ``docker run --rm --gpus all IMAGE nvidia-smi`` through the SDK, in steps
-(create, start, wait, logs, remove), each time-bounded.
-"""
+(create, start, wait, logs, remove), each time-bounded."""
 
 from __future__ import annotations
 

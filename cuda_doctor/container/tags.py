@@ -1,8 +1,5 @@
-"""The nvidia/cuda tag catalogue (``rules/data/nvidia_cuda_tags.toml``), read in one place.
-
-``judge`` says what became of a tag; ``suggest`` names the nearest tag NVIDIA lists as supported.
-Suggestions come only from verified rows, so every tag cuda-doctor prints exists.
-"""
+"""The nvidia/cuda tag catalogue (``rules/data/nvidia_cuda_tags.toml``): ``judge`` says what became of a
+tag; ``suggest`` names the nearest supported one, from verified rows only, so every tag printed exists."""
 
 from __future__ import annotations
 
@@ -221,11 +218,8 @@ def suggest(
     ceiling: tuple[int, int] | None = None,
     flavour: str | None = None,
 ) -> str | None:
-    """The nearest supported tag to ``tag`` (None: ``latest``), or None when there is none.
-
-    ``cuda_minor``: only that CUDA minor (a pinned torch wheel's); ``ceiling``: the newest release
-    at or below that CUDA (what the driver runs); ``flavour`` overrides the tag's.
-    """
+    """The nearest supported tag to ``tag`` (None: ``latest``), or None: only of ``cuda_minor`` (a pinned
+    torch wheel's), the newest at or below ``ceiling`` (the driver's CUDA), ``flavour`` instead of the tag's."""
     cat = catalogue()
     parsed = cat.parse(tag) if tag else None
     want_flavour = flavour or (parsed.flavour if parsed else DEFAULT_FLAVOUR)
@@ -266,14 +260,13 @@ def _flavour_at(wanted: str, flavours: dict[str, tuple[str, ...]]) -> str | None
 
 def _nearest(wanted: Version, versions: list[Version]) -> Version:
     """Same minor (newest patch), else next up or newest below in the major, else next up or newest below."""
-    major = wanted[0]
     padded = wanted + (0,) * (3 - len(wanted))
     same_minor = [v for v in versions if v[:2] == wanted[:2]]
     if same_minor:
         return max(same_minor)
     above = sorted(v for v in versions if v > padded)
     below = sorted((v for v in versions if v < padded), reverse=True)
-    groups = ([v for v in above if v[0] == major], [v for v in below if v[0] == major], above, below)
+    groups = ([v for v in above if v[0] == wanted[0]], [v for v in below if v[0] == wanted[0]], above, below)
     return next((group[0] for group in groups if group), max(versions))
 
 

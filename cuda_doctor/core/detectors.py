@@ -24,5 +24,6 @@ DETECTORS: dict[str, str] = {
     "cuda_tag_unsupported": "CDL103",
     "untagged_image": "CDL104",
     "image_torch_cuda_mismatch": "CDL105",
+    "compile_without_c_compiler": "CDL106",  # python_ast, against the image of the project's Dockerfile
     "torch_variant": "CDL201",  # requirements (requirements files, pyproject.toml, pip install lines)
 }

@@ -33,6 +33,7 @@ PROBES: dict[str, ProbeEntry] = {
     "toolkit": ProbeEntry("cuda_doctor.host.toolkit", 1),
     "framework": ProbeEntry("cuda_doctor.framework.probe", 1),
     "jax": ProbeEntry("cuda_doctor.jax.probe", 1),
+    "compile": ProbeEntry("cuda_doctor.framework.compile.probe", 1),
     "docker": ProbeEntry("cuda_doctor.container.docker", 1),
     "kernel": ProbeEntry("cuda_doctor.host.kernel_module", 1),
     "kernel_log": ProbeEntry("cuda_doctor.host.kernel_log", 1, fast=True),
@@ -74,6 +75,7 @@ FAMILIES: dict[str, Family] = {
     "cudalib": Family("framework", None, "loaded CUDA library", ("file",)),
     "fatbin": Family("framework"),
     "jax": Family("jax"),
+    "compile": Family("compile", "the compile toolchain"),
     "docker": Family("docker", "Docker"),
     "image": Family("docker", "the Docker images", "image", ("ref", "requested")),
     "kernel": Family("kernel", "the NVIDIA kernel module"),
@@ -116,6 +118,7 @@ DERIVERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("cuda_doctor.framework.libraries.companions:derive", ("companion[",)),
     ("cuda_doctor.framework.fatbin.derive:derive", ("fatbin.",)),
+    ("cuda_doctor.framework.compile.derive:derive", ("compile.",)),
 ]
 
 

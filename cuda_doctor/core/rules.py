@@ -12,6 +12,7 @@ import functools
 import os
 import re
 import shlex
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
 RULE_KINDS = ("env", "lint")
+#: How long judging every rule may take, at most (a repository may add rules).
+JUDGING_SECONDS = 30.0
 #: The most of a fact's text a ``matches`` condition reads.
 MATCHED_TEXT = 1 << 20
 _ID = re.compile(r"^[A-Z][A-Z0-9]*\d{3}$")
@@ -80,10 +83,23 @@ _a_length = _operand(
 @functools.lru_cache(maxsize=256)
 def linear_regex(pattern: str) -> Any:
     """``pattern`` compiled by RE2, which matches in time linear in the text: a rule from a
-    repository cannot make judging backtrack for minutes."""
-    import re2  # google-re2; only rules that match patterns pay for its import
-
+    repository cannot make judging backtrack for minutes.  Without google-re2 installed (a
+    source checkout run from PYTHONPATH), Python's ``re``: the shipped rules' patterns are ours,
+    and ``load_rule_file`` refuses a repository's rule that matches patterns."""
+    try:
+        import re2  # google-re2; only rules that match patterns pay for its import
+    except ImportError:
+        return re.compile(pattern)
     return re2.compile(pattern)
+
+
+@functools.cache
+def has_re2() -> bool:
+    try:
+        import re2  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _matches(value: Any, pattern: Any) -> bool:
@@ -400,7 +416,11 @@ def load_rule_file(path: Path) -> Rule:
         raise RuleFileError(f"{path}: not valid TOML: {exc}") from None
     except OSError as exc:
         raise RuleFileError(f"{path}: cannot read: {exc.strerror}") from None
-    return parse_rule(data, path)
+    rule = parse_rule(data, path)
+    if rule.origin() is not None and not has_re2() and "matches" in repr(rule.outcomes) + repr(rule.applies):
+        needs = "needs google-re2 (pip install google-re2)"
+        raise RuleFileError(f"{path}: a 'matches' condition in a rule that does not ship with cuda-doctor {needs}")
+    return rule
 
 
 def load_rules(extra_dirs: Iterable[Path] = (), *, builtin: bool = True) -> list[Rule]:
@@ -694,10 +714,12 @@ def judge(
     ignore: Iterable[str] = (),
     configured: tuple[Iterable[str], Iterable[str]] = ((), ()),
     judgement: Judgement | None = None,
+    seconds: float = JUDGING_SECONDS,
 ) -> list[Result]:
     """Judge every env rule; ``select`` / ``ignore`` are the command line's, ``configured`` the
     configuration's (select, ignore).  A rule left out comes back as ``skipped``, saying by what,
-    so the report is complete."""
+    so the report is complete.  Rules still unjudged after ``seconds`` are errors, saying so."""
+    deadline = time.monotonic() + seconds
     env = [rule for rule in rules if rule.kind == "env"]
     judgement = judgement or Judgement()
     off = [rule.id for rule in env if rule.severity_override(judgement.severity) == "off"]
@@ -706,6 +728,9 @@ def judge(
     for rule in env:
         if rule.id in skipped:
             results.append(_result(rule, Status.SKIPPED, skipped[rule.id]))
+            continue
+        if time.monotonic() > deadline:  # each rule is bounded (RE2); together they are too
+            results.append(_result(rule, Status.ERROR, f"not judged: judging took more than {seconds:g} s"))
             continue
         results.extend(judge_rule(rule, facts, judgement))
     return results

@@ -1,6 +1,5 @@
-"""Derived facts for the NVSwitch fabric rule (CD103): ``derived.fabric.*``, the GPUs on a
-fabric and those Fabric Manager has not registered (CUDA then fails with error 802).  A GPU not
-on a fabric, or whose driver does not report one, is not judged."""
+"""Derived facts for the NVSwitch fabric rule (CD103): the GPUs on a fabric and those Fabric Manager has
+not registered (CUDA then fails with error 802); a GPU not on a fabric, or not reporting one, is not judged."""
 
 from __future__ import annotations
 

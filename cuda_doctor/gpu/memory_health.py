@@ -1,6 +1,5 @@
-"""Derived facts for the GPU memory health rules: ``derived.gpu[i].ecc_uncorrected`` and
-``memory_repair`` (``row_remapping`` or ``page_retirement``, with ``memory_repair_summary``).
-A count or flag that is not reported makes them unknown, never a pass."""
+"""Derived facts for the GPU memory health rules: ``derived.gpu[i].ecc_uncorrected`` and ``memory_repair``
+(``row_remapping`` or ``page_retirement``); a count or flag not reported makes them unknown, never a pass."""
 
 from __future__ import annotations
 
@@ -39,12 +38,10 @@ def _repair(facts: Facts, i: int) -> None:
     failure, why_failure = _flag(facts, i, "remapped_rows_failure")
     retired, why_retired = _flag(facts, i, "retired_pages_pending")
     if pending is not None and failure is not None:
+        remap = "a remap pending" if pending else "no remap pending"
+        failed = "a remapping failure" if failure else "no remapping failure"
         facts.set(out, "row_remapping")
-        facts.set(
-            f"{out}_summary",
-            f"row remapping: {'a remap pending' if pending else 'no remap pending'}, "
-            f"{'a remapping failure' if failure else 'no remapping failure'}",
-        )
+        facts.set(f"{out}_summary", f"row remapping: {remap}, {failed}")
         return
     if retired is not None:
         facts.set(out, "page_retirement")

@@ -1,8 +1,6 @@
-"""Driver and GPU facts read from ``nvidia-smi``: the fallback when NVML cannot be loaded here.
-
-The facts have the NVML probe's names, with ``driver.source = "nvidia-smi"``.  The XML report is
-found within whatever else nvidia-smi printed (kept in ``driver.smi_notes``); when it cannot be
-read, the basic facts come from ``--query-gpu`` CSV.  The parsers are pure functions of the text."""
+"""Driver and GPU facts from ``nvidia-smi``, under the NVML probe's names, when NVML cannot be
+loaded here.  The XML report is found within whatever else nvidia-smi printed (kept in
+``driver.smi_notes``); when it cannot be read, the basic facts come from ``--query-gpu`` CSV."""
 
 from __future__ import annotations
 

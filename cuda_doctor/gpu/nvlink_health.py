@@ -1,7 +1,6 @@
-"""Derived facts for the NVLink rules: links down where they should be up (CD806) and links
-with high error counters (CD807), against ``rules/data/interconnect_expected.toml``.  Links are
-certainly ``down`` only for a GPU of a known model on an NVSwitch fabric, where every link must
-be up; fewer links up than an identical sibling is otherwise ``doubtful``."""
+"""Derived facts for the NVLink rules: links down where they should be up (CD806) and links with high
+error counters (CD807).  Links are certainly ``down`` only for a GPU of a known model on an NVSwitch
+fabric, where every link must be up; fewer links up than an identical sibling is ``doubtful``."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ UP = frozenset({"active", "sleep"})
 #: States of a link that does not carry traffic: trained down, or up with its traffic disabled.
 DOWN = frozenset({"inactive", "traffic_disabled"})
 _OUT = "derived.nvlink"
+_WORDS = {"replay": ("replay", "replays"), "recovery": ("recovery", "recoveries"), "crc": ("CRC error", "CRC errors")}
 
 
 def derive(facts: Facts) -> None:
@@ -165,13 +165,8 @@ def _errors(facts: Facts, gpus: list[int], limits: dict[str, Any]) -> None:
 
 def _counts_text(counts: dict[str, int]) -> str:
     """{"replay": 3, "recovery": 0, "crc": 42} → "3 replays and 42 CRC errors"."""
-    words = {
-        "replay": ("replay", "replays"),
-        "recovery": ("recovery", "recoveries"),
-        "crc": ("CRC error", "CRC errors"),
-    }
     parts = []
-    for key, (one, many) in words.items():
+    for key, (one, many) in _WORDS.items():
         n = int(counts.get(key, 0))
         if n:
             parts.append(f"{n} {one if n == 1 else many}")

@@ -1,6 +1,5 @@
-"""The GPU probe: NVML first, ``nvidia-smi`` when NVML cannot answer in this Python (the driver
-may still be fine).  When both fail, the verdict that says more wins; NVML's own reason is always
-kept in ``nvml.error``."""
+"""The GPU probe: NVML first, ``nvidia-smi`` when NVML cannot answer in this Python (the driver may still
+be fine).  When both fail, the verdict that says more wins; NVML's own reason stays in ``nvml.error``."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from cuda_doctor.core.facts import Facts, indexed
+from cuda_doctor.core.facts import Facts, indexed, need
 
 
 class VisibleDevices(NamedTuple):
@@ -39,8 +39,7 @@ def visible_devices(
 def visible_gpus(
     raw: str | None, uuids: list[str], mig_parents: Mapping[str, int] | None = None
 ) -> tuple[VisibleDevices, list[int | None]]:
-    """``visible_devices`` on the GPUs NVML lists, with the index of the GPU behind each device
-    CUDA exposes, in CUDA's order (None where not known)."""
+    """``visible_devices``, and the index of the GPU behind each device CUDA exposes, in its order (None: unknown)."""
     found = visible_devices(raw, len(uuids), uuids, mig_parents)
     if raw is None:
         return found, list(range(len(uuids)))
@@ -52,8 +51,7 @@ def visible_gpus(
 
 
 def derive(facts: Facts) -> None:
-    if not facts.has("env.cuda_visible_devices"):
-        facts.mark_unknown("derived.cvd.status", facts.unknown_reason("env.cuda_visible_devices"))
+    if not need(facts, "derived.cvd.status", "env.cuda_visible_devices"):
         return
     raw = facts.get("env.cuda_visible_devices")
     count = facts.get("gpu.count")

@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from cuda_doctor.base.childside.loaded import loaded_libraries, read_maps
+from cuda_doctor.base.childside.loaded import decode_cudart, decode_cudnn, dotted_version, loaded_libraries, read_maps
 from cuda_doctor.base.childside.packages import Installed, installed, metadata_field, normalize, owners
 from cuda_doctor.base.childside.report import (
     attempt,
@@ -36,14 +36,12 @@ JAX_DISTRIBUTIONS = ("jax", "jaxlib")
 PLUGIN_NAME = re.compile(r"^jax-cuda(\d+)-(plugin|pjrt)$")
 #: The plugin's components: (fact key, the name JAX's own messages use, _versions prefix).
 COMPONENTS = (
-    ("cuda", "CUDA", "cuda_runtime"),
-    ("cudnn", "cuDNN", "cudnn"),
-    ("cublas", "cuBLAS", "cublas"),
-    ("cufft", "cuFFT", "cufft"),
-    ("cusparse", "cuSPARSE", "cusparse"),
-    ("cusolver", "cuSOLVER", "cusolver"),
+    ("cuda", "CUDA", "cuda_runtime"), ("cudnn", "cuDNN", "cudnn"), ("cublas", "cuBLAS", "cublas"),
+    ("cufft", "cuFFT", "cufft"), ("cusparse", "cuSPARSE", "cusparse"), ("cusolver", "cuSOLVER", "cusolver"),
     ("cupti", "cuPTI", "cupti"),
-)
+)  # fmt: skip
+#: Where major ends in the other components' version numbers (cuBLAS 130000 → 13.0.0, cuFFT 12602 → 12.6.2).
+MAJOR_STEP = {"cublas": 10000, "cufft": 1000, "cusparse": 1000, "cusolver": 1000}
 #: Warning categories kept from ``import jax`` (DeprecationWarnings of its dependencies are not ours).
 KEPT_WARNINGS = ("RuntimeWarning", "UserWarning")
 MESSAGES_CAP = 20
@@ -84,15 +82,12 @@ def requirement_of(line: str, wanted: str) -> str | None:
 
 def version_text(component: str, code: int) -> str:
     """A CUDA component's version number as the text its documentation uses."""
-    if component in ("cuda", "driver"):  # CUDART_VERSION: 13000 → 13.0
-        return f"{code // 1000}.{code % 1000 // 10}"
-    if component == "cudnn":  # 9.x: major*10000+minor*100+patch; 8.x: major*1000+minor*100+patch
-        major, rest = divmod(code, 10000) if code >= 90000 else divmod(code, 1000)
-        return f"{major}.{rest // 100}.{rest % 100}"
-    if component == "cublas":  # 130000 → 13.0.0
-        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
-    if component in ("cufft", "cusparse", "cusolver"):  # 12602 → 12.6.2
-        return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+    if component in ("cuda", "driver"):
+        return decode_cudart(code)
+    if component == "cudnn":
+        return decode_cudnn(code)
+    if component in MAJOR_STEP:
+        return dotted_version(code, MAJOR_STEP[component])
     return str(code)  # cuPTI's API version is a plain number
 
 
@@ -145,8 +140,7 @@ def put_versions(report: dict[str, dict[str, Any]], found: dict[str, list[Instal
 
 
 def put_plugins(report: dict[str, dict[str, Any]], found: dict[str, list[Installed]]) -> str | None:
-    """Every CUDA plugin and its PJRT, and the one JAX uses (the newest CUDA major, as jaxlib tries
-    them); returns the Python package of that plugin."""
+    """Every CUDA plugin and its PJRT, and the one JAX uses (the newest major); returns its Python package."""
     plugins: list[dict[str, Any]] = []
     for name in sorted(found):
         match = PLUGIN_NAME.match(name)
@@ -154,17 +148,11 @@ def put_plugins(report: dict[str, dict[str, Any]], found: dict[str, list[Install
             continue
         major = int(match.group(1))
         pjrt_name = f"jax-cuda{major}-pjrt"
-        pjrt = first(found, pjrt_name)
-        plugin = found[name][0]
-        plugins.append(
-            {
-                "name": name,
-                "version": plugin.version,
-                "major": major,
-                "pjrt_version": pjrt.version if pjrt else None,
-                "requires_pjrt": requires(plugin, pjrt_name),
-            }
-        )
+        plugin, pjrt = found[name][0], first(found, pjrt_name)
+        record = {"name": name, "version": plugin.version, "major": major}
+        record["pjrt_version"] = pjrt.version if pjrt else None
+        record["requires_pjrt"] = requires(plugin, pjrt_name)
+        plugins.append(record)
     plugins.sort(key=lambda plugin: -int(plugin["major"]))
     put(report, "jax.cuda_plugins", plugins)
     chosen = plugins[0] if plugins else {}

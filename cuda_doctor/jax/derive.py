@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cuda_doctor.core.facts import Facts, indexed
+from cuda_doctor.core.facts import Facts, indexed, need
 from cuda_doctor.core.fixes import pip_of
 from cuda_doctor.tables import load_table
 from cuda_doctor.tables.driver import min_driver_for_cuda, mvc_floor, newest_cuda
@@ -36,15 +36,10 @@ def plugin_floor(row: dict[str, Any]) -> str | None:
     return mvc_floor(int(row["driver_mvc"]))
 
 
-def _capabilities(facts: Facts) -> list[tuple[int, int]]:
-    caps = [major_minor(facts.get(indexed("gpu", i, "compute_capability"))) for i in facts.indices("gpu")]
-    return [cc for cc in caps if cc is not None]
-
-
-def _runs(
-    row: dict[str, Any], driver: object, driver_cuda: tuple[int, int] | None, caps: list[tuple[int, int]]
-) -> str | None:
+def _runs(row: dict[str, Any], facts: Facts) -> str | None:
     """None when this plugin runs on this driver and these GPUs, else why not."""
+    driver = facts.get("driver.version")
+    driver_cuda = major_minor(newest_cuda(facts.get("driver.cuda_version"), driver))
     floor = plugin_floor(row)
     low = major_minor(row["min_capability"]) or (0, 0)
     if driver_cuda is not None and driver_cuda[0] < int(row["major"]):
@@ -52,7 +47,8 @@ def _runs(
         return f"it needs a driver for CUDA {row['major']} (≥ {floor}); driver {driver} supports CUDA {cuda}"
     if floor is not None and not at_least(driver, floor):
         return f"it needs driver ≥ {floor}; this one is {driver}"
-    old = sorted({cc for cc in caps if cc < low})
+    caps = (major_minor(facts.get(indexed("gpu", i, "compute_capability"))) for i in facts.indices("gpu"))
+    old = sorted({cc for cc in caps if cc is not None and cc < low})
     if old:
         shown = ", ".join(f"{cc[0]}.{cc[1]}" for cc in old)
         return f"CUDA {row['major']} supports GPUs of compute capability {row['min_capability']} or newer, not {shown}"
@@ -65,13 +61,11 @@ def derive_plugin_choice(facts: Facts) -> None:
         facts.mark_all_unknown((out, "derived.jax.install_command"), facts.unknown_reason("driver.version"))
         return
     driver = facts.get("driver.version")
-    driver_cuda = major_minor(_driver_cuda(facts))
-    caps = _capabilities(facts)
     rows = plugin_rows()
     floors = {extra: plugin_floor(row) for extra, row in rows.items()}
     facts.set("derived.jax.cuda13_floor", floors.get("cuda13"))
     facts.set("derived.jax.cuda12_floor", floors.get("cuda12"))
-    why_not = {extra: _runs(row, driver, driver_cuda, caps) for extra, row in rows.items()}
+    why_not = {extra: _runs(row, facts) for extra, row in rows.items()}
     pip = pip_of(facts)
     for extra in ("cuda13", "cuda12"):
         if why_not.get(extra) is None and extra in rows:
@@ -91,11 +85,10 @@ def derive_plugin_choice(facts: Facts) -> None:
 
 def derive_plugin_driver(facts: Facts) -> None:
     """Whether the installed plugin's CUDA major is one this driver runs, and the swap if not."""
-    major = facts.get("jax.cuda_plugin_major")
     out = "derived.jax.plugin_runs"
-    if not facts.has("jax.cuda_plugin_major"):
-        facts.mark_unknown(out, facts.unknown_reason("jax.cuda_plugin_major"))
+    if not need(facts, out, "jax.cuda_plugin_major"):
         return
+    major = facts.get("jax.cuda_plugin_major")
     if major is None:
         facts.set(out, None)  # no plugin: CPU-only, another rule says so
         return
@@ -103,11 +96,10 @@ def derive_plugin_driver(facts: Facts) -> None:
     if row is None:
         facts.mark_unknown(out, f"no driver floor known for jax-cuda{major}-plugin")
         return
-    if not facts.has("driver.version"):
-        facts.mark_unknown(out, facts.unknown_reason("driver.version"))
+    if not need(facts, out, "driver.version"):
         return
     facts.set("derived.jax.plugin_driver_floor", plugin_floor(row))
-    problem = _runs(row, facts.get("driver.version"), major_minor(_driver_cuda(facts)), _capabilities(facts))
+    problem = _runs(row, facts)
     facts.set(out, problem is None)
     facts.set("derived.jax.plugin_problem", problem)
     if problem is None:
@@ -160,9 +152,7 @@ def derive_versions(facts: Facts) -> None:
         facts.mark_unknown("derived.jax.versions_match", reason)
         return
     needed = ("jax.version", "jax.jaxlib_version", "jax.cuda_plugin", "jax.cuda_pjrt_version")
-    missing = [name for name in needed if not facts.has(name)]
-    if missing:
-        facts.mark_unknown("derived.jax.versions_match", facts.unknown_reason(missing[0]))
+    if not need(facts, "derived.jax.versions_match", *needed):
         return
     problems = version_problems(facts)
     facts.set("derived.jax.version_problems", problems)
@@ -247,8 +237,7 @@ def library_problems(components: dict[str, Any], plugin: str, loaded: object = N
 
 def derive_libraries(facts: Facts) -> None:
     out = "derived.jax.libraries_ok"
-    if not facts.has("jax.cuda_components"):
-        facts.mark_unknown(out, facts.unknown_reason("jax.cuda_components"))
+    if not need(facts, out, "jax.cuda_components"):
         return
     components = facts.get("jax.cuda_components")
     if not isinstance(components, dict):
@@ -359,7 +348,3 @@ def derive(facts: Facts) -> None:
         step(facts)
     for step in (derive_visibility, derive_memory, derive_smoke):
         step(facts)
-
-
-def _driver_cuda(facts: Facts) -> str | None:
-    return newest_cuda(facts.get("driver.cuda_version"), facts.get("driver.version"))

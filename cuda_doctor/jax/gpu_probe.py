@@ -66,7 +66,7 @@ class JaxGpuProbe:
         limit = child_timeout(ctx, self.min_timeout)
         record = child.seen(is_backend) or wait_backend(child, limit)
         if record is None:
-            facts.mark_all_unknown(BACKEND_FACTS, why_no_answer(child.stop(), limit, "initialising the JAX backend"))
+            facts.mark_all_unknown(BACKEND_FACTS, why_no_answer(child.stop(), limit))
             return False
         facts.merge(shape(record["backend"], ctx.python, tuple(BACKEND_FACTS)))
         return True

@@ -23,14 +23,9 @@ CHILD_SCRIPT = Path(__file__).with_name("_child.py")
 JAX_CHILD = "jax"
 #: JAX's environment variables about GPU memory and platforms, recorded as the user set them.
 MEMORY_VARIABLES = (
-    "XLA_PYTHON_CLIENT_PREALLOCATE",
-    "XLA_PYTHON_CLIENT_MEM_FRACTION",
-    "XLA_CLIENT_MEM_FRACTION",
-    "XLA_PYTHON_CLIENT_ALLOCATOR",
-    "XLA_FLAGS",
-    "JAX_PLATFORMS",
-    "JAX_PLATFORM_NAME",
-)
+    "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION",
+    "XLA_PYTHON_CLIENT_ALLOCATOR", "XLA_FLAGS", "JAX_PLATFORMS", "JAX_PLATFORM_NAME",
+)  # fmt: skip
 #: Every fact of this probe and of the phase-2 probe; each ends up known or unknown.
 JAX_FACTS: tuple[str, ...] = ("jax.installed", "jax.python", "jax.python_version", *STATIC_FACTS)
 ALL_JAX_FACTS: tuple[str, ...] = (*JAX_FACTS, *BACKEND_FACTS)
@@ -98,15 +93,13 @@ def wait_backend(child: children.Child, timeout: float) -> dict[str, Any] | None
     return child.wait_for(is_backend)
 
 
-def why_no_answer(result: CommandResult, limit: float, doing: str) -> str:
-    records = children.parse_records(result.stdout)
-    steps = [r["step"] for r in records if isinstance(r.get("step"), str)]
-    where = f" while running: {steps[-1]}" if steps else ""
+def why_no_answer(result: CommandResult, limit: float) -> str:
     if result.timed_out:
+        steps = [r["step"] for r in children.parse_records(result.stdout) if isinstance(r.get("step"), str)]
+        where = f" while running: {steps[-1]}" if steps else ""
         return f"the JAX child was killed after {limit:g} s{where}"
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    last = f": {children.excerpt(lines[-1])}" if lines else ""
-    return f"the JAX child exited with status {result.returncode} {doing}{last}"
+    last = children.last_line(result.stderr)
+    return f"the JAX child exited with status {result.returncode} initialising the JAX backend{last}"
 
 
 @dataclass
@@ -162,7 +155,7 @@ def get_ready(ctx: ProbeContext, child: children.Child, facts: Facts, timeout: f
     step compiled.  A child that does not answer in time is stopped now, and the facts say why."""
     record = wait_backend(child, timeout)
     if record is None:
-        facts.mark_all_unknown(BACKEND_FACTS, why_no_answer(child.finish(), timeout, "initialising the JAX backend"))
+        facts.mark_all_unknown(BACKEND_FACTS, why_no_answer(child.finish(), timeout))
         return
     values = record["backend"].get("values")
     gpus = values.get("jax.gpu_count") if isinstance(values, dict) else None
@@ -195,11 +188,8 @@ def interpret(result: CommandResult, python: str, timeout: float) -> Facts:
         return all_unknown(f"{python} did not answer the JAX probe in {timeout:g} s")
     if result.returncode is None:
         return all_unknown(f"could not run {python}: {result.error}")
-    lines = (result.stderr.strip() or result.stdout.strip()).splitlines()
-    last = f": {children.excerpt(lines[-1])}" if lines else ""
-    return all_unknown(
-        f"{python} exited with status {result.returncode} in the JAX probe{last}{children.cut_note(result)}"
-    )
+    last = children.last_line(result.stderr.strip() or result.stdout) + children.cut_note(result)
+    return all_unknown(f"{python} exited with status {result.returncode} in the JAX probe{last}")
 
 
 def shape(payload: Mapping[str, Any], python: str, names: tuple[str, ...] = JAX_FACTS) -> Facts:

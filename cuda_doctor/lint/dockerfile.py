@@ -103,7 +103,7 @@ def _arg_assignments(args: str) -> dict[str, str | None]:
     return out
 
 
-def _declare(args: str, known: dict[str, str], target: dict[str, str], fallback: dict[str, str]) -> None:
+def declare(args: str, known: dict[str, str], target: dict[str, str], fallback: dict[str, str]) -> None:
     """ARG/ENV: a default is expanded with the values declared before it (as Docker does); one that names
     an unknown variable (a cycle, a build argument without a default) makes the variable unknown."""
     for name, value in _arg_assignments(args).items():
@@ -127,7 +127,7 @@ def base_image_reference(text: str) -> str | None:
     stages = 0
     for ins in instructions(text):
         if ins.keyword == "ARG" and not stages:  # only an ARG before the first FROM is global
-            _declare(ins.args, global_args, global_args, {})
+            declare(ins.args, global_args, global_args, {})
         elif ins.keyword == "FROM":
             stages += 1
             words = [w for w in ins.args.split() if not w.startswith("--")]
@@ -214,7 +214,7 @@ def tag_fix(image: Image, verdict: tags.Verdict, suggested: str | None, wheel_cu
     return f"cuda-doctor's tag catalogue has no supported tag{for_cuda}; pick one from NVIDIA's list of supported tags."
 
 
-def _exec_form(args: str) -> str:
+def exec_form(args: str) -> str:
     """The JSON form (``["python", "train.py"]``) as the command line it runs."""
     with contextlib.suppress(ValueError):
         words = json.loads(args) if args.startswith("[") else None
@@ -231,10 +231,10 @@ def lint_dockerfile(text: str, path: Path, read_file: ReadFile) -> list[Hit]:
     by_name: dict[str, Stage] = {}
     for ins in instructions(text):
         if ins.keyword == "ARG" and not stages:
-            _declare(ins.args, global_args, global_args, {})
+            declare(ins.args, global_args, global_args, {})
         elif ins.keyword in ("ARG", "ENV") and stages:
             fallback = global_args if ins.keyword == "ARG" else {}
-            _declare(ins.args, {**global_args, **stage_args}, stage_args, fallback)
+            declare(ins.args, {**global_args, **stage_args}, stage_args, fallback)
         elif ins.keyword == "FROM":
             stage_args = {}
             stage = _from(ins, global_args, by_name, hits)
@@ -242,7 +242,7 @@ def lint_dockerfile(text: str, path: Path, read_file: ReadFile) -> list[Hit]:
             if stage.name:
                 by_name[stage.name.lower()] = stage
         elif ins.keyword in ("RUN", "CMD", "ENTRYPOINT"):
-            command = _exec_form(ins.args)
+            command = exec_form(ins.args)
             expanded = substitute(command, {**global_args, **stage_args}) or command
             if LAUNCH_RE.search(expanded):
                 hits.append(Hit.make("CDL006", ins.line, 1, command="python -m torch.distributed.launch"))

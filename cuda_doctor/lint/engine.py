@@ -24,7 +24,7 @@ from cuda_doctor.core.results import Severity
 from cuda_doctor.core.rules import Rule, render_template
 from cuda_doctor.core.selection import selected_ids
 from cuda_doctor.lint.dockerfile import lint_dockerfile
-from cuda_doctor.lint.findings import Finding, Hit
+from cuda_doctor.lint.findings import Finding, Hit, display_path
 from cuda_doctor.lint.notebook import NotebookError, lint_notebook
 from cuda_doctor.lint.prefilter import needs_ast
 from cuda_doctor.lint.project import ProjectContext, ProjectFinder, read_small_text
@@ -309,7 +309,10 @@ def check_file(task: FileTask) -> FileResult:
     if isinstance(got, Hit):
         return FileResult([got])
     context = task.context
-    if got.kind == "none" or (got.kind == "python" and not needs_ast(got.data, context.relative(got.path))):
+    compilerless = context.compilerless is not None
+    if got.kind == "none" or (
+        got.kind == "python" and not needs_ast(got.data, context.relative(got.path), compilerless)
+    ):
         return FileResult([])
     pin = context.torch.exact() if got.kind in ("requirements", "pyproject") else None
     try:  # error isolation: a detector bug on one file is a finding, never a crash
@@ -391,7 +394,7 @@ def render_hit(path: Path, hit: Hit, rule: Rule, options: LintOptions) -> Findin
     captures = hit.capture_dict()
     override = rule.severity_override(options.severity)
     return Finding(
-        path=_display(path),
+        path=display_path(path),
         line=hit.line,
         column=hit.column,
         rule_id=rule.id,
@@ -401,11 +404,3 @@ def render_hit(path: Path, hit: Hit, rule: Rule, options: LintOptions) -> Findin
         title=rule.title,
         category=rule.category,
     )
-
-
-def _display(path: Path) -> str:
-    """Relative to the working directory when below it (links are not followed: they may loop)."""
-    if not path.is_absolute():
-        return path.as_posix()
-    relative = os.path.relpath(path, Path.cwd())
-    return path.as_posix() if relative.startswith("..") else Path(relative).as_posix()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from cuda_doctor.core.results import Severity
@@ -27,6 +29,15 @@ class Hit:
 
     def capture_dict(self) -> dict[str, str]:
         return dict(self.captures)
+
+
+def display_path(path: Path) -> str:
+    """A path as findings show it: relative to the working directory when below it (links are not
+    followed: they may loop)."""
+    if not path.is_absolute():
+        return path.as_posix()
+    relative = os.path.relpath(path, Path.cwd())
+    return path.as_posix() if relative.startswith("..") else Path(relative).as_posix()
 
 
 def position(node: object) -> tuple[int, int]:

@@ -30,7 +30,15 @@ def jax_name() -> re.Pattern[bytes]:
     return re.compile(rb"[.\s,(](" + b"|".join(map(re.escape, jax_tokens())) + rb")\b")
 
 
-def needs_ast(data: bytes, path: str = "") -> bool:
+def needs_ast(data: bytes, path: str = "", compilerless: bool = False) -> bool:
+    """``compilerless``: the file's project builds an image with no C compiler (CDL106)."""
+    if compilerless and b"compile" in data and not FileInfo(path, b"").is_test:
+        return True  # CDL106: torch.compile, or a name it is imported as (``from torch import compile``)
+    return _file_checks(data, path)
+
+
+def _file_checks(data: bytes, path: str) -> bool:
+    """The checks that judge the file alone."""
     has = data.__contains__
     autocast, scaler = has(b"autocast"), has(b"GradScaler")
     if (autocast or scaler or has(b"custom_fwd") or has(b"custom_bwd")) and _amp_module(data):

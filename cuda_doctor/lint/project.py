@@ -16,7 +16,9 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from cuda_doctor.lint.compiler import CompilerlessImage, compilerless_image
 from cuda_doctor.lint.dockerfile import NGC_PYTORCH, PYTORCH_REPOS, base_image_reference, parse_image
+from cuda_doctor.lint.findings import display_path
 from cuda_doctor.lint.requirements import caps_below, framework_requirements, parse_requirement
 from cuda_doctor.tables import load_table
 
@@ -84,6 +86,8 @@ class ProjectContext:
     jax: FrameworkSource = field(default_factory=FrameworkSource)
     deepspeed: FrameworkSource = field(default_factory=FrameworkSource)  # only whether it is required
     root: str = ""  # the git checkout the file is in ("" when none)
+    # the image of the nearest Dockerfiles above the file, when every one of them surely has no C compiler
+    compilerless: CompilerlessImage | None = None
 
     def relative(self, path: Path | str) -> str:
         """The path inside its checkout (what "tests/" in a path means is decided on this)."""
@@ -139,6 +143,8 @@ class _Folder:
     is_project: bool = False
     dependency_files: list[tuple[str, str, str]] = field(default_factory=list)  # (name, kind, text)
     images: list[str] = field(default_factory=list)  # base images of its Dockerfiles, "Dockerfile" first
+    dockerfiles: int = 0  # how many Dockerfiles it has (read or not)
+    compilerless: list[CompilerlessImage] = field(default_factory=list)  # of those, the images with no C compiler
 
 
 def read_small_text(path: Path, limit: int = MAX_DEPENDENCY_BYTES) -> str | None:
@@ -168,12 +174,14 @@ class ProjectFinder:
         chain = self._ancestors(folder)
         project = next((info for _, info in chain if info.is_project), None)
         images = next((info for _, info in chain if info.images), None)
+        docker = next((info for _, info in chain if info.dockerfiles), None)
         root = next((path for path, info in chain if info.is_git_root), "")
-        return self._sources_of(project, images, root)
+        return self._sources_of(project, images, docker, root)
 
     @staticmethod
-    def _sources(project: _Folder | None, images: _Folder | None, root: str) -> ProjectContext:
-        """One project's framework sources."""
+    def _sources(project: _Folder | None, images: _Folder | None, docker: _Folder | None, root: str) -> ProjectContext:
+        """One project's framework sources, and the image its nearest Dockerfiles build when none of
+        them has a C compiler (a folder with several may run the code in any one of them)."""
         sources: dict[str, FrameworkSource] = {}
         for framework in FRAMEWORKS:
             requirements: list[tuple[str, str]] = []
@@ -182,7 +190,10 @@ class ProjectFinder:
                     requirements.extend((str(req), name) for req in framework_requirements(text, kind, framework))
             image, version = ("", "") if requirements or images is None else _image(images, framework)
             sources[framework] = FrameworkSource(tuple(requirements), image, version)
-        return ProjectContext(**sources, root=root)
+        compilerless = None
+        if docker is not None and len(docker.compilerless) == docker.dockerfiles:
+            compilerless = docker.compilerless[0]
+        return ProjectContext(**sources, root=root, compilerless=compilerless)
 
     def _ancestors(self, folder: str) -> list[tuple[str, _Folder]]:
         """The folder and those above it, up to and including the git root (or the top)."""
@@ -224,9 +235,13 @@ class ProjectFinder:
             if text is not None:
                 info.dependency_files.append((name, "pyproject" if name == "pyproject.toml" else "requirements", text))
         dockerfiles.sort(key=lambda n: (n.lower() != "dockerfile", n))
+        info.dockerfiles = len(dockerfiles)
         for name in dockerfiles:
             text = self._read(Path(folder, name))
             reference = base_image_reference(text) if text is not None else None
             if reference:
                 info.images.append(reference)
+            image = compilerless_image(text, display_path(Path(folder, name))) if text is not None else None
+            if image is not None:
+                info.compilerless.append(image)
         return info

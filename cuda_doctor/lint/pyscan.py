@@ -42,6 +42,7 @@ CUDA_INIT_CALLS = frozenset({
     "torch.cuda.Event", "torch.cuda.is_bf16_supported", "torch.cuda.FloatTensor", "torch.cuda.HalfTensor",
     "torch.cuda.LongTensor", "torch.cuda.IntTensor",
 })  # fmt: skip
+TORCH_COMPILE = "torch.compile"
 LOW_PRECISION = {"torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16"}
 FRAMEWORK_OF = {
     **dict.fromkeys(("torch", "lightning", "pytorch_lightning", "accelerate"), "torch"),
@@ -132,6 +133,7 @@ class Scan:
     functions: dict[str, ast.AST] = field(default_factory=dict)
     function_calls: dict[int, set[str]] = field(default_factory=dict)  # function id → names it calls
     called: dict[int, ast.Call] = field(default_factory=dict)  # func node id → its call (TF fixes)
+    compiles: list[tuple[ast.AST, str]] = field(default_factory=list)  # torch.compile with inductor: node, as written
 
     def resolve(self, name: str) -> str:
         head, _, rest = name.partition(".")
@@ -326,6 +328,9 @@ class Scanner:
         self.scan.functions[node.name] = node
         for decorator in node.decorator_list:
             self.expr(decorator, ctx)
+            name = dotted(decorator)  # ``@torch.compile`` (a call, ``@torch.compile(...)``, is seen as one)
+            if name and self._imported(name) and self.scan.resolve(name) == TORCH_COMPILE:
+                self.scan.compiles.append((decorator, _written(f"@{name}", name)))
         args = node.args
         annotation = replace(ctx, annotation=True)
         for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
@@ -396,6 +401,11 @@ class Scanner:
         if gated or (previous is not None and previous != target and name not in ("torch", "tf", "jax")):
             scan.gated_aliases.add(name)
         scan.aliases[name] = target
+
+    def _imported(self, name: str) -> bool:
+        """Whether a dotted name's head is bound by an import (or is a module name used as written)."""
+        head = name.partition(".")[0]
+        return head in self.scan.aliases or head in IMPLICIT_HEADS
 
     def _chain(self, node: ast.AST, gates: Gates, ctx: Ctx) -> ast.AST | None:
         """A dotted name is a reference when an import binds its head (a name no import binds
@@ -511,6 +521,9 @@ class Scanner:
         scan = self.scan
         if qual in CUDA_INIT_CALLS:
             ctx.cuda.initialised = True
+        elif qual == TORCH_COMPILE and _inductor(node):
+            name = dotted(node.func) or TORCH_COMPILE
+            scan.compiles.append((node, _written(f"{name}(…)", name)))
         elif qual == "os.putenv":
             self._environ_call(node, "putenv", ctx)
         if qual.startswith(AUTOCASTS):
@@ -547,6 +560,23 @@ def _note_framework(module: str, scan: Scan) -> None:
         scan.frameworks.add(FRAMEWORK_OF[top])
     if top in ("deepspeed", "accelerate", "lightning", "pytorch_lightning"):
         scan.frameworks.add(top)
+
+
+def _written(text: str, name: str) -> str:
+    """How a torch.compile use reads in a message: ``tc(…)`` (torch.compile) under another name."""
+    return f"`{text}`" if name == TORCH_COMPILE else f"`{text}` (`{TORCH_COMPILE}`)"
+
+
+def _inductor(call: ast.Call) -> bool:
+    """torch.compile with its default backend, inductor (Triton kernels on a GPU, C++ on a CPU): another
+    backend (``"eager"``, ``"cudagraphs"``, a function, one from ``**kwargs``) builds nothing with a C
+    compiler, and ``disable=True`` compiles nothing."""
+    for item in call.keywords:
+        if item.arg is None or (item.arg == "backend" and const_str(item.value) != "inductor"):
+            return False
+        if item.arg == "disable" and type(item.value) is ast.Constant and item.value.value is True:
+            return False
+    return True
 
 
 def _launch_hit(node: ast.AST, command: str) -> Hit:

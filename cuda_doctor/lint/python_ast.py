@@ -86,6 +86,7 @@ def analyse(tree: ast.Module, context: ProjectContext, info: FileInfo) -> list[H
     hits.extend(_local_rank_hits(scan, info, bool(context.deepspeed.requirements)))
     if info.is_test:
         return hits
+    hits.extend(_compile_hits(scan, context))
     hits.extend(_amp_hits(scan, info))
     hits.extend(loader_hits(scan, b"from_pretrained" in info.data))
     hits.extend(_benchmark_hits(scan, info))
@@ -227,6 +228,27 @@ def _amp_hits(scan: Scan, info: FileInfo) -> list[Hit]:
     if scan.grad_scalers and dtypes and all(d == "bfloat16" for d in dtypes):
         hits += [Hit.make("CDL005", *position(s)) for s in scan.grad_scalers if keyword(s, "enabled") is None]
     return hits
+
+
+def _compile_hits(scan: Scan, context: ProjectContext) -> list[Hit]:
+    """The first torch.compile of a file whose project's image has no C compiler: one finding per file,
+    as the image is the one cause (and the one fix) of every call's failure."""
+    image = context.compilerless
+    if image is None or not scan.compiles:
+        return []
+    node, call = min(scan.compiles, key=lambda found: position(found[0]))
+    return [
+        Hit.make(
+            "CDL106",
+            *position(node),
+            call=call,
+            dockerfile=image.dockerfile,
+            from_line=image.line,
+            image=image.image,
+            flavour=image.flavour,
+            fix=image.fix,
+        )
+    ]
 
 
 def _benchmark_hits(scan: Scan, info: FileInfo) -> list[Hit]:

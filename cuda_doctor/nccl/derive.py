@@ -116,13 +116,18 @@ def on_nvswitch(facts: Facts) -> bool:
     links = facts.get("nccl.link_types")
     if not isinstance(links, dict) or not links:
         return False
-    matched = [_NVLINK.match(str(v)) for v in links.values()]
+    counts = _nvlinks_per_pair(links)
     gpus = {int(g) for pair in links for g in str(pair).split("-") if g.isdigit()}
-    if len(gpus) < 3 or not all(matched):
+    if len(gpus) < 3 or not counts:
         return False
-    per_pair = min(int(m.group(1)) for m in matched if m)
     most = _most_links(facts)
-    return most is not None and per_pair * (len(gpus) - 1) > most
+    return most is not None and min(counts) * (len(gpus) - 1) > most
+
+
+def _nvlinks_per_pair(links: dict[Any, Any]) -> list[int]:
+    """The NVLinks between each pair of GPUs in ``nvidia-smi topo -m`` ("NV18"); [] when a pair has none."""
+    matched = [_NVLINK.match(str(v)) for v in links.values()]
+    return [int(m.group(1)) for m in matched if m] if all(matched) else []
 
 
 def _most_links(facts: Facts) -> int | None:
@@ -157,15 +162,11 @@ def _expected(facts: Facts, table: dict[str, Any]) -> None:
         return
     out = "derived.nccl.expected_busbw_gbps"
     links = facts.get("nccl.link_types")
-    counts: list[int] = []
     if isinstance(links, dict) and links:
-        matched = [_NVLINK.match(str(v)) for v in links.values()]
-        if all(matched):
-            counts = [int(m.group(1)) for m in matched if m]
+        counts = _nvlinks_per_pair(links)
     else:
         active = [facts.get(indexed("nvlink", i, "active_links")) for i in facts.indices("nvlink")]
-        if active and all(isinstance(a, int) and a > 0 for a in active):
-            counts = [int(a) for a in active]
+        counts = [int(a) for a in active] if active and all(isinstance(a, int) and a > 0 for a in active) else []
     if counts:
         row = _nvlink_row(facts, table)
         if row is None:

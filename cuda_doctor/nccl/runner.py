@@ -66,17 +66,9 @@ def nvls_setting(base: Mapping[str, str]) -> str:
 
 
 def child_env(base: Mapping[str, str], rank: int, world_size: int, port: int) -> dict[str, str]:
-    env = {**NVLS_OFF, **base}
-    env.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        LOCAL_RANK=str(rank),
-        WORLD_SIZE=str(world_size),
-        LOCAL_WORLD_SIZE=str(world_size),
-        PYTHONUNBUFFERED="1",
-    )
-    return env
+    numbers = {"RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": world_size, "LOCAL_WORLD_SIZE": world_size}
+    rendezvous = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "PYTHONUNBUFFERED": "1"}
+    return {**NVLS_OFF, **base, **rendezvous, **{name: str(n) for name, n in numbers.items()}}
 
 
 def run_group(
@@ -114,7 +106,7 @@ def run_group(
     for rank, r in enumerate(ranks):
         result = _first(r, "result")
         if result is None:
-            error = f"rank {rank} exited without a result" + _last_line(r)
+            error = f"rank {rank} exited without a result" + children.last_line(r.stderr)
             return GroupResult("failed", error, world_size, seconds=seconds)
         results.append({k: v for k, v in result.items() if k != "event"})
     return GroupResult("ok", None, world_size, tuple(results), seconds)
@@ -144,18 +136,13 @@ def _first(rank: CommandResult, event: str) -> dict[str, Any] | None:
     return next((e for e in parse_events(rank.stdout) if e.get("event") == event), None)
 
 
-def _last_line(rank: CommandResult) -> str:
-    lines = [ln.strip() for ln in rank.stderr.splitlines() if ln.strip()]
-    return f": {children.excerpt(lines[-1])}" if lines else ""
-
-
 def _failure_message(rank: int, result: CommandResult, python: str) -> str:
     if result.returncode is None:
         return f"cannot start rank {rank} with {python}: {result.error}"
     error = _first(result, "error")
     if error is not None:
         return f"rank {rank}: {error.get('error')}"
-    return f"rank {rank} exited with status {result.returncode}" + _last_line(result)
+    return f"rank {rank} exited with status {result.returncode}" + children.last_line(result.stderr)
 
 
 def _timeout_message(ranks: Sequence[CommandResult], timeout: float) -> str:

@@ -3,6 +3,7 @@ only the commands write it.  One package or module per report type; what they sh
 
 from __future__ import annotations
 
+import json
 import re
 
 #: Characters a terminal acts on instead of showing: C0 (ESC, BEL), DEL, C1 (0x9b is a one-byte
@@ -20,9 +21,8 @@ _ESCAPES = {code: _escape(code) for code in _CONTROLS}
 
 
 def printable(text: object, *, ascii_only: bool = False) -> str:
-    """``text`` with every control character written as a visible escape (``\\x1b``, a newline
-    too), so that a string from outside is shown and never acted on.  ``ascii_only`` escapes
-    everything outside printable ASCII as well (the one-line format)."""
+    """``text`` with every control character (a newline too) shown as an escape, never acted on;
+    ``ascii_only`` escapes everything outside printable ASCII as well (the one-line format)."""
     if ascii_only:
         return re.sub("[^\\x20-\\x7e]", lambda match: _escape(ord(match.group())), str(text))
     return str(text).translate(_ESCAPES)
@@ -37,8 +37,7 @@ _MD_ESCAPES = {
 
 
 def md_text(text: object) -> str:
-    """A string from outside (a host name, a GPU name, a variable, a message that quotes one) as
-    Markdown that shows it and does nothing else: no tag, link, mention or emphasis."""
+    """A string from outside as Markdown that shows it and does nothing else: no tag, link, mention or emphasis."""
     return printable(text).translate(_MD_ESCAPES).replace("://", "&#58;//")  # no autolink either
 
 
@@ -59,11 +58,15 @@ class Markup(str):
 
 
 def md_cell(text: object) -> str:
-    """Text that stays inside one Markdown table cell: ``Markup`` as it is, anything else escaped
-    as ``md_text``."""
+    """Text kept inside one Markdown table cell: ``Markup`` as it is, anything else through ``md_text``."""
     if isinstance(text, Markup):
         return printable(text.replace("|", "\\|").replace("\n", " "))
     return md_text(str(text).replace("\n", " "))
+
+
+def value_text(value: object) -> str:
+    """A fact's value as shown: a string as it is, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
 def count(n: int, one: str, many: str | None = None) -> str:

@@ -4,7 +4,6 @@ schema with no results, so that ``check --facts FILE`` can judge it later."""
 from __future__ import annotations
 
 import io
-import json
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -12,7 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from cuda_doctor.core.facts import Facts
-from cuda_doctor.report import printable
+from cuda_doctor.report import printable, value_text
+from cuda_doctor.report.check.json import render_json
 
 if TYPE_CHECKING:
     from cuda_doctor.core.checkreport import Report
@@ -30,9 +30,7 @@ def render_facts_text(facts: Facts, color: bool) -> str:
     table.add_column("value")
     for name in sorted(set(facts.values) | set(facts.unknown)):
         if name in facts.values:
-            value = facts.values[name]
-            shown = value if isinstance(value, str) else json.dumps(value, default=str)
-            table.add_row(printable(name), printable(shown))
+            table.add_row(printable(name), printable(value_text(facts.values[name])))
         else:
             table.add_row(printable(name), Text(printable(f"unknown: {facts.unknown[name]}"), style="magenta"))
     console.print(table)
@@ -43,6 +41,4 @@ def render(report: Report, fmt: str, *, color: bool, indent: bool) -> str:
     """``color``: the text goes to a terminal; ``indent``: a person reads the JSON (a terminal or a file)."""
     if fmt == "text":
         return render_facts_text(report.facts, color)
-    from cuda_doctor.report.check.json import render_json
-
     return render_json(report, indent=2 if indent else None)

@@ -112,8 +112,7 @@ def render_reference(rules: Sequence[Rule]) -> str:
         printable(f"| [{rule.id}](#{rule.id.lower()}) | {rule.severity.value} | {rule.category} | {rule.title} |")
         for rule in rules
     ]
-    lines.append("")
-    return "\n".join(lines) + "\n" + "".join(render_rule_markdown(r) for r in rules)
+    return "\n".join(lines) + "\n\n" + "".join(render_rule_markdown(r) for r in rules)
 
 
 FORMATS: dict[str, Callable[[Sequence[Rule], Mapping[str, str]], str]] = {

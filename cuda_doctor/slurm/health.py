@@ -1,8 +1,6 @@
-"""The fast check as Slurm's health check and prolog: run it, then drain or undrain the node.
-
-The check runs as a child killed at a budget, so a wedged driver holds up slurmd no longer than
-that.  Its exit status is the verdict; its one line is the drain reason.
-"""
+"""The fast check as Slurm's health check and prolog: run it, then drain or undrain the node.  The
+check is a child killed at a budget (a wedged driver holds up slurmd no longer); its exit status is
+the verdict, its one line the drain reason."""
 
 from __future__ import annotations
 
@@ -60,10 +58,10 @@ def run_check(check_args: Sequence[str], budget: float, env: Mapping[str, str] |
 def decide(outcome: Outcome, node: NodeState) -> Action:
     """FAIL drains, unless another reason's drain is there (never taken over); OK undrains only
     cuda-doctor's drain; no verdict leaves the node as it is."""
+    other = clean(f"drained for another reason ({node.reason or 'none given'}): left alone")
     if outcome.verdict == "FAIL":
         if node.drained and not node.drained_by_us:
-            why = f"already drained for another reason ({node.reason or 'none given'}): left alone"
-            return Action("none", clean(why))
+            return Action("none", f"already {other}")
         reason = REASON_PREFIX + outcome.line
         if node.drained and node.reason == reason:
             return Action("none", "already drained for this")
@@ -72,7 +70,7 @@ def decide(outcome: Outcome, node: NodeState) -> Action:
         if node.drained_by_us:
             return Action("undrain", "undrained (cuda-doctor had drained it)")
         if node.drained:
-            return Action("none", clean(f"drained for another reason ({node.reason or 'none given'}): left alone"))
+            return Action("none", other)
         return Action("none", "nothing to do")
     return Action("none", "no verdict: node state left as it is")
 

@@ -1,7 +1,5 @@
-"""One Slurm node's state, and draining or undraining it, through ``sinfo`` and ``scontrol``.
-
-Every call is time-bounded and never raises: a failure comes back as a sentence.
-"""
+"""One Slurm node's state, and draining or undraining it, through ``sinfo`` and ``scontrol``; every
+call is time-bounded and never raises: a failure comes back as a sentence."""
 
 from __future__ import annotations
 

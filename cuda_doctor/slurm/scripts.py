@@ -1,6 +1,5 @@
 """The programs slurm.conf names (paths, run with no arguments and no PATH): shell scripts that
-run this installation's interpreter on ``cuda-doctor slurm …``.
-"""
+run this installation's interpreter on ``cuda-doctor slurm …``."""
 
 from __future__ import annotations
 

@@ -4,7 +4,10 @@ link and clocks are read while the GPU is busy.  CONFIG: ``{"size": 4096, "ours"
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
+import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -35,6 +38,20 @@ BUSY_READINGS = {
     "temperature_c": "nvmlDeviceGetTemperature",
 }
 WATTS = {"power_mw": "power_w_under_load", "limit_mw": "power_limit_w", "default_mw": "power_default_limit_w"}
+#: The Triton kernel of the compile step: Triton reads a kernel's source from its file, which a
+#: ``python -c`` child has not, so it is written to one in the step's own cache folder.
+TRITON_KERNEL = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add(x, y, out, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out + offsets, tl.load(x + offsets, mask=mask) + tl.load(y + offsets, mask=mask), mask=mask)
+"""
+COMPILE_ELEMENTS = 1 << 16
 
 
 class Nvml:
@@ -123,11 +140,12 @@ class PlainSGD:
 class Gpu:
     """The steps for one CUDA ordinal; results and errors go into ``self.out``."""
 
-    def __init__(self, torch: Any, index: int, nvml: Nvml, size: int) -> None:
+    def __init__(self, torch: Any, index: int, nvml: Nvml, size: int, compile_dir: str | None = None) -> None:
         self.torch = torch
         self.index = index
         self.nvml = nvml
         self.size = size
+        self.compile_dir = compile_dir
         self.device = torch.device("cuda", index)
         self.out: dict[str, Any] = {"index": index, "errors": [], "step_seconds": {}}
         self.handle: Any = None
@@ -283,6 +301,45 @@ class Gpu:
         self.out["conv_rel_err"] = error
         self.out["conv_ok"] = error <= CONV_TOLERANCE
 
+    def compile_step(self) -> None:
+        """A Triton kernel and a torch.compile'd function, each checked against torch's own
+        result.  Kept apart from the other steps' errors: a missing compiler is not a broken GPU."""
+        torch = self.torch
+        x = torch.rand(COMPILE_ELEMENTS, device=self.device)
+        y = torch.rand(COMPILE_ELEMENTS, device=self.device)
+        for key, action in (
+            ("triton_compile", lambda: self.triton_add(x, y)),
+            ("torch_compile", lambda: self.compiled(x)),
+        ):
+            step(f"{key.replace('_', ' ')} on GPU {self.index}")
+            started = time.perf_counter()
+            try:
+                self.out[key] = "ok" if action() else "wrong result"
+            except Exception as exc:  # Triton's or Inductor's own error text is the finding
+                self.out[key] = error_text(exc)
+            self.out["step_seconds"][key] = round(time.perf_counter() - started, 3)
+
+    def triton_add(self, x: Any, y: Any) -> bool:
+        assert self.compile_dir is not None
+        source = os.path.join(self.compile_dir, "cuda_doctor_triton_add.py")
+        with open(source, "w", encoding="utf-8") as handle:
+            handle.write(TRITON_KERNEL)
+        spec = importlib.util.spec_from_file_location("cuda_doctor_triton_add", source)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        out = self.torch.empty_like(x)
+        module.add[(COMPILE_ELEMENTS // 1024,)](x, y, out, COMPILE_ELEMENTS, BLOCK=1024)
+        self.sync()
+        return bool(self.torch.equal(out, x + y))
+
+    def compiled(self, x: Any) -> bool:
+        torch = self.torch
+        function = torch.compile(lambda t: torch.sin(t) * 2 + t)
+        result = function(x)
+        self.sync()
+        return bool(torch.allclose(result, torch.sin(x) * 2 + x, rtol=1e-5, atol=1e-5))
+
     def run(self) -> dict[str, Any]:
         torch = self.torch
         if not self.attempt("allocate", self.allocate):
@@ -299,6 +356,8 @@ class Gpu:
         self.attempt("launch latency", self.launch)
         self.attempt("amp step", self.amp_step)
         self.attempt("conv2d cudnn", self.conv)
+        if self.compile_dir is not None:
+            self.compile_step()
         checks = [self.out[f"{d}_ok"] for d in ("fp32", "fp16", "bf16") if f"{d}_ok" in self.out]
         self.out["matmul_ok"] = bool(checks) and all(checks)
         step(f"release GPU {self.index}")
@@ -340,10 +399,22 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         return result
     nvml = Nvml(config.get("ours") or ())
     size = int(config.get("size", 4096))
-    for index in range(count):
-        device = Gpu(torch, index, nvml, size).run()
-        emit({"device": device})  # kept by the parent even if a later GPU hangs
-        result["devices"].append(device)
+    # the compile step's own caches: the user's are neither trusted nor filled (docs/compile.md)
+    compile_dir = tempfile.mkdtemp(prefix="cuda-doctor-compile-") if config.get("compile", True) else None
+    if compile_dir is not None:
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(compile_dir, "triton")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(compile_dir, "inductor")
+    try:
+        for index in range(count):
+            device = Gpu(torch, index, nvml, size, compile_dir).run()
+            emit({"device": device})  # kept by the parent even if a later GPU hangs
+            result["devices"].append(device)
+    finally:
+        if compile_dir is not None:
+            try:
+                shutil.rmtree(compile_dir)
+            except OSError as exc:
+                result["compile_dir_left"] = f"{compile_dir}: {exc}"
     if nvml.error:  # NVML's own failure, else the last GPU it did not know
         result["nvml_error"] = nvml.error
     errors = [e for device in result["devices"] for e in device["errors"]]

@@ -41,6 +41,8 @@ UNDER_LOAD = (
 )
 #: Plain values copied as they are when the child reported them.
 COPIED = (
+    "triton_compile",
+    "torch_compile",
     "name",
     "capability",
     "uuid",

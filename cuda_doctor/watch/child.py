@@ -1,7 +1,5 @@
-"""Run the user's command as a child: its stdio untouched, signals forwarded, its exit code kept.
-
-Not through ``process.run_command``: its output must reach the terminal as is, with no time limit.
-"""
+"""Run the user's command as a child: its stdio untouched, signals forwarded, its exit code kept (not
+through ``process.run_command``: its output must reach the terminal as is, with no time limit)."""
 
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ from types import FrameType
 
 from cuda_doctor.base import process
 
-EXIT_NOT_FOUND = 127  # as a POSIX shell reports it
+EXIT_NOT_FOUND = 127  # as a POSIX shell reports it (also cuda-doctor exec's)
 EXIT_CANNOT_EXECUTE = 126
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -84,11 +82,9 @@ class SignalForwarder:
             self._send(signum)
 
     def _send(self, signum: int) -> None:
-        proc = self._proc
-        if proc is None or proc.returncode is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):  # it may have just exited
-            proc.send_signal(signum)
+        if self._proc is not None and self._proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):  # it may have just exited
+                self._proc.send_signal(signum)
 
 
 @contextlib.contextmanager

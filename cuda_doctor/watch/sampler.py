@@ -1,8 +1,5 @@
-"""Sample NVML in a background thread while the command runs.
-
-NVML calls run on one worker thread under a time limit: a driver that stops answering ends
-sampling (with the reason), never the command.  Both threads are daemons, joined with a timeout.
-"""
+"""Sample NVML in a background thread while the command runs.  NVML calls run on one worker thread
+under a time limit: a driver that stops answering ends sampling (with the reason), never the command."""
 
 from __future__ import annotations
 
@@ -29,8 +26,7 @@ _CLOCK_EVENT_REASONS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGet
 def visible_indices(
     value: str | None, uuids: list[str | None], mig_parents: Mapping[str, int] | None = None
 ) -> tuple[list[int], str | None]:
-    """The NVML indices of the GPUs seen under CUDA_VISIBLE_DEVICES=value (a MIG instance's GPU for
-    the instance), and a note when that is not every GPU."""
+    """The NVML indices of the GPUs CUDA_VISIBLE_DEVICES=value shows (a MIG instance's GPU), and a note if not all."""
     found, gpus = visible_gpus(value, [u or "" for u in uuids], mig_parents)
     if None in gpus:
         return list(range(len(uuids))), (

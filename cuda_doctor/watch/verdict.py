@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cuda_doctor.watch.samples import GpuInfo, Sample, Series, reason_names
 
@@ -348,16 +348,15 @@ def analyse(series: Series, warmup_s: float | None = None) -> Analysis:
     judged = [g for g in in_scope if g.verdict.kind != "no_data"] or in_scope
     kinds = {g.verdict.kind for g in judged}
     if len(kinds) == 1 and len(judged) > 1:
-        first = judged[0].verdict
         evidence = tuple(f"GPU {g.index}: {e}" for g in judged for e in g.verdict.evidence[:2])
-        headline = Diagnosis(first.kind, first.title, evidence, first.fixes)
+        headline = replace(judged[0].verdict, evidence=evidence)
     else:
         # GPUs disagree: the least busy one holds the others back.
         slowest = min(
             judged, key=lambda g: g.steady.mean_sm_util if g.steady and g.steady.mean_sm_util is not None else 101
         )
-        v = slowest.verdict
-        headline = Diagnosis(v.kind, v.title, tuple(f"GPU {slowest.index}: {e}" for e in v.evidence), v.fixes)
+        evidence = tuple(f"GPU {slowest.index}: {e}" for e in slowest.verdict.evidence)
+        headline = replace(slowest.verdict, evidence=evidence)
         if len(judged) > 1:
             notes.append("the GPUs disagree: " + ", ".join(f"GPU {g.index} {g.verdict.kind}" for g in judged))
     return Analysis(headline, gpus, tuple(notes))

@@ -180,7 +180,20 @@ def test_names_and_values_that_are_not_utf8_are_written_not_lost(tmp_path: Path)
     env_bytes = {k.encode(): v.encode() for k, v in env.items()} | {b"CUDA_VISIBLE_DEVICES": b"\xff"}
     target = os.fsdecode(bytes(tmp_path) + b"/\xfe.json")
     script = Path(sys.executable).parent / "cuda-doctor"
-    for argv in (["facts", "-o", target], ["watch", "-o", target, "--", "true", os.fsdecode(b"\xfd")]):
+    code = tmp_path / "code"
+    code.mkdir()
+    Path(os.fsdecode(bytes(code) + b"/\xfb.py")).write_text("import torch\ntorch.cuda.amp.GradScaler()\n")
+    nodes = tmp_path / "nodes"
+    nodes.mkdir()
+    report = json.dumps({"facts": json.loads(H200_FACTS.read_text(encoding="utf-8")), "host": os.fsdecode(b"n\xfa")})
+    Path(os.fsdecode(bytes(nodes) + b"/\xfc.json")).write_text(report)
+    runs = (
+        ["facts", "-o", target],
+        ["watch", "-o", target, "--", "true", os.fsdecode(b"\xfd")],
+        ["lint", "-o", target, str(code)],
+        ["fleet", "-o", target, str(nodes)],
+    )
+    for argv in runs:
         proc = subprocess.run([str(script), *argv], env=env_bytes, capture_output=True, timeout=180)  # type: ignore[arg-type]
         assert proc.returncode in (0, 1), proc.stderr
         assert b"internal error" not in proc.stderr
@@ -248,3 +261,16 @@ def test_sarif_uris_and_annotations_carry_any_file_name_safely(tmp_path: Path) -
     github = run_doctor(["lint", "--format", "github", "."], cwd=repo).stdout
     assert "\x1b" not in github and "\x07" not in github
     assert len(github.splitlines()) == 3  # one annotation each: no name forged a line
+
+
+def test_cache_entries_of_the_wrong_shape_are_read_again_not_a_crash(tmp_path: Path) -> None:
+    import marshal
+
+    env = {**os.environ, "CUDA_DOCTOR_DISABLE_NVML": "1", "PATH": "/usr/bin:/bin", "XDG_CACHE_HOME": str(tmp_path)}
+    first = run_doctor(["check", "--fast", "--format", "json"], cwd=tmp_path, env=env)
+    (cache,) = (tmp_path / "cuda-doctor").glob("toml-*.marshal")
+    entries = marshal.loads(cache.read_bytes())
+    cache.write_bytes(marshal.dumps({key: {**entry, "data": ["not", "a", "table"]} for key, entry in entries.items()}))
+    again = run_doctor(["check", "--fast", "--format", "json"], cwd=tmp_path, env=env)
+    assert again.returncode == first.returncode and "Traceback" not in again.stderr
+    assert len(json.loads(again.stdout)["results"]) == len(json.loads(first.stdout)["results"])

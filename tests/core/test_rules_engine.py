@@ -317,3 +317,45 @@ def test_one_renderer_for_facts_and_captures() -> None:
     facts.mark_unknown("gpu.gone", "NVML timed out")
     assert render_template("{gpu.gone}", values) == "unknown (NVML timed out)"
     assert render_template("`{name}` {detail}", {"name": "x"}.get) == "`x` unknown"
+
+
+def test_rules_left_when_the_judging_deadline_passes_are_errors_saying_so() -> None:
+    rules = load_rules()
+    results = judge(rules, Facts(), seconds=0.0)
+    env = [rule for rule in rules if rule.kind == "env"]
+    assert len(results) >= len(env)
+    assert all(
+        r.status is Status.ERROR and r.message.startswith("not judged: judging took more than 0 s") for r in results
+    )
+
+
+def test_without_re2_the_shipped_rules_load_and_a_repository_pattern_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from cuda_doctor.core import rules as engine
+
+    monkeypatch.setitem(sys.modules, "re2", None)  # an installation without google-re2
+    engine.linear_regex.cache_clear()
+    engine.has_re2.cache_clear()
+    try:
+        assert any(rule.id == "CD213" for rule in load_rules())  # its patterns are compiled by re
+        own = tmp_path / "XYZ001.toml"
+        text = [
+            'id = "XYZ001"',
+            'title = "t"',
+            'category = "environment"',
+            'severity = "error"',
+            'rationale = "r"',
+            'links = ["https://example.invalid/"]',
+            "[[outcome]]",
+            'when = { fact = "a", matches = "b" }',
+            'message = "m"',
+        ]
+        own.write_text("\n".join(text) + "\n")
+        with pytest.raises(RuleFileError, match="needs google-re2"):
+            load_rule_file(own)
+    finally:
+        engine.linear_regex.cache_clear()
+        engine.has_re2.cache_clear()

@@ -73,7 +73,7 @@ def test_configured_entries_of_the_other_kind_do_not_filter() -> None:
     env = [rule for rule in rules if rule.kind == "env"]
     lint = [rule for rule in rules if rule.kind == "lint"]
     assert selected_ids(env, ["CDL001"], []) == {rule.id for rule in env}
-    assert selected_ids(lint, ["CD1", "CDL1"], ["CDL104"]) == {"CDL101", "CDL102", "CDL103", "CDL105"}
+    assert selected_ids(lint, ["CD1", "CDL1"], ["CDL104"]) == {"CDL101", "CDL102", "CDL103", "CDL105", "CDL106"}
     results = judge(rules, Facts({}), select=["CDL"])
     assert results and all(r.message not in DESELECTED for r in results)
     assert all(r.status is Status.SKIPPED for r in judge(rules, Facts({}), select=["CD101"]) if r.rule_id != "CD101")

@@ -148,8 +148,8 @@ def test_an_interpreter_that_never_starts_is_not_given_a_smoke_run(fake_nvidia_s
     )
     assert time.monotonic() - started < 120
     assert "the smoke run was skipped" in proc.stdout, proc.stdout
-    # the framework probe's start and the JAX probe's, and no smoke children
-    assert log.read_text().count("started") == 2
+    # the framework probe's start, the JAX probe's and the compile toolchain probe's, and no smoke children
+    assert log.read_text().count("started") == 3
 
 
 def test_an_interpreter_that_quotes_the_probe_is_cut(fake_nvidia_smi: Any, tmp_path: Path) -> None:

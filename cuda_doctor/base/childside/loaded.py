@@ -41,18 +41,20 @@ def cuda_library_key(path: str) -> str | None:
     return match.group(1) if match else None
 
 
+def dotted_version(code: int, major_step: int) -> str:
+    """major*major_step+minor*100+patch as "major.minor.patch"."""
+    major, rest = divmod(code, major_step)
+    return f"{major}.{rest // 100}.{rest % 100}"
+
+
 def decode_cudnn(code: int) -> str:
     """cuDNN's version number: major*10000+minor*100+patch from 9.0 on, major*1000+… before."""
-    major, rest = divmod(code, 10000) if code >= 90000 else divmod(code, 1000)
-    minor, patch = divmod(rest, 100)
-    return f"{major}.{minor}.{patch}"
+    return dotted_version(code, 10000 if code >= 90000 else 1000)
 
 
 def decode_nccl(code: int) -> str:
     """NCCL_VERSION_CODE: major*10000+minor*100+patch from 2.9 on, major*1000+… before."""
-    major, rest = divmod(code, 10000) if code >= 10000 else divmod(code, 1000)
-    minor, patch = divmod(rest, 100)
-    return f"{major}.{minor}.{patch}"
+    return dotted_version(code, 10000 if code >= 10000 else 1000)
 
 
 def decode_cudart(code: int) -> str:

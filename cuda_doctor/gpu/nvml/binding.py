@@ -156,9 +156,7 @@ def describe(exc: BaseException) -> str:
 
 def text(value: object) -> str:
     """Older bindings return ``bytes`` for names and UUIDs, newer ones ``str``."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 class Refusal(NamedTuple):

@@ -1,10 +1,6 @@
-"""Critical Xid events that NVML delivers while cuda-doctor listens: a GPU that faults under the
-smoke run's or a watched command's load is named with its Xid.
-
-NVML delivers them without root, but only for events that happen while registered
-(``nvmlEventTypeXidCriticalError``).  The whole conversation runs on its own daemon thread,
-waiting in short steps, and is abandoned if the driver stops answering.
-"""
+"""Critical Xid events that NVML delivers while cuda-doctor listens (without root, but only those
+that happen while registered), so that a GPU that faults under load is named with its Xid.  The
+conversation runs on its own daemon thread, waiting in short steps, abandoned if the driver hangs."""
 
 from __future__ import annotations
 

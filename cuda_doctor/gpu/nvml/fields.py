@@ -1,7 +1,5 @@
-"""The NVML field values the GPU probe asks in batches, one ``nvmlDeviceGetFieldValues`` round
-trip each.  Ids are nvml.h's ``NVML_FI_DEV_*`` numbers: stable, and newer fields get larger ones.
-Each field has an older function with the same value, asked when the field is not answered.
-It imports nothing, so that the early opener, before ``pynvml`` is imported, asks the same."""
+"""NVML field values asked in batches (one ``nvmlDeviceGetFieldValues`` round trip each) by nvml.h's
+``NVML_FI_DEV_*`` ids, newer fields with larger ones; a field not answered is asked by its older function."""
 
 from __future__ import annotations
 

@@ -57,17 +57,6 @@ def mark_failed(facts: Facts, status: str, error: str, source: str) -> None:
     facts.mark_all_unknown((*SYSTEM_FACTS, "gpu"), error)
 
 
-def recovery_action(facts: Facts, index: int, code: object, reason: str | None) -> None:
-    """``gpu[i].recovery_action`` and its label from NVML's number; unknown with ``reason`` when
-    the driver did not answer (it must never read as "none")."""
-    names = (indexed("gpu", index, "recovery_action"), indexed("gpu", index, "recovery_action_label"))
-    if not isinstance(code, int) or isinstance(code, bool):
-        facts.mark_all_unknown(names, reason or "the driver reported no GPU recovery action")
-        return
-    facts.set(names[0], RECOVERY_ACTIONS.get(code, "other"))
-    facts.set(names[1], f"{RECOVERY_ACTIONS.get(code, 'action')} ({code})")
-
-
 def nvml_failure(status: str, message: str) -> Facts:
     """The facts of an NVML conversation that failed: ``mark_failed`` plus NVML's own reason."""
     facts = Facts()
@@ -98,12 +87,10 @@ def read_facts(ctx: ProbeContext, nvml: Any) -> Facts:
         facts.mark_all_unknown(("gpu.count", "gpu"), message)
         return facts
     facts.set("gpu.count", count)
+    facts.set("driver.status", "ok" if count else "no_gpu")
+    facts.set("driver.error", None if count else "NVML reports no NVIDIA GPU")
     if count == 0:
-        facts.set("driver.status", "no_gpu")
-        facts.set("driver.error", "NVML reports no NVIDIA GPU")
         return facts
-    facts.set("driver.status", "ok")
-    facts.set("driver.error", None)
     if count == 1:
         _read_gpu(ctx, nvml, reader, 0)
         return facts
@@ -178,7 +165,7 @@ def _read_gpu(ctx: ProbeContext, nvml: Any, reader: _Reader, index: int) -> None
     # the newest field the driver answered (-1: none), for ``fields.gpu_lacks``
     newest = max((f for f, answer in answers.items() if not isinstance(answer, Refusal)), default=-1)
     _read_memory_health(reader, index, handle, answers, newest)
-    _read_recovery_action(reader, index, answers[fields.GPU_RECOVERY_ACTION])
+    _read_recovery_action(facts, index, answers[fields.GPU_RECOVERY_ACTION])
     read("persistence_mode", ("nvmlDeviceGetPersistenceMode",), convert=bool)
     _read_mig_mode(reader, index, handle)
     if ctx.fast:
@@ -240,17 +227,20 @@ def _read_memory_health(reader: _Reader, index: int, handle: Any, answers: dict[
         facts.set(rows_failure, None if rows is None else bool(rows[3]))
 
 
-def _read_recovery_action(reader: _Reader, index: int, answer: Any) -> None:
-    """A field value only: there is no nvmlDeviceGetGpuRecoveryAction."""
+def _read_recovery_action(facts: Facts, index: int, answer: Any) -> None:
+    """From its field value only (there is no nvmlDeviceGetGpuRecoveryAction); never "none" when unanswered."""
+    names = (indexed("gpu", index, "recovery_action"), indexed("gpu", index, "recovery_action_label"))
     if isinstance(answer, Refusal):
         why = (
             "the driver does not report a GPU recovery action (NVML field 230: not supported)"
             if answer.not_supported
             else f"the GPU recovery action could not be read: {answer.reason}"
         )
-        recovery_action(reader.facts, index, None, why)
+        facts.mark_all_unknown(names, why)
         return
-    recovery_action(reader.facts, index, int(answer), None)
+    code = int(answer)
+    facts.set(names[0], RECOVERY_ACTIONS.get(code, "other"))
+    facts.set(names[1], f"{RECOVERY_ACTIONS.get(code, 'action')} ({code})")
 
 
 def _read_mig_mode(reader: _Reader, index: int, handle: Any) -> None:
@@ -292,18 +282,11 @@ def _watts(milliwatts: Any) -> float:
 def _process(ctx: ProbeContext, proc: Any) -> dict[str, Any]:
     pid = int(proc.pid)
     used = getattr(proc, "usedGpuMemory", None)
-    return {
-        "pid": pid,
-        "name": _process_name(ctx, pid),
-        "used_mib": None if used is None else round(int(used) / MIB, 1),
-    }
-
-
-def _process_name(ctx: ProbeContext, pid: int) -> str | None:
     try:
-        return ctx.file(f"/proc/{pid}/comm").read_text(errors="replace").strip() or None
+        name = ctx.file(f"/proc/{pid}/comm").read_text(errors="replace").strip() or None
     except OSError:  # another PID namespace (container) or no permission
-        return None
+        name = None
+    return {"pid": pid, "name": name, "used_mib": None if used is None else round(int(used) / MIB, 1)}
 
 
 #: What ``_Reader.call`` returns for a call whose failure is already recorded.

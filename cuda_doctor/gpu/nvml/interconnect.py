@@ -1,7 +1,6 @@
-"""A GPU's links to other GPUs, read from an open NVML: ``gpu[i].fabric_state`` and
-``fabric_status`` (its NVSwitch fabric registration; null where not reported), and
-``gpu[i].nvlink_count``, ``nvlink_states`` and ``nvlink_errors`` (the links with a non-zero
-replay, recovery or CRC counter; null when the GPU keeps none of these counters)."""
+"""A GPU's links to other GPUs, read from an open NVML: ``gpu[i].fabric_state`` and ``fabric_status``
+(its NVSwitch fabric registration), ``nvlink_count``, ``nvlink_states`` and ``nvlink_errors`` (the
+links with a non-zero replay, recovery or CRC counter; null when the GPU keeps none of these)."""
 
 from __future__ import annotations
 
@@ -27,7 +26,6 @@ COUNTERS: dict[str, tuple[int, tuple[int, ...]]] = {
 _MAX_LINKS = 64
 
 
-# -- fabric ------------------------------------------------------------------------------------
 def read_fabric(nvml: Any, facts: Facts, index: int, handle: Any) -> None:
     state_name, status_name = indexed("gpu", index, "fabric_state"), indexed("gpu", index, "fabric_status")
     answer = fabric_info(nvml, handle)
@@ -77,10 +75,8 @@ def status_text(nvml: Any, code: int) -> str:
     return f"{binding.error_text(nvml, code)} ({code})"
 
 
-# -- NVLink ------------------------------------------------------------------------------------
 def read_nvlinks(nvml: Any, facts: Facts, index: int, handle: Any, count_answer: Any, newest: int = -1) -> None:
-    """The NVLink facts of one GPU from its NVLINK_LINK_COUNT field value and the newest field
-    the driver answered for it (-1: none)."""
+    """The NVLink facts of one GPU from its NVLINK_LINK_COUNT field value (``newest``: see ``fields.gpu_lacks``)."""
     names = {key: indexed("gpu", index, f"nvlink_{key}") for key in ("count", "states", "errors")}
     states: dict[int, str] = {}
     if isinstance(count_answer, int) and not isinstance(count_answer, bool):

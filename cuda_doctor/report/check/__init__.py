@@ -1,5 +1,5 @@
-"""The check report (``check``, ``smoke``, ``exec``): format name → the module that renders it,
-imported only when asked for.  ``terminal``: text gets colour and JSON is indented."""
+"""The check report (``check``, ``smoke``, ``exec``): format name → the module that renders it, imported when
+asked for (``oneline`` also decides the exit status).  ``terminal``: text gets colour and JSON is indented."""
 
 from __future__ import annotations
 
@@ -9,12 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from cuda_doctor.core.checkreport import Report
 
-FORMATS = {
-    "text": "cuda_doctor.report.check.text",
-    "json": "cuda_doctor.report.check.json",
-    "markdown": "cuda_doctor.report.check.markdown",
-    "oneline": "cuda_doctor.report.check.oneline",  # also decides the exit status: see judge_oneline
-}
+FORMATS = {fmt: f"cuda_doctor.report.check.{fmt}" for fmt in ("text", "json", "markdown", "oneline")}
 
 
 def render(report: Report, fmt: str, verbose: bool = False, terminal: bool = False, fail_on: str = "error") -> str:

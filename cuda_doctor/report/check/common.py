@@ -16,33 +16,26 @@ if TYPE_CHECKING:
 
 #: Each status's mark and its style on a terminal.
 _LOOKS = {
-    Status.PASS: ("✓", "green"),
-    Status.FAIL: ("✗", "bold red"),
-    Status.WARN: ("!", "yellow"),
-    Status.INFO: ("i", "cyan"),
-    Status.UNKNOWN: ("?", "magenta"),
-    Status.SKIPPED: ("-", "dim"),
+    Status.PASS: ("✓", "green"), Status.FAIL: ("✗", "bold red"), Status.WARN: ("!", "yellow"),
+    Status.INFO: ("i", "cyan"), Status.UNKNOWN: ("?", "magenta"), Status.SKIPPED: ("-", "dim"),
     Status.ERROR: ("✗", "bold red"),
-}
+}  # fmt: skip
 MARKS = {status: mark for status, (mark, _) in _LOOKS.items()}
 STYLES = {status: style for status, (_, style) in _LOOKS.items()}
 #: Worst first, for ordering and a category's headline mark.
 ORDER = [Status.ERROR, Status.FAIL, Status.WARN, Status.UNKNOWN, Status.INFO, Status.PASS, Status.SKIPPED]
 #: Categories in the order they are shown, with their titles.
 CATEGORY_TITLES = {
-    "driver": "NVIDIA driver",
-    "gpu": "GPUs",
-    "framework": "Framework build",
-    "libraries": "CUDA libraries and extensions",
-    "container": "Container",
-    "environment": "Environment",
-    "health": "GPU health",
-    "smoke": "GPU smoke run",
-    "performance": "Performance",
-    "multi-gpu": "Multi-GPU",
-    "docker": "Docker",
-    "toolkit": "System CUDA toolkit",
-}
+    "driver": "NVIDIA driver", "gpu": "GPUs", "framework": "Framework build",
+    "libraries": "CUDA libraries and extensions", "container": "Container", "environment": "Environment",
+    "health": "GPU health", "smoke": "GPU smoke run", "performance": "Performance", "multi-gpu": "Multi-GPU",
+    "docker": "Docker", "toolkit": "System CUDA toolkit",
+}  # fmt: skip
+#: The summary line's counts in order, each with its word ("failed" and "passed" even when 0).
+_COUNTED = (
+    (Status.FAIL, "failed"), (Status.ERROR, "rule error"), (Status.WARN, "warning"),
+    (Status.UNKNOWN, "could not check"), (Status.INFO, "info"), (Status.PASS, "passed"), (Status.SKIPPED, "skipped"),
+)  # fmt: skip
 
 
 def worst(results: Iterable[Result]) -> Status:
@@ -67,15 +60,7 @@ def summary_line(report: Report, fail_on: Severity) -> str:
     """The counts, then the verdict: what the exit status means, in words."""
     counts = report.counts()
     parts = []
-    for status, word in (
-        (Status.FAIL, "failed"),
-        (Status.ERROR, "rule error"),
-        (Status.WARN, "warning"),
-        (Status.UNKNOWN, "could not check"),
-        (Status.INFO, "info"),
-        (Status.PASS, "passed"),
-        (Status.SKIPPED, "skipped"),
-    ):
+    for status, word in _COUNTED:
         n = counts.get(status.value, 0)
         if n or status in (Status.FAIL, Status.PASS):
             parts.append(count(n, word) if word in ("warning", "rule error") else f"{n} {word}")
@@ -84,8 +69,7 @@ def summary_line(report: Report, fail_on: Severity) -> str:
 
 
 def verdict(report: Report, exit_code: int, fail_on: Severity) -> str:
-    """ "ready to train" only when everything was checked and nothing failed: never when the
-    framework was not looked at (--fast, exec), some rules were deselected or some could not run."""
+    """ "ready to train" only when everything was checked (framework included) and nothing failed."""
     if exit_code == 1:
         return f"findings at or above '{fail_on.value}'"
     why = no_verdict(report.results)

@@ -17,4 +17,4 @@ def render(report: Report, *, verbose: bool = False, terminal: bool = False, fai
 
 
 def render_json(report: Report, fail_on: Severity = Severity.ERROR, indent: int | None = 2) -> str:
-    return json.dumps(report.to_dict(fail_on), indent=indent, sort_keys=False, default=str) + "\n"
+    return json.dumps(report.to_dict(fail_on), indent=indent, default=str) + "\n"

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from cuda_doctor import __version__
 from cuda_doctor.core.results import Severity, Status
-from cuda_doctor.report import md_cell, md_code, md_text, origin_note, printable
+from cuda_doctor.report import md_cell, md_code, md_text, origin_note, printable, value_text
 from cuda_doctor.report.check.common import CATEGORY_TITLES, MARKS, grouped, summary_line, visible
 
 if TYPE_CHECKING:
@@ -24,10 +23,6 @@ KEY_FACTS = (
 MD_MARKS = {**MARKS, Status.SKIPPED: "·", Status.WARN: "⚠", Status.INFO: "ℹ"}
 
 
-def _value(value: object) -> str:
-    return value if isinstance(value, str) else json.dumps(value, default=str)
-
-
 def render(report: Report, *, verbose: bool = False, terminal: bool = False, fail_on: Severity = Severity.ERROR) -> str:
     lines = [
         f"## cuda-doctor report: {md_text(report.host)}",
@@ -42,7 +37,7 @@ def render(report: Report, *, verbose: bool = False, terminal: bool = False, fai
         if name.startswith("jax.") and report.facts.get("jax.installed") is not True:
             continue  # JAX's rows only where it is installed
         if report.facts.has(name):
-            lines.append(f"| `{name}` | {md_cell(_value(report.facts.get(name)))} |")
+            lines.append(f"| `{name}` | {md_cell(value_text(report.facts.get(name)))} |")
         elif name in report.facts.unknown:
             lines.append(f"| `{name}` | unknown: {md_cell(report.facts.unknown[name])} |")
     lines.append("")

@@ -4,6 +4,7 @@ Built as (text, style) segments: coloured through rich on a terminal, plain text
 from __future__ import annotations
 
 import io
+import json
 from typing import TYPE_CHECKING
 
 from cuda_doctor.core.results import Result, Severity, Status
@@ -26,7 +27,6 @@ def render(
     fail_on: Severity = Severity.ERROR,
     width: int = 100,
 ) -> str:
-    """Coloured through rich on a terminal, plain text otherwise."""
     # every segment, ours or from outside (a variable's value), is shown with its controls escaped
     lines = [
         [(printable(text), style) for text, style in line]
@@ -58,8 +58,7 @@ def checklist_lines(report: Report, *, verbose: bool, fail_on: Severity) -> list
         lines.append([(f"[{MARKS[mark]}] ", STYLES[mark]), (title, "bold"), (tail, "dim")])
         for result, times in _collapsed(shown, verbose):
             lines.extend(_result_lines(result, verbose, times))
-    for problem in report.problems:
-        lines.append([(f"internal: {problem}", "red")])
+    lines += [[(f"internal: {problem}", "red")] for problem in report.problems]
     code = report.exit_code(fail_on)
     lines += [[], [(summary_line(report, fail_on), "bold red" if code else "bold green")]]
     return lines
@@ -111,13 +110,12 @@ def _jax(facts: Facts) -> str:
     if facts.has("jax.cuda_plugin_major") and not major:
         return f"{head} (CPU-only)"
     gpus = facts.get("jax.gpu_count")
-    seen = f", {gpus} GPU{'' if gpus == 1 else 's'}" if isinstance(gpus, int) else ""
+    seen = f", {count(gpus, 'GPU')}" if isinstance(gpus, int) else ""
     return f"{head} (CUDA {major}{seen})" if major else head
 
 
 def _collapsed(shown: list[Result], verbose: bool) -> list[tuple[Result, int]]:
-    """The section's results, with checks that could not run for the same reason said once and
-    counted (a machine without a driver would otherwise repeat it for every GPU check)."""
+    """The section's results; checks that could not run for the same reason are said once, counted."""
     if verbose:
         return [(result, 1) for result in shown]
     rows: dict[object, list[Result]] = {}  # in the order each row is first seen
@@ -144,9 +142,7 @@ def _result_lines(result: Result, verbose: bool, times: int) -> list[Line]:
         rule = f"        ({result.rule_id}: {result.title}"
         rule += f"; see {result.links[0]})" if result.links else ")"
         lines.append([(rule, "dim")])
-    if verbose and result.evidence:
-        import json  # evidence values are shown as JSON (null, true), as in the JSON report
-
+    if verbose:  # evidence values are shown as JSON (null, true), as in the JSON report
         for name, value in result.evidence.items():
             lines.append([(f"          {name} = {json.dumps(value, default=str, ensure_ascii=False)}", "dim")])
     return lines

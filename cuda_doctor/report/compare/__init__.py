@@ -10,11 +10,7 @@ if TYPE_CHECKING:
     from cuda_doctor.compare.diff import Diff
     from cuda_doctor.compare.fleet import Fleet
 
-FORMATS = {
-    "text": "cuda_doctor.report.compare.text",
-    "json": "cuda_doctor.report.compare.json",
-    "markdown": "cuda_doctor.report.compare.markdown",
-}
+FORMATS = {fmt: f"cuda_doctor.report.compare.{fmt}" for fmt in ("text", "json", "markdown")}
 FLEET_FORMATS = {**FORMATS, "html": "cuda_doctor.report.compare.html"}
 
 

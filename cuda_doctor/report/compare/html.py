@@ -32,6 +32,7 @@ _BINS = 120
 _MIN_SPAN = (0.5, 1.5)
 #: ... and at most this much: a figure beyond is drawn at the edge (its mark says its value).
 _MAX_SPAN = (0.0, 3.0)
+_Rows = list[tuple[GroupStats, tuple[float, ...]]]  # a chart's: each figure's statistics and sorted values
 
 
 class Html(str):
@@ -179,17 +180,17 @@ def _header(fleet: Fleet) -> Html:
     else:
         span = f"reports created {created[0]}" + (f" … {created[-1]}" if created[-1] != created[0] else "")
     outlier_hosts = {o.path for o in fleet.outliers}
-    cards = [
-        ("nodes", len(fleet.nodes), ""),
-        ("like the majority", fleet.majority_count if fleet.majority else 0, ""),
-        ("differ", len(fleet.differing), "warn" if fleet.differing else ""),
-        ("with failing rules", len(fleet.failing), "bad" if fleet.failing else ""),
-        (f"outlier GPUs on {count(len(outlier_hosts), 'node')}", len(fleet.outliers), "bad" if fleet.outliers else ""),
-        ("unreadable", len(fleet.errors), "bad" if fleet.errors else ""),
+    cards = [  # (label, number, its look when not 0)
+        ("nodes", len(fleet.nodes), None),
+        ("like the majority", fleet.majority_count if fleet.majority else 0, None),
+        ("differ", len(fleet.differing), "warn"),
+        ("with failing rules", len(fleet.failing), "bad"),
+        (f"outlier GPUs on {count(len(outlier_hosts), 'node')}", len(fleet.outliers), "bad"),
+        ("unreadable", len(fleet.errors), "bad"),
     ]
     look = "verdict " + ("uniform" if fleet.uniform else "findings")
     verdict = _el("div", wording.fleet_verdict(fleet), class_=look, id="verdict")
-    items = _join(_el("li", _el("b", n), label, class_=kind or None) for label, n, kind in cards)
+    items = _join(_el("li", _el("b", n), label, class_=kind if n else None) for label, n, kind in cards)
     meta = f"{span} · outliers: median and MAD per GPU model and figure, noise band ±{fleet.noise:.0%}"
     meta_div = _el("div", f"{meta} · cuda-doctor {__version__}", class_="meta")
     return _el("header", _el("h1", "cuda-doctor fleet"), verdict, _el("ul", items, class_="cards"), meta_div)
@@ -234,17 +235,12 @@ def _majority(fleet: Fleet) -> Html | None:
 def _differing(fleet: Fleet) -> Html | None:
     if not fleet.differing:
         return None
-    rows = (
-        _node_line(
-            "differs",
-            d,
-            _el("td", f.label),
-            _el("td", wording.config_value(f.value), class_="differs-cell"),
-            _el("td", wording.config_value(f.majority)),
-        )
-        for d in fleet.differing
-        for f in d.differences
-    )
+    value = wording.config_value
+    rows = []
+    for d in fleet.differing:
+        for f in d.differences:
+            node_has = _el("td", value(f.value), class_="differs-cell")
+            rows.append(_node_line("differs", d, _el("td", f.label), node_has, _el("td", value(f.majority))))
     heading = f"Nodes that differ from the majority ({len(fleet.differing)})"
     return _section(heading, "differing", ["node", "differs in", "node has", "majority has"], rows)
 
@@ -321,18 +317,14 @@ def _unreadable(fleet: Fleet) -> Html | None:
 
 
 def _notes(fleet: Fleet) -> Html | None:
-    notes = []
-    if fleet.repeated:
-        notes.append(wording.repeated_note(fleet))
-    if fleet.duplicates:
-        notes.append(f"more than one report for: {', '.join(fleet.duplicates)}")
+    notes = wording.fleet_notes(fleet)
     if not notes:
         return None
     return _el("ul", _join(_el("li", n) for n in notes), class_="muted", id="notes")
 
 
 def _charts(fleet: Fleet) -> Html | None:
-    groups: dict[str, list[tuple[GroupStats, tuple[float, ...]]]] = defaultdict(list)
+    groups: dict[str, _Rows] = defaultdict(list)
     for stats, figures in zip(fleet.stats, fleet.figures, strict=True):
         groups[stats.gpu_model].append((stats, figures))
     if not groups:
@@ -354,7 +346,7 @@ def _charts(fleet: Fleet) -> Html | None:
     return _join([_el("h2", "Smoke figures per GPU model"), legend, *charts])
 
 
-def _span(rows: list[tuple[GroupStats, tuple[float, ...]]]) -> tuple[float, float]:
+def _span(rows: _Rows) -> tuple[float, float]:
     low, high = _MIN_SPAN
     for stats, figures in rows:
         if stats.median > 0 and figures:
@@ -363,9 +355,7 @@ def _span(rows: list[tuple[GroupStats, tuple[float, ...]]]) -> tuple[float, floa
     return max(low, _MAX_SPAN[0]), min(high, _MAX_SPAN[1])
 
 
-def _chart(
-    model: str, rows: list[tuple[GroupStats, tuple[float, ...]]], outliers: dict[tuple[str, str], list[Outlier]]
-) -> Html:
+def _chart(model: str, rows: _Rows, outliers: dict[tuple[str, str], list[Outlier]]) -> Html:
     x = _Scale(*_span(rows))
     height = _TOP + _ROW * len(rows) + 8
     parts = [_axis(x, height)]
@@ -419,9 +409,8 @@ def _row(stats: GroupStats, figures: tuple[float, ...], marks: list[Outlier], to
 
 
 def _bars(figures: tuple[float, ...], median: float, base: float, x: _Scale) -> Html:
-    """One path: a bar per bin of the x axis, its height the log of the GPUs in it.  The figures
-    are sorted, so a bin's count is the distance between two bisections (a figure beyond the axis
-    counts in the bin at its end)."""
+    """One path: a bar per bin of the x axis, as high as the log of the GPUs in it (a figure beyond the
+    axis counts in the bin at its end); the figures are sorted, so a count is the gap between two bisections."""
     step = (x.high - x.low) / _BINS
     edges = [bisect.bisect_left(figures, median * (x.low + k * step)) for k in range(1, _BINS)]
     counts = [b - a for a, b in itertools.pairwise([0, *edges, len(figures)])]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cuda_doctor.compare.diff import Diff, FigureChange
+from cuda_doctor.compare.diff import Diff
 from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet, Node
 from cuda_doctor.report import Markup, md_cell, md_text, printable
 from cuda_doctor.report.compare import wording
@@ -26,8 +26,8 @@ def _section(title: str, header: list[str], rows: list[list[str]]) -> list[str]:
     return [f"### {title}", "", *_table(header, rows)] if rows else []
 
 
-def _bold(text: str) -> str:
-    return Markup(f"**{md_text(text)}**") if text else ""
+def _bold(text: str, bold: bool = True) -> str:
+    return Markup(f"**{md_text(text)}**") if text and bold else text
 
 
 def _quote(note: str, end: str = ".") -> list[str]:
@@ -58,12 +58,7 @@ def render_diff(diff: Diff, **_: Any) -> str:
     facts = [[f.label, side(f, False), side(f, True), _bold(wording.fact_note(f))] for f in diff.facts]
     out += _section("Configuration", ["", "before", "after", ""], facts)
     environment = [
-        [
-            Markup(f"`{e.variable.replace('`', '')}`"),
-            env(e.before),
-            env(e.after),
-            _bold(e.note or "") if e.worse else e.note or "",
-        ]
+        [Markup(f"`{e.variable.replace('`', '')}`"), env(e.before), env(e.after), _bold(e.note or "", e.worse)]
         for e in diff.environment
     ]
     out += _section("Environment", ["variable", "before", "after", ""], environment)
@@ -75,15 +70,13 @@ def render_diff(diff: Diff, **_: Any) -> str:
     out += _section("Rule outcomes that changed", ["rule", "subject", "before", "after", "", "message"], rules)
     checks = [[c.label, value(c.before), value(c.after), Markup("**broken**") if c.worse else ""] for c in diff.checks]
     out += _section("Smoke checks", ["check", "before", "after", ""], checks)
-    figures = [_figure(f) for f in diff.figures]
+    figures = []
+    for f in diff.figures:
+        note = wording.FIGURE_NOTES[f.verdict]
+        values = [wording.figure_value(f.before), wording.figure_value(f.after), wording.ratio(f.ratio)]
+        figures.append([str(f.gpu), f"{f.label} ({f.unit})", *values, _bold(note, f.verdict == "slower")])
     out += _section("Smoke figures", ["GPU", "figure", "before", "after", "ratio", ""], figures)
     return _joined(out)
-
-
-def _figure(f: FigureChange) -> list[str]:
-    note = wording.figure_note(f)
-    values = [wording.figure_value(f.before), wording.figure_value(f.after), wording.ratio(f.ratio)]
-    return [str(f.gpu), f"{f.label} ({f.unit})", *values, _bold(note) if f.verdict == "slower" else note]
 
 
 def render_fleet(fleet: Fleet, **_: Any) -> str:
@@ -99,10 +92,8 @@ def render_fleet(fleet: Fleet, **_: Any) -> str:
     outliers = [[o.host, str(o.gpu), o.direction, wording.outlier_text(o)] for o in fleet.outliers]
     out += _section("Performance outliers", ["node", "GPU", "", "finding"], outliers)
     out += _section("Unreadable reports", ["file", "problem"], [[e.path, e.reason] for e in fleet.errors])
-    if fleet.repeated:
-        out += _quote(wording.repeated_note(fleet), end="")
-    if fleet.duplicates:
-        out += [f"> More than one report for: {md_text(', '.join(fleet.duplicates))}", ""]
+    for note in wording.fleet_notes(fleet):
+        out += _quote(note, end="")
     header = ["node", "driver", "torch", "CUDA build", "NCCL", "GPUs", "failing", "warnings"]
     out += ["### Nodes", "", *_table(header, [_node_row(n) for n in fleet.nodes])]
     return _joined(out)

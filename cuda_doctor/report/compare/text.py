@@ -17,6 +17,7 @@ from cuda_doctor.report.compare import wording
 #: Above this many nodes, the node table lists only the ones with something to say.
 NODE_TABLE_LIMIT = 50
 
+Row = Sequence[str | Text]  # a table row: plain cells are escaped when printed, Text cells already are
 _MARK = {"worse": ("✗", "red"), "better": ("✓", "green"), "changed": ("•", "yellow")}
 
 
@@ -32,21 +33,13 @@ def _text(text: str, style: str = "") -> Text:
     return Text(printable(text), style=style)
 
 
-def _marked(text: str, style: str) -> Text:
-    """A note in ``style`` only when there is one (an empty styled cell would colour its padding)."""
-    return _text(text, style=style if text else "")
-
-
 def _section(con: Console, title: str, style: str = "bold") -> None:
     """A blank line, then ``title``: a section's heading, or a closing line."""
     con.print()
     con.print(_text(title, style=style))
 
 
-def _print_table(
-    con: Console, columns: tuple[str, ...], rows: Sequence[Sequence[str | Text]], header: bool = True
-) -> None:
-    """A table whose plain cells are escaped (``_text`` cells already are)."""
+def _print_table(con: Console, columns: tuple[str, ...], rows: Sequence[Row], header: bool = True) -> None:
     table = Table(*columns, box=None, pad_edge=False, show_header=header, header_style="bold")
     for row in rows:
         table.add_row(*(cell if isinstance(cell, Text) else printable(cell) for cell in row))
@@ -60,7 +53,7 @@ def render_diff(diff: Diff, *, color: bool = False, width: int | None = 120) -> 
     _diff_configuration(con, diff)
     if diff.rules:
         _section(con, "Rule outcomes that changed")
-        rows: list[list[str | Text]] = []
+        rows: list[Row] = []
         for r in diff.rules:
             mark, style = _MARK[r.direction]
             was, now = wording.status_text(r.before), _text(wording.status_text(r.after), style=style)
@@ -78,7 +71,7 @@ def render_diff(diff: Diff, *, color: bool = False, width: int | None = 120) -> 
             style = {"slower": "red", "faster": "green"}.get(fig.verdict, "")
             before, after = wording.figure_value(fig.before), wording.figure_value(fig.after)
             ratio = _text(wording.ratio(fig.ratio), style=style)
-            note = _text(wording.figure_note(fig), style=style or "dim")
+            note = _text(wording.FIGURE_NOTES[fig.verdict], style=style or "dim")
             rows.append(["", str(fig.gpu), fig.label, before, after, fig.unit, ratio, note])
         _print_table(con, ("", "GPU", "figure", "before", "after", "unit", "ratio", ""), rows)
     _section(con, wording.diff_verdict(diff), "bold red" if diff.worse else "bold green")
@@ -106,10 +99,11 @@ def _diff_header(con: Console, diff: Diff) -> None:
 def _diff_configuration(con: Console, diff: Diff) -> None:
     """The key facts and the environment variables that changed: label, before → after, note."""
     side, env = wording.fact_side, wording.env_side
-    facts: list[list[str | Text]] = [
-        [f"  {f.label}", side(f, False), "→", side(f, True), _marked(wording.fact_note(f), "red")] for f in diff.facts
-    ]
-    environment: list[list[str | Text]] = [
+    facts: list[Row] = []
+    for f in diff.facts:
+        note = wording.fact_note(f)  # styled only when there is one: a styled empty cell colours its padding
+        facts.append([f"  {f.label}", side(f, False), "→", side(f, True), _text(note, "red" if note else "")])
+    environment: list[Row] = [
         [f"  {e.variable}", env(e.before), "→", env(e.after), _text(e.note or "", style="red" if e.worse else "yellow")]
         for e in diff.environment
     ]
@@ -119,7 +113,7 @@ def _diff_configuration(con: Console, diff: Diff) -> None:
             _print_table(con, ("", "before", "", "after", ""), rows)
 
 
-def _node_row(node: Node, flagged: set[str]) -> list[str | Text]:
+def _node_row(node: Node, flagged: set[str]) -> Row:
     c, value = node.config, wording.config_value
     failing = ", ".join(node.failing)
     config = [value(c.driver), value(c.torch), value(c.nccl), wording.gpus_text(c.gpu_count, c.gpu_model)]
@@ -148,17 +142,11 @@ def render_fleet(fleet: Fleet, *, color: bool = False, width: int | None = 120, 
         _print_table(con, ("", ""), config, header=False)
     if fleet.differing:
         _section(con, "Nodes that differ from the majority")
-        rows: list[list[str | Text]] = [
-            [
-                _text("  !", "yellow"),
-                d.host if i == 0 else "",
-                f.label,
-                _text(value(f.value), "yellow"),
-                value(f.majority),
-            ]
-            for d in fleet.differing
-            for i, f in enumerate(d.differences)
-        ]
+        rows: list[Row] = []
+        for d in fleet.differing:
+            for i, f in enumerate(d.differences):
+                host = d.host if i == 0 else ""  # once, above the node's other differences
+                rows.append([_text("  !", "yellow"), host, f.label, _text(value(f.value), "yellow"), value(f.majority)])
         _print_table(con, ("", "node", "differs in", "node has", "majority has"), rows)
     if fleet.outliers:
         _section(con, "Performance outliers (median and MAD per GPU model)")
@@ -169,9 +157,7 @@ def render_fleet(fleet: Fleet, *, color: bool = False, width: int | None = 120, 
         _section(con, "Unreadable reports (left out of the comparison)")
         for e in fleet.errors:
             con.print(_text(f"  ✗ {e}", style="red"))
-    if fleet.repeated:
-        _section(con, f"! {wording.repeated_note(fleet)}", "yellow")
-    if fleet.duplicates:
-        _section(con, f"! more than one report for: {', '.join(fleet.duplicates)}", "yellow")
+    for note in wording.fleet_notes(fleet):
+        _section(con, f"! {note}", "yellow")
     _section(con, wording.fleet_verdict(fleet), "bold green" if fleet.uniform else "bold yellow")
     return buffer.getvalue()

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sized
 from typing import Any
 
 from cuda_doctor.compare.coverage import NotRun
-from cuda_doctor.compare.diff import Diff, FactChange, FigureChange
+from cuda_doctor.compare.diff import Diff, FactChange
 from cuda_doctor.compare.fleet import Fleet, Outlier
 from cuda_doctor.compare.keys import show
 from cuda_doctor.core.results import Status
 from cuda_doctor.report import count
 
-_FIGURE_NOTES = {"slower": "← slower", "faster": "faster", "same": "within noise", "missing": "not measured in both"}
+FIGURE_NOTES = {"slower": "← slower", "faster": "faster", "same": "within noise", "missing": "not measured in both"}
 
 
 def fact_side(change: FactChange, after: bool) -> str:
@@ -37,11 +38,10 @@ def env_side(value: str | None) -> str:
 
 def not_run_note(gap: NotRun) -> str:
     """One line for everything a GPU run made by one report only changes."""
-    side = "AFTER" if gap.missing_in == "after" else "BEFORE"
     why = f" ({gap.reason})" if gap.reason else ""
     what = "its checks and figures" if gap.probe == "smoke" else "its results"
-    rules = f"{count(gap.rules, 'rule outcome', 'rule outcomes')} and {what}" if gap.rules else what
-    return f"{gap.label} was not run in {side}{why}: {rules} not compared"
+    rules = f"{count(gap.rules, 'rule outcome')} and {what}" if gap.rules else what
+    return f"{gap.label} was not run in {gap.missing_in.upper()}{why}: {rules} not compared"
 
 
 def no_results_note(diff: Diff) -> str | None:
@@ -62,69 +62,66 @@ def ratio(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}×"
 
 
-def figure_note(f: FigureChange) -> str:
-    return _FIGURE_NOTES[f.verdict]
+def _counted(*items: tuple[Sized, str, str]) -> list[str]:
+    """``count`` of each collection that is not empty: (items, one, many)."""
+    return [count(len(things), one, many) for things, one, many in items if things]
 
 
 def diff_verdict(diff: Diff) -> str:
-    parts = []
-    if diff.newly_failing:
-        parts.append(count(len(diff.newly_failing), "rule newly failing", "rules newly failing"))
+    suffix = "" if diff.rules_compared else " (facts only: rule outcomes not compared)"
+    if diff.worse:
+        return f"worse: {', '.join(_worse_parts(diff))}{suffix}"
+    if diff.changed:
+        good = _counted(
+            (diff.fixed, "rule fixed", "rules fixed"),
+            (diff.faster, "figure faster", "figures faster"),
+            (diff.facts, "fact changed", "facts changed"),
+            (diff.environment, "environment variable changed", "environment variables changed"),
+        )
+        return "nothing got worse" + (": " + ", ".join(good) if good else "") + suffix
+    return "no change" + suffix
+
+
+def _worse_parts(diff: Diff) -> list[str]:
+    parts = _counted((diff.newly_failing, "rule newly failing", "rules newly failing"))
     if diff.lost_facts:
         lost = ", ".join(f"{f.label} {f.after_state}" for f in diff.lost_facts)
         parts.append(count(len(diff.lost_facts), "key fact lost", "key facts lost") + f" ({lost})")
-    for f in diff.downgrades:
-        parts.append(f"{f.label} downgraded ({fact_side(f, False)} → {fact_side(f, True)})")
-    for e in diff.worse_environment:
-        parts.append(f"{e.variable}={env_side(e.after)} {e.note}")
-    if diff.broken_checks:
-        parts.append(count(len(diff.broken_checks), "smoke check broken", "smoke checks broken"))
-    if diff.slower:
-        parts.append(count(len(diff.slower), "figure slower", "figures slower"))
-    suffix = "" if diff.rules_compared else " (facts only: rule outcomes not compared)"
-    return _diff_verdict(diff, parts) + suffix
-
-
-def _diff_verdict(diff: Diff, parts: list[str]) -> str:
-    if diff.worse:
-        return "worse: " + ", ".join(parts)
-    if diff.changed:
-        good = []
-        if diff.fixed:
-            good.append(count(len(diff.fixed), "rule fixed", "rules fixed"))
-        if diff.faster:
-            good.append(count(len(diff.faster), "figure faster", "figures faster"))
-        if diff.facts:
-            good.append(count(len(diff.facts), "fact changed", "facts changed"))
-        if diff.environment:
-            good.append(count(len(diff.environment), "environment variable changed", "environment variables changed"))
-        return "nothing got worse" + (": " + ", ".join(good) if good else "")
-    return "no change"
+    parts += [f"{f.label} downgraded ({fact_side(f, False)} → {fact_side(f, True)})" for f in diff.downgrades]
+    parts += [f"{e.variable}={env_side(e.after)} {e.note}" for e in diff.worse_environment]
+    return parts + _counted(
+        (diff.broken_checks, "smoke check broken", "smoke checks broken"),
+        (diff.slower, "figure slower", "figures slower"),
+    )
 
 
 def fleet_verdict(fleet: Fleet) -> str:
-    parts = [count(len(fleet.nodes), "node", "nodes")]
-    if fleet.errors:
-        parts.append(count(len(fleet.errors), "report unreadable", "reports unreadable"))
+    parts = [count(len(fleet.nodes), "node"), *_counted((fleet.errors, "report unreadable", "reports unreadable"))]
     parts.append(f"{len(fleet.differing)} differing from the majority")
     parts.append(f"{len(fleet.failing)} with failing rules")
     hosts = {o.host for o in fleet.outliers}
-    outliers = count(len(fleet.outliers), "performance outlier", "performance outliers")
-    parts.append(f"{outliers} on {count(len(hosts), 'node', 'nodes')}")
+    outliers = count(len(fleet.outliers), "performance outlier")
+    parts.append(f"{outliers} on {count(len(hosts), 'node')}")
     return ", ".join(parts)
 
 
 def tie_note(fleet: Fleet) -> str:
     """How a tie for the majority was broken."""
-    others = count(len(fleet.tied_with), "other configuration", "other configurations")
+    others = count(len(fleet.tied_with), "other configuration")
     return (
         f"tie: {others} with {fleet.majority_count} nodes each; "
         "showing the one with the most known facts (then the first by value)"
     )
 
 
-def repeated_note(fleet: Fleet) -> str:
-    return f"given more than once, counted once: {', '.join(fleet.repeated)}"
+def fleet_notes(fleet: Fleet) -> list[str]:
+    """What to know of the reports given: paths given twice, hosts with more than one report."""
+    notes = []
+    if fleet.repeated:
+        notes.append(f"given more than once, counted once: {', '.join(fleet.repeated)}")
+    if fleet.duplicates:
+        notes.append(f"more than one report for: {', '.join(fleet.duplicates)}")
+    return notes
 
 
 def config_value(value: Any) -> str:

@@ -10,11 +10,7 @@ if TYPE_CHECKING:
     from cuda_doctor.watch.samples import Series
     from cuda_doctor.watch.verdict import Analysis
 
-FORMATS = {
-    "text": "cuda_doctor.report.watch.text",
-    "json": "cuda_doctor.report.watch.json",
-    "markdown": "cuda_doctor.report.watch.markdown",
-}
+FORMATS = {fmt: f"cuda_doctor.report.watch.{fmt}" for fmt in ("text", "json", "markdown")}
 
 
 def render(series: Series, analysis: Analysis, fmt: str, **options: Any) -> str:

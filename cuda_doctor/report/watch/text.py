@@ -17,13 +17,9 @@ from cuda_doctor.watch.verdict import Analysis, GpuAnalysis, PhaseStats, pct
 BLOCKS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 60
 VERDICT_STYLE = {
-    "gpu_bound": "green",
-    "input_bound": "yellow",
-    "partly_input_bound": "yellow",
-    "transfer_bound": "yellow",
-    "thermal_limited": "red",
-    "power_limited": "red",
-}
+    "gpu_bound": "green", "input_bound": "yellow", "partly_input_bound": "yellow", "transfer_bound": "yellow",
+    "thermal_limited": "red", "power_limited": "red",
+}  # fmt: skip
 
 
 def _shown(text: str) -> str:
