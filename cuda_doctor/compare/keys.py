@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -94,9 +95,10 @@ def smoke_keys(gpu: int) -> tuple[str, ...]:
 
 
 def number(value: Any) -> float | None:
+    """A finite number, or None: a saved report may hold anything JSON can, NaN and Infinity too."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    return float(value) if math.isfinite(value) else None
 
 
 def state(value: Any) -> str:

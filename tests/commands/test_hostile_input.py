@@ -274,3 +274,16 @@ def test_cache_entries_of_the_wrong_shape_are_read_again_not_a_crash(tmp_path: P
     again = run_doctor(["check", "--fast", "--format", "json"], cwd=tmp_path, env=env)
     assert again.returncode == first.returncode and "Traceback" not in again.stderr
     assert len(json.loads(again.stdout)["results"]) == len(json.loads(first.stdout)["results"])
+
+
+def test_a_report_with_infinite_and_nan_numbers_is_compared_not_a_crash(tmp_path: Path) -> None:
+    data = json.loads(H200_FACTS.read_text(encoding="utf-8"))
+    text = json.dumps({"facts": data})
+    (tmp_path / "inf.json").write_text(text.replace('"gpu.count": 1', '"gpu.count": Infinity'), encoding="utf-8")
+    (tmp_path / "nan.json").write_text(text.replace('"gpu.count": 1', '"gpu.count": NaN'), encoding="utf-8")
+    (tmp_path / "ok.json").write_text(text, encoding="utf-8")
+    for fmt in ("text", "json", "markdown", "html"):
+        proc = run_doctor(["fleet", str(tmp_path), "--format", fmt], cwd=tmp_path)
+        assert proc.returncode in (0, 1) and "internal error" not in proc.stderr, proc.stderr
+    proc = run_doctor(["diff", str(tmp_path / "ok.json"), str(tmp_path / "inf.json")], cwd=tmp_path)
+    assert proc.returncode in (0, 1) and "internal error" not in proc.stderr, proc.stderr
