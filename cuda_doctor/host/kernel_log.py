@@ -31,12 +31,14 @@ KEPT = 100
 #: How long reading the log may take, at most, whatever the source.
 SECONDS = 2.0
 
-_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.\d)?\): (\d+),\s?(.*)")
-_SXID = re.compile(r"nvidia-nvswitch(\d+): SXid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+),\s?(.*)")
+_XID = re.compile(
+    r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.\d)?\): (\d{1,9}),\s?(.*)"
+)
+_SXID = re.compile(r"nvidia-nvswitch(\d{1,6}): SXid \((?:PCI:)?([0-9A-Fa-f:.]{1,20})\): (\d{1,9}),\s?(.*)")
 #: How a user who may not read it is let in (journalctl(1): members of these groups read every journal).
 GRANT = "to let this user read it: sudo usermod -aG systemd-journal $USER (then log in again), or run as root"
 #: A /dev/kmsg record: "priority,sequence,microseconds,flags;message".
-_KMSG_RECORD = re.compile(r"^\d+,\d+,(\d+),[^;]*;(.*)$")
+_KMSG_RECORD = re.compile(r"^\d+,\d+,(\d{1,20}),[^;]*;(.*)$")
 #: The kernel's own time stamp in a syslog or journal line: "[  269.516977]".
 _STAMP = re.compile(r"\[\s*(\d+\.\d+)\]")
 #: The first line the kernel logs at boot: in kern.log it starts this boot's lines.

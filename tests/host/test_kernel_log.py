@@ -214,3 +214,8 @@ def test_a_journalctl_that_hangs_is_abandoned_within_the_deadline(
     facts = PROBE.collect(ProbeContext(root=tmp_path, env={"PATH": f"{journalctl.parent}:/bin:/usr/bin"}, timeout=1))
     reason = facts.reason("kernel_log.xids")
     assert reason is not None and "journalctl -k:" in reason
+
+
+def test_absurd_numbers_in_a_log_line_are_no_event_and_no_crash() -> None:
+    lines = [f"NVRM: Xid (PCI:0000:2b:00): {'9' * 5000}, GPU has fallen off the bus.", f"3,1,{'9' * 5000},-;x"]
+    assert parse(lines) == ([], [])
