@@ -121,6 +121,25 @@ class Facts:
         return cls(dict(values), {str(k): str(v) for k, v in unknown.items()})
 
 
+def reported(payload: Mapping[str, Any], prefixes: tuple[str, ...], expected: Iterable[str], who: str) -> Facts | None:
+    """The facts under ``prefixes`` of a child's report (``{"values": …, "unknown": …}``), each of
+    ``expected`` it left out unknown ("``who`` did not report it"); None when it is no such report."""
+    values, unknown = payload.get("values"), payload.get("unknown")
+    if not isinstance(values, dict) or not isinstance(unknown, dict):
+        return None
+    facts = Facts()
+    for name, value in values.items():
+        if isinstance(name, str) and name.startswith(prefixes):
+            facts.set(name, value)
+    for name, reason in unknown.items():
+        if isinstance(name, str) and name.startswith(prefixes):
+            facts.mark_unknown(name, str(reason))
+    for name in expected:
+        if name not in facts.values and name not in facts.unknown:
+            facts.mark_unknown(name, f"{who} did not report it")
+    return facts
+
+
 def need(facts: Facts, out: str, *names: str) -> bool:
     """True when every input is known; otherwise mark ``out`` unknown with the first reason."""
     for name in names:

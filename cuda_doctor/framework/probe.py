@@ -15,7 +15,7 @@ from typing import Any
 
 from cuda_doctor.base import children
 from cuda_doctor.base.process import CommandResult, which
-from cuda_doctor.core.facts import Facts
+from cuda_doctor.core.facts import Facts, reported
 from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.framework._child import LIBRARY_FACTS, PACKAGE_FACTS, TENSORFLOW_FACTS, TORCH_FACTS
 from cuda_doctor.framework.fatbin.collect import FATBIN_FACTS, budget, scan_facts
@@ -173,23 +173,14 @@ def find_payload(stdout: str) -> dict[str, Any] | None:
 
 def shape(payload: dict[str, Any], python: str) -> Facts:
     """Keep the framework facts of the child's report; say why any expected one is missing."""
-    facts = Facts()
-    values = payload.get("values")
-    unknown = payload.get("unknown")
-    if not isinstance(values, dict) or not isinstance(unknown, dict):
+    facts = reported(payload, _PREFIXES, FRAMEWORK_FACTS, python)
+    if facts is None:
         return all_unknown(f"{python} printed a report without 'values' and 'unknown' objects")
-    for name, value in values.items():
-        if isinstance(name, str) and name.startswith(_PREFIXES):
-            facts.set(name, value)
     failed = facts.get("torch.import_error")
-    for name, reason in unknown.items():
-        if isinstance(name, str) and name.startswith(_PREFIXES):
-            # every torch fact is missing for the one reason: say it with the traceback's last line
-            why = f"import torch failed: {failed}" if failed and name.startswith("torch.") else str(reason)
-            facts.mark_unknown(name, why)
-    for name in FRAMEWORK_FACTS:
-        if name not in facts.values and name not in facts.unknown:
-            facts.mark_unknown(name, f"{python} did not report it")
+    if failed:  # every torch fact the child left unknown is so for one reason: the traceback's last line
+        for name in payload["unknown"]:
+            if isinstance(name, str) and name.startswith("torch.") and name in facts.unknown:
+                facts.unknown[name] = f"import torch failed: {failed}"
     return facts
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from cuda_doctor.base import children
 from cuda_doctor.base.paths import cache_dir
 from cuda_doctor.base.process import CommandResult
-from cuda_doctor.core.facts import Facts
+from cuda_doctor.core.facts import Facts, reported
 from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.jax._child import BACKEND_FACTS, STATIC_FACTS
 
@@ -194,19 +194,9 @@ def interpret(result: CommandResult, python: str, timeout: float) -> Facts:
 
 def shape(payload: Mapping[str, Any], python: str, names: tuple[str, ...] = JAX_FACTS) -> Facts:
     """Keep the ``jax.`` facts of a child's report; say why any expected one is missing."""
-    facts = Facts()
-    values, unknown = payload.get("values"), payload.get("unknown")
-    if not isinstance(values, dict) or not isinstance(unknown, dict):
+    facts = reported(payload, ("jax.",), names, python)
+    if facts is None:
         return all_unknown(f"{python} printed a JAX report without 'values' and 'unknown' objects")
-    for name, value in values.items():
-        if isinstance(name, str) and name.startswith("jax."):
-            facts.set(name, value)
-    for name, reason in unknown.items():
-        if isinstance(name, str) and name.startswith("jax."):
-            facts.mark_unknown(name, str(reason))
-    for name in names:
-        if name not in facts.values and name not in facts.unknown:
-            facts.mark_unknown(name, f"{python} did not report it")
     return facts
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from cuda_doctor.base import children
 from cuda_doctor.base.process import CommandResult
 from cuda_doctor.base.reading import read_text
-from cuda_doctor.core.facts import Facts
+from cuda_doctor.core.facts import Facts, reported
 from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.framework.compile._child import CHILD_FACTS
 from cuda_doctor.framework.compile.mounts import (
@@ -100,26 +100,15 @@ def interpret(result: CommandResult, python: str, timeout: float) -> Facts:
         return all_unknown(f"{python} did not answer the compile probe in {timeout:g} s")
     if result.returncode is None:
         return all_unknown(f"could not run {python}: {result.error}")
-    lines = (result.stderr.strip() or result.stdout.strip()).splitlines()
-    last = f": {children.excerpt(lines[-1])}" if lines else ""
+    last = children.last_line(result.stderr.strip() or result.stdout) + children.cut_note(result)
     return all_unknown(f"{python} exited with status {result.returncode} in the compile probe{last}")
 
 
 def shape(payload: Mapping[str, Any], python: str) -> Facts:
     """Keep the ``compile.`` facts of the child's report; say why any expected one is missing."""
-    facts = Facts()
-    values, unknown = payload.get("values"), payload.get("unknown")
-    if not isinstance(values, dict) or not isinstance(unknown, dict):
+    facts = reported(payload, ("compile.",), CHILD_FACTS, python)
+    if facts is None:
         return all_unknown(f"{python} printed a compile report without 'values' and 'unknown' objects")
-    for name, value in values.items():
-        if isinstance(name, str) and name.startswith("compile."):
-            facts.set(name, value)
-    for name, reason in unknown.items():
-        if isinstance(name, str) and name.startswith("compile."):
-            facts.mark_unknown(name, str(reason))
-    for name in CHILD_FACTS:
-        if name not in facts.values and name not in facts.unknown:
-            facts.mark_unknown(name, f"{python} did not report it")
     return facts
 
 
