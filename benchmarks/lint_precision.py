@@ -22,6 +22,9 @@ debatable at info where the label says info is its severity. `--labels` may be g
 error). Labels whose key no longer matches a finding are listed by label: a vanished `right` is a
 lost true positive, a vanished `wrong` a removed false positive.
 
+`benchmarks/lint_sample/` holds a labelled sample: the repositories and commits, the labels, and
+what the labels mean (its README).
+
 `--check-prefilter` parses every Python file that lint's byte pre-filter skips and lists those
 that would have had a finding (there should be none: the pre-filter must stay exact).
 

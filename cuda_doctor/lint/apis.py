@@ -17,6 +17,19 @@ DEPRECATED_TORCH_AMP = {
     "torch.cpu.amp.autocast": 'torch.amp.autocast("cpu", ...)',
     "torch.cpu.amp.GradScaler": 'torch.amp.GradScaler("cpu", ...)',
 }
+# The same names from the modules that define them (``from torch.cuda.amp.autocast_mode import autocast``).
+DEPRECATED_TORCH_AMP.update(
+    {
+        f"{package}.{module}.{name}": DEPRECATED_TORCH_AMP[f"{package}.{name}"]
+        for package, module, names in (
+            ("torch.cuda.amp", "autocast_mode", ("autocast", "custom_fwd", "custom_bwd")),
+            ("torch.cuda.amp", "grad_scaler", ("GradScaler",)),
+            ("torch.cpu.amp", "autocast_mode", ("autocast",)),
+            ("torch.cpu.amp", "grad_scaler", ("GradScaler",)),
+        )
+        for name in names
+    }
+)
 TORCH_AMP_API = "2.4"  # torch.amp.custom_fwd exists from 2.4, torch.amp.GradScaler("cuda") from 2.3
 TORCH_LAUNCH_DEPRECATED = "1.9"
 TORCHRUN = "1.10"  # the torchrun console script

@@ -12,8 +12,8 @@ from pathlib import Path
 from cuda_doctor.container import tags
 from cuda_doctor.core.results import Severity
 from cuda_doctor.lint.findings import Hit
-from cuda_doctor.lint.pyscan import LAUNCH_RE
 from cuda_doctor.lint.requirements import TorchPin, check_pin, pip_installs, requirements_pins, wheel_cuda
+from cuda_doctor.lint.shell import runs_launcher
 
 VAR = re.compile(r"\$\{(?P<name>\w+)(?::?(?P<op>[-+])(?P<word>[^}]*))?\}|\$(?P<bare>\w+)")
 CUDA_REPOS = ("nvidia/cuda", "docker.io/nvidia/cuda", "nvcr.io/nvidia/cuda")
@@ -244,7 +244,7 @@ def lint_dockerfile(text: str, path: Path, read_file: ReadFile) -> list[Hit]:
         elif ins.keyword in ("RUN", "CMD", "ENTRYPOINT"):
             command = exec_form(ins.args)
             expanded = substitute(command, {**global_args, **stage_args}) or command
-            if LAUNCH_RE.search(expanded):
+            if runs_launcher(expanded):
                 hits.append(Hit.make("CDL006", ins.line, 1, command="python -m torch.distributed.launch"))
             if ins.keyword == "RUN" and stages:
                 _run_pins(expanded, ins.line, path, read_file, stages[-1], hits)

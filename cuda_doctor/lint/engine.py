@@ -336,7 +336,7 @@ def lint_paths(
     finder = ProjectFinder()
     tasks = [FileTask(t, finder.context(t.path), options.max_bytes) for t in discover(paths, options.exclude)]
     results = list(zip(tasks, _run(tasks, options.jobs), strict=True))
-    chosen = selected_ids(rules.values(), options.select, options.ignore)
+    chosen = selected_ids(rules.values(), options.select, options.ignore) & enabled_ids(rules, options.select)
     enabled = {rule_id for rule_id in chosen if rules[rule_id].severity_override(options.severity) != "off"}
     unknown = sorted({hit.rule_id for _, result in results for hit in result.hits} - rules.keys())
     if unknown:  # never dropped in silence: a detector and the rule files disagree
@@ -349,6 +349,13 @@ def lint_paths(
     ]
     findings.sort(key=Finding.sort_key)
     return LintReport(findings, len(tasks), sum(result.parsed for _, result in results), rules)
+
+
+def enabled_ids(rules: Mapping[str, Rule], select: Sequence[str]) -> set[str]:
+    """Every rule but the opt-in ones (``opt_in = true``), which run only where a ``select`` entry names
+    them by id: a prefix or a category (``CDL``, ``code``) does not turn them on."""
+    named = {entry.strip().upper() for entry in select}
+    return {rule_id for rule_id, rule in rules.items() if not rule.opt_in or rule_id in named}
 
 
 def _size(path: Path) -> int:

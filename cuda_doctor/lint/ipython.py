@@ -25,6 +25,7 @@ IPYTHON_START = re.compile(r"^In \[\d+\]: ")
 IPYTHON_PROMPT = re.compile(r"^(In \[\d+\]: |\s*\.\.\.+: ?)")
 HELP = re.compile(r"^\s*(\?{1,2}[\w.]+|[\w.]+(\(\))?\?{1,2})\s*$")
 ASSIGN_ESCAPE = re.compile(r"^(\s*)([\w.,\s\[\]]+?)\s*=\s*[!%]")
+MAGIC_NAME = re.compile(r"[A-Za-z_]")  # after the %: a magic's name (``% (a, b)`` is Python's operator)
 AUTOMAGIC_LINE = re.compile(r"^\s*(?P<word>[A-Za-z_]\w*)\s+(?P<rest>\S.*)$")
 NOT_MAGIC_REST = re.compile(
     r"^(=(?!=)|[+\-*/%&|^@]=|\*\*=|//=|<<=|>>=|[(\[,:;)\]]|\.(?![./])|if\b|else\b|for\b|in\b|and\b|or\b|is\b)"
@@ -53,13 +54,19 @@ def transform_cell(raw_lines: list[str]) -> Transformed:
     lines = _strip_prompts([line.rstrip("\r\n") for line in raw_lines])
     out = Transformed(list(lines))
     in_string = False
+    depth = 0  # brackets left open by the Python lines so far
+    continued = False  # the previous Python line ends with a backslash
     index = 0
     while index < len(lines):
         line = lines[index]
-        command = None if in_string else _escaped(line)
+        # IPython's syntax starts a logical line only: `% (a, b)` inside brackets is Python's % operator
+        command = None if in_string or depth > 0 or continued else _escaped(line)
         if command is None:
             if (line.count('"""') + line.count("'''")) % 2 == 1:  # opens or closes a string
                 in_string = not in_string
+            elif not in_string:
+                depth = _bracket_depth(line, depth)
+                continued = line.rstrip().endswith("\\") and not line.lstrip().startswith("#")
             index += 1
             continue
         text, replacement = command
@@ -76,6 +83,29 @@ def transform_cell(raw_lines: list[str]) -> Transformed:
     return out
 
 
+def _bracket_depth(line: str, depth: int) -> int:
+    """The bracket depth after this line: brackets in its strings and comment do not count."""
+    quote = ""
+    index = 0
+    while index < len(line):
+        char = line[index]
+        if quote:
+            if char == "\\":
+                index += 1
+            elif char == quote:
+                quote = ""
+        elif char in "\"'":
+            quote = char
+        elif char == "#":
+            break
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(0, depth - 1)
+        index += 1
+    return depth
+
+
 def _escaped(line: str) -> tuple[str, str] | None:
     """(shell command or '', the Python that stands for the line) for IPython syntax, else None."""
     stripped = line.strip()
@@ -86,7 +116,7 @@ def _escaped(line: str) -> tuple[str, str] | None:
         return stripped.lstrip("!").strip(), f"{pad}pass"
     if stripped.startswith("%%") or HELP.match(line):
         return "", f"{pad}pass"  # help, or a cell magic below the first line (IPython rejects it)
-    if stripped.startswith("%"):
+    if stripped.startswith("%") and MAGIC_NAME.match(stripped, 1):
         return _magic_command(stripped[1:]), f"{pad}pass"
     assign = ASSIGN_ESCAPE.match(line)
     if assign and not stripped.startswith(("if ", "while ", "return ")):

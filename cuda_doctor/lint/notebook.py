@@ -4,7 +4,10 @@ shell lines and ``%%bash`` cells as shell; lines point into the JSON file."""
 from __future__ import annotations
 
 import ast
+import bisect
 import json
+import json.decoder
+import json.scanner
 import re
 from dataclasses import dataclass, replace
 
@@ -22,6 +25,9 @@ LABEL_LINE = re.compile(r"^[A-Z]\w*: +\S+( +\S+){2,}")
 REPR_OPEN = re.compile(r"^[A-Z]\w*\s*\{\s*$|^\w+\(.*\b(grad_fn|dtype|device)=")
 
 
+NEWLINE = re.compile("\n")
+
+
 class NotebookError(ValueError):
     """Not a notebook we can read (bad JSON, no cells list)."""
 
@@ -33,39 +39,57 @@ class _Cell:
     file_lines: list[int]  # the JSON file's line of each source line
 
 
+class _Placed(str):
+    """A JSON string value that knows the offset, in the file, just past its closing quote."""
+
+    end: int
+
+
+def _parse_placed(raw: str) -> object:
+    """``json.loads``, with every string value a ``_Placed``: where each source line is in the file is
+    read from the parse itself, never searched for (a short line like ``x`` is also in Markdown, in
+    outputs, in other cells)."""
+    decoder = json.JSONDecoder()
+
+    def parse_string(text: str, end: int, strict: bool = True) -> tuple[_Placed, int]:
+        value, after = json.decoder.scanstring(text, end, strict)  # type: ignore[attr-defined]  # not in the stubs
+        placed = _Placed(value)
+        placed.end = after
+        return placed, after
+
+    decoder.parse_string = parse_string  # type: ignore[attr-defined]
+    # the pure-Python scanner calls parse_string (the C one does not); neither is in the stubs
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
+    return decoder.decode(raw)
+
+
 def _cells(raw: str) -> list[_Cell]:
     try:
-        data = json.loads(raw)
+        data = _parse_placed(raw)
     except ValueError as exc:
         raise NotebookError(f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise NotebookError("not valid JSON: nested too deeply") from None
     cells = data.get("cells") if isinstance(data, dict) else None
     if not isinstance(cells, list):
         raise NotebookError("no 'cells' list: not a Jupyter notebook (nbformat 4)")
-    raw_lines = raw.splitlines()
-    cursor = -1  # the JSON line of the last source line placed
+    newlines = [match.start() for match in NEWLINE.finditer(raw)]
     out: list[_Cell] = []
     for number, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         source = cell.get("source", "")
-        lines = [str(line) for line in (source if isinstance(source, list) else str(source).splitlines(keepends=True))]
-        # a list item may hold several lines: one entry per line, so that line numbers hold
-        split = [part for line in lines for part in (line.splitlines(keepends=True) or [line])]
+        items = source if isinstance(source, list) else [source]
+        split: list[str] = []
         file_lines: list[int] = []
-        for line in split:
-            # searched after the line just placed ("x" is also in "x = f(x)"); one not found further on
-            # shares the line (a cell source written as one string)
-            found = _locate(raw_lines, cursor + 1, line)
-            cursor = max(cursor, 0) if found is None else found
-            file_lines.append(cursor + 1)
+        for item in items:
+            # a JSON string holds no raw newline: every line of one item is on the item's line of the file
+            line = bisect.bisect_left(newlines, item.end) + 1 if isinstance(item, _Placed) else 1
+            parts = str(item).splitlines(keepends=True) or [str(item)]
+            split += parts
+            file_lines += [line] * len(parts)
         out.append(_Cell(number, split, file_lines))
     return out
-
-
-def _locate(raw_lines: list[str], start: int, line: str) -> int | None:
-    """Index of the JSON line holding this source line, searching forward from ``start``."""
-    needles = {json.dumps(line)[1:-1], json.dumps(line, ensure_ascii=False)[1:-1]}
-    return next((i for i in range(start, len(raw_lines)) if any(n in raw_lines[i] for n in needles)), None)
 
 
 def lint_notebook(raw: str, context: ProjectContext, path: str = "notebook.ipynb") -> list[Hit]:

@@ -32,6 +32,13 @@ FRAMEWORK_MODULES = ("torch", "tensorflow", "keras", "jax", "tf_keras")
 VERSION_TEXT = re.compile(r"^\d+\.\d+")
 FALLBACK_ERRORS = frozenset({"AttributeError", "ImportError", "ModuleNotFoundError", "TypeError", "NameError"})
 BROAD_ERRORS = frozenset({"Exception", "BaseException"})
+# Calls and keywords whose strings are words for a person (a message, a help text), not a command to run:
+# a launcher named there is a mention, not a use.
+MENTION_CALLS = frozenset({
+    "print", "pprint", "echo", "write", "info", "warning", "warn", "debug", "error", "critical", "exception",
+    "log", "fatal", "secho", "rank_zero_info", "rank_zero_warn", "print_rank_0", "print_rank0", "exit",
+})  # fmt: skip
+MENTION_KEYWORDS = frozenset({"help", "description", "epilog", "usage", "msg", "message"})
 
 # torch.cuda calls that initialise CUDA (device_count() goes through NVML; manual_seed*/empty_cache are lazy).
 CUDA_INIT_CALLS = frozenset({
@@ -93,7 +100,14 @@ class CudaState:
     initialised: bool = False
 
 
-Gates = tuple[ast.expr | Literal[True], ...]  # if-tests to judge when needed; True: an import fallback
+# If-tests to judge when needed; True: an except branch that handles an API's absence (a fallback);
+# WHILE_PRESENT: code that runs wherever the API it tries or probes exists (the body of such a ``try``, of
+# ``if hasattr(torch.cuda.amp, "autocast")``): a gate for a removed API, the live branch for a deprecated one.
+Present = Literal["present"]
+WHILE_PRESENT: Present = "present"
+Gates = tuple[ast.expr | Literal[True] | Present, ...]
+Gating = bool | Present  # of an import: gated, not, or bound only where the API exists
+DEPRECATED_AMP_MODULES = ("torch.cuda.amp", "torch.cpu.amp")
 
 
 @dataclass
@@ -112,6 +126,7 @@ class Ctx:
 class Scan:
     aliases: dict[str, str] = field(default_factory=dict)
     gated_aliases: set[str] = field(default_factory=set)
+    present_aliases: set[str] = field(default_factory=set)  # bound where the API exists (WHILE_PRESENT)
     reported_aliases: set[str] = field(default_factory=set)  # bound by an import already reported
     frameworks: set[str] = field(default_factory=set)
     hits: list[Hit] = field(default_factory=list)  # reported as they are seen
@@ -163,6 +178,49 @@ def is_gate_test(test: ast.expr, resolve: Callable[[str], str] = str) -> bool:
     return False
 
 
+def _probes_deprecated_amp(test: ast.expr, resolve: Callable[[str], str]) -> bool:
+    """``hasattr(torch.cuda.amp, "autocast")``, ``hasattr(torch.cuda, "amp")``: true wherever the API exists."""
+    if type(test) is not ast.Call or (dotted(test.func) or "") not in ("hasattr", "getattr") or not test.args:
+        return False
+    owner = resolve(dotted(test.args[0]) or "")
+    attribute = const_str(test.args[1]) if len(test.args) > 1 else None
+    probed = f"{owner}.{attribute}" if attribute else owner
+    return probed.startswith(DEPRECATED_AMP_MODULES)
+
+
+def deprecated_amp_branch(test: ast.expr, resolve: Callable[[str], str] = str) -> bool | None:
+    """Which branch of an ``if`` runs wherever the deprecated torch.cuda.amp API exists: True (the body:
+    ``hasattr(torch.cuda.amp, "autocast") and torch.cuda.is_available()``), False (the ``else``:
+    ``not hasattr(torch.cuda, "amp") or not hasattr(torch.cuda.amp, "autocast")``), None (not such a
+    probe, or one mixed with another version or feature check, which decides as a gate)."""
+    if type(test) is ast.UnaryOp and type(test.op) is ast.Not:
+        inner = deprecated_amp_branch(test.operand, resolve)
+        return None if inner is None else not inner
+    if type(test) is ast.BoolOp:
+        # `and`: true only where every probe holds; `or`: false only where every negated probe fails
+        wanted = type(test.op) is ast.And
+        sides = [deprecated_amp_branch(value, resolve) for value in test.values]
+        if wanted in sides and all(
+            side == wanted or (side is None and not is_gate_test(value, resolve))
+            for side, value in zip(sides, test.values, strict=True)
+        ):
+            return wanted
+        return None
+    return True if _probes_deprecated_amp(test, resolve) else None
+
+
+def _within(outer: Gating, inner: Gating) -> Gating:
+    """The gating of code inside both: a gate wins over code that runs where the API exists."""
+    if outer is True or inner is True:
+        return True
+    return WHILE_PRESENT if outer or inner else False
+
+
+def _terminal(body: list[ast.stmt]) -> bool:
+    """A block that leaves its function (or loop): what follows it runs only when its test was false."""
+    return bool(body) and type(body[-1]) in (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+
 def is_main_test(test: ast.expr) -> bool:
     """``__name__ == "__main__"`` (either way round)."""
     if type(test) is not ast.Compare or len(test.comparators) != 1 or type(test.ops[0]) is not ast.Eq:
@@ -184,8 +242,11 @@ def is_fallback_handler(handler: ast.ExceptHandler, body_imports: bool) -> bool:
 
 
 def _try_gates(node: ast.Try) -> tuple[bool, bool]:
-    """(the try imports something, an except of it handles an API's absence)."""
-    imports = any(type(s) in (ast.Import, ast.ImportFrom) for s in node.body)
+    """(the try imports something or checks a version, an except of it handles an API's absence).
+    A bare ``except`` after a version check is the fallback for a torch the check cannot read."""
+    imports = any(
+        type(s) in (ast.Import, ast.ImportFrom) or (type(s) is ast.If and is_gate_test(s.test)) for s in node.body
+    )
     return imports, any(is_fallback_handler(h, imports) for h in node.handlers)
 
 
@@ -193,34 +254,41 @@ class Scanner:
     def __init__(self, scan: Scan) -> None:
         self.scan = scan
         self.docstrings: set[int] = set()
+        self.mentions: set[int] = set()  # strings in a message or help text (ids of their Constant nodes)
         self._gate_cache: dict[int, bool] = {}
 
-    def is_gated(self, gates: Gates) -> bool:
-        """Judged only when a deprecated name or an import needs it: most tests never are."""
+    def is_gated(self, gates: Gates, deprecated: bool = False) -> bool:
+        """Judged only when a deprecated name or an import needs it: most tests never are.
+        ``deprecated``: the API still exists, so code that runs where it exists is not gated."""
         for gate in gates:
             if gate is True:
                 return True
+            if isinstance(gate, str):  # WHILE_PRESENT
+                if not deprecated:
+                    return True
+                continue
             if id(gate) not in self._gate_cache:
                 self._gate_cache[id(gate)] = is_gate_test(gate, self.scan.resolve)
             if self._gate_cache[id(gate)]:
                 return True
         return False
 
-    def prescan_imports(self, body: list[ast.stmt], gated: bool) -> None:
+    def prescan_imports(self, body: list[ast.stmt], gated: Gating) -> None:
         """Module-level imports first, so that a function defined above an import still resolves its names."""
         for node in body:
             if isinstance(node, ast.Import | ast.ImportFrom):
                 self._bind_imports(node, gated, report=False)
             elif isinstance(node, ast.If):
-                gate = gated or is_gate_test(node.test, self.scan.resolve)
-                self.prescan_imports(node.body, gate)
-                self.prescan_imports(node.orelse, gate)
+                gate = is_gate_test(node.test, self.scan.resolve)
+                live = deprecated_amp_branch(node.test, self.scan.resolve)
+                self.prescan_imports(node.body, _within(gated, WHILE_PRESENT if live is True else gate))
+                self.prescan_imports(node.orelse, _within(gated, WHILE_PRESENT if live is False else gate))
             elif type(node).__name__ in ("Try", "TryStar"):
                 block: ast.Try = node  # type: ignore[assignment]  # a TryStar has the same fields
                 imports, guarded = _try_gates(block)
-                self.prescan_imports(block.body, gated or guarded)
+                self.prescan_imports(block.body, _within(gated, WHILE_PRESENT if guarded else False))
                 for handler in block.handlers:
-                    self.prescan_imports(handler.body, gated or is_fallback_handler(handler, imports))
+                    self.prescan_imports(handler.body, _within(gated, is_fallback_handler(handler, imports)))
                 self.prescan_imports(block.orelse, gated)
                 self.prescan_imports(block.finalbody, gated)
 
@@ -229,6 +297,10 @@ class Scanner:
             self.docstrings.add(id(body[0].value))
         for node in body:
             self.statement(node, ctx)
+            if type(node) is ast.If and not node.orelse and _terminal(node.body) and ctx.function:
+                # `if torch_version >= (2, 4): return new()` then `return old()`: the rest is its else branch
+                # (the test is judged as a gate only when a deprecated name below needs it)
+                ctx = replace(ctx, gated=(*ctx.gated, node.test))
 
     def statement(self, node: ast.stmt, ctx: Ctx) -> None:
         """Dispatched by node class, as ``ast.NodeVisitor`` does."""
@@ -238,6 +310,18 @@ class Scanner:
             return
         for child in ast.iter_child_nodes(node):  # Return, Delete, Raise, Assert, Global, Pass …
             self.expr(child, ctx)  # type: ignore[arg-type]
+
+    def visit_Raise(self, node: ast.Raise | ast.Assert, ctx: Ctx) -> None:
+        message = node.exc if type(node) is ast.Raise else node.msg  # type: ignore[union-attr]
+        if message is not None:
+            self._mention(message)
+        for child in ast.iter_child_nodes(node):
+            self.expr(child, ctx)  # type: ignore[arg-type]
+
+    visit_Assert = visit_Raise
+
+    def _mention(self, node: ast.AST) -> None:
+        self.mentions.update(id(n) for n in ast.walk(node) if type(n) is ast.Constant)
 
     def visit_Expr(self, node: ast.Expr, ctx: Ctx) -> None:
         if const_str(node.value) is None:  # a bare string is a comment
@@ -260,7 +344,10 @@ class Scanner:
     visit_AnnAssign = visit_AugAssign
 
     def visit_Import(self, node: ast.Import | ast.ImportFrom, ctx: Ctx) -> None:
-        self._bind_imports(node, self.is_gated(ctx.gated), report=True)
+        gated: Gating = self.is_gated(ctx.gated, deprecated=True)
+        if not gated and self.is_gated(ctx.gated):
+            gated = WHILE_PRESENT  # bound where the API exists: gated only for a removed API
+        self._bind_imports(node, gated, report=True)
 
     visit_ImportFrom = visit_Import
 
@@ -307,13 +394,16 @@ class Scanner:
             self.block(node.body, ctx)  # a script runs it: CUDA state goes on
             self.block(node.orelse, ctx.branch())
             return
-        for body in (node.body, node.orelse):
-            self.block(body, ctx.branch(gated=(*ctx.gated, node.test)))
+        live = deprecated_amp_branch(node.test, self.scan.resolve)
+        for body, branch in ((node.body, True), (node.orelse, False)):
+            # the branch that runs wherever torch.cuda.amp exists is its live branch, not a fallback
+            gate: ast.expr | Present = WHILE_PRESENT if live is branch else node.test
+            self.block(body, ctx.branch(gated=(*ctx.gated, gate)))
 
     def visit_Try(self, node: ast.Try, ctx: Ctx) -> None:
         # a try whose except handles the API's absence is a gate for its body too
         imports, guarded = _try_gates(node)
-        self.block(node.body, replace(ctx, gated=(*ctx.gated, True)) if guarded else ctx)
+        self.block(node.body, replace(ctx, gated=(*ctx.gated, WHILE_PRESENT)) if guarded else ctx)
         for handler in node.handlers:
             if handler.type is not None:
                 self.expr(handler.type, ctx)
@@ -363,17 +453,17 @@ class Scanner:
             example = "CUDA_VISIBLE_DEVICES=0" if variable == "CUDA_VISIBLE_DEVICES" else f"{variable}=PCI_BUS_ID"
             self.scan.hits.append(Hit.make("CDL011", *position(node), variable=variable, example=example))
 
-    def _bind_imports(self, node: ast.Import | ast.ImportFrom, gated: bool, report: bool) -> None:
+    def _bind_imports(self, node: ast.Import | ast.ImportFrom, gated: Gating, report: bool) -> None:
         scan = self.scan
         if isinstance(node, ast.Import):
             for alias in node.names:
                 name = alias.asname or alias.name.split(".")[0]
                 self._bind(name, alias.name if alias.asname else name, gated)
                 _note_framework(alias.name, scan)
-                if report and alias.name == LAUNCH_MODULE:
+                if report and alias.name == LAUNCH_MODULE and gated is not True:
                     scan.hits.append(_launch_hit(node, f"import {LAUNCH_MODULE}"))
                 if report and alias.name.startswith("jax."):
-                    self._imported_api(node, alias.name, alias.asname or alias.name, gated, name)
+                    self._imported_api(node, alias.name, alias.asname or alias.name, bool(gated), name)
             return
         module = node.module
         if not module or node.level:
@@ -385,8 +475,8 @@ class Scanner:
             full = f"{module}.{alias.name}"
             self._bind(alias.asname or alias.name, full, gated)
             if report and module.startswith("jax"):
-                self._imported_api(node, full, full, gated, alias.asname or alias.name)
-            if report and (full == LAUNCH_MODULE or module == LAUNCH_MODULE):
+                self._imported_api(node, full, full, bool(gated), alias.asname or alias.name)
+            if report and (full == LAUNCH_MODULE or module == LAUNCH_MODULE) and gated is not True:
                 scan.hits.append(_launch_hit(node, f"from {module} import {alias.name}"))
 
     def _imported_api(self, node: ast.AST, qual: str, written: str, gated: bool, bound: str) -> None:
@@ -395,11 +485,13 @@ class Scanner:
             self.scan.refs.append(Ref(node, written, qual, gated))
             self.scan.reported_aliases.add(bound)
 
-    def _bind(self, name: str, target: str, gated: bool) -> None:
+    def _bind(self, name: str, target: str, gated: Gating) -> None:
         scan = self.scan
         previous = scan.aliases.get(name)
-        if gated or (previous is not None and previous != target and name not in ("torch", "tf", "jax")):
+        if gated is True or (previous is not None and previous != target and name not in ("torch", "tf", "jax")):
             scan.gated_aliases.add(name)
+        elif gated:
+            scan.present_aliases.add(name)
         scan.aliases[name] = target
 
     def _imported(self, name: str) -> bool:
@@ -432,7 +524,7 @@ class Scanner:
             if kind is ast.Constant:
                 value = node.value  # type: ignore[attr-defined]
                 if type(value) is str and id(node) not in self.docstrings:
-                    self._string(node, value)
+                    self._string(node, value, gated)
                 continue
             if kind is ast.IfExp:
                 inner = (*gated, node.test)  # type: ignore[attr-defined]
@@ -459,12 +551,17 @@ class Scanner:
             if not candidate and qual.startswith(("accelerate.Accelerator", "deepspeed.initialize")):
                 scan.uses_gpu = True
         if candidate:
-            scan.refs.append(Ref(node, name, qual, head in scan.gated_aliases or self.is_gated(gates)))
+            # torch.cuda.amp still exists: code that runs where it exists is its live branch
+            deprecated = qual.startswith("torch.")
+            gated = head in scan.gated_aliases or (head in scan.present_aliases and not deprecated)
+            scan.refs.append(Ref(node, name, qual, gated or self.is_gated(gates, deprecated)))
 
-    def _string(self, node: ast.AST, text: str) -> None:
+    def _string(self, node: ast.AST, text: str, gates: Gates) -> None:
         scan = self.scan
         if text == LAUNCH_MODULE or (len(text) > 20 and LAUNCH_RE.search(text)):
-            scan.hits.append(_launch_hit(node, f"python -m {LAUNCH_MODULE}"))
+            # a command that runs it, not a message naming it, nor a branch for a torch without torchrun
+            if id(node) not in self.mentions and not self.is_gated(gates, deprecated=True):
+                scan.hits.append(_launch_hit(node, f"python -m {LAUNCH_MODULE}"))
         elif len(text) < 12 and (text in GPU_STRINGS or text.startswith(GPU_PREFIXES)):
             scan.uses_gpu = True
 
@@ -474,6 +571,12 @@ class Scanner:
         leaf = func.attr if type(func) is ast.Attribute else getattr(func, "id", "")
         if ctx.function:
             scan.function_calls.setdefault(ctx.function, set()).add(leaf)
+        if leaf in MENTION_CALLS:
+            for argument in node.args:
+                self._mention(argument)
+        for item in node.keywords:
+            if item.arg in MENTION_KEYWORDS or leaf in MENTION_CALLS:
+                self._mention(item.value)
         if "istributed" in leaf:
             lower = leaf.lower()
             scan.distributed_helper |= "init" in lower or "setup" in lower

@@ -25,6 +25,8 @@ TF_AMP_FIX = (
     '"mixed_bfloat16" on Ampere or newer) before building the model'
 )
 DEEPSPEED = re.compile(rb"(?i)deepspeed")
+# the parsed flag read (``args.local_rank``, ``getattr(args, "local_rank")``, ``vars(args)["local_rank"]``)
+LOCAL_RANK_READ = re.compile(rb"\.local_rank\b|['\"]local_rank['\"]")
 TF_GPU = re.compile(rb"['\"]/?(gpu|GPU)(:\d+)?['\"]|MirroredStrategy")
 TEST_PARTS = frozenset({"tests", "test", "testing", "test_utils", "unittests"})
 TF_VERSION_COMMAND = 'python -c "import tensorflow as tf; print(tf.__version__)"'
@@ -39,7 +41,7 @@ AMP_EVIDENCE = (
     b"float16", b"autocast", b"GradScaler", b"mixed_precision", b"set_global_policy", b"bfloat16", b".half(",
     b"fp16", b"bf16", b"16-mixed", b"LossScale", b"use_amp", b"--amp", b"args.amp", b"apex", b"float64",
     b".double(", b"torch.double", b"LBFGS", b"precision=", b"Accelerator(", b"accelerate", b"deepspeed",
-    b"lightning", b"Trainer(", b"dist_autograd",
+    b"lightning", b"Trainer(", b"dist_autograd", b"torch.half", b"colossalai",
 )  # fmt: skip
 # Evidence of loss scaling done somewhere (a scaler object, a wrapper that scales): CDL004 stays silent.
 SCALER_EVIDENCE = (
@@ -88,7 +90,7 @@ def analyse(tree: ast.Module, context: ProjectContext, info: FileInfo) -> list[H
         return hits
     hits.extend(_compile_hits(scan, context))
     hits.extend(_amp_hits(scan, info))
-    hits.extend(loader_hits(scan, b"from_pretrained" in info.data))
+    hits.extend(loader_hits(scan, b"from_pretrained" in info.data, is_entry_point(scan, info)))
     hits.extend(_benchmark_hits(scan, info))
     return hits
 
@@ -181,22 +183,16 @@ def launch_for_project(hit: Hit, torch: FrameworkSource) -> Hit | None:
 
 
 def _local_rank_hits(scan: Scan, info: FileInfo, deepspeed_project: bool) -> list[Hit]:
-    """The deepspeed launcher passes --local_rank, so a DeepSpeed script (or project) must accept it;
-    a script that also reads LOCAL_RANK from the environment keeps the argument for compatibility."""
+    """The one case that breaks under torchrun: the script takes its local rank from the flag (reads
+    ``args.local_rank``) and never from LOCAL_RANK. A flag nobody reads is only there so that a launcher
+    that passes it does not fail argparse; a script that reads LOCAL_RANK too (or hands its arguments to a
+    distributed-setup helper) gets the right rank; the deepspeed launcher passes --local_rank, so a
+    DeepSpeed script (or project) must accept it."""
     if not scan.local_ranks or deepspeed_project or "deepspeed" in scan.frameworks or DEEPSPEED.search(info.data):
         return []
-    if b"LOCAL_RANK" in info.data or scan.distributed_helper:  # reads the environment too
-        severity: Severity | None = Severity.INFO
-        detail = (
-            "kept next to a read of the LOCAL_RANK environment variable (or a distributed-setup helper "
-            "that may read it): a compatibility shim for launchers that pass it"
-        )
-    else:
-        severity, detail = None, "torchrun passes the local rank in the LOCAL_RANK environment variable"
-    return [
-        Hit.make("CDL007", *position(node), severity=severity, flag=flag, detail=detail)
-        for node, flag in scan.local_ranks
-    ]
+    if b"LOCAL_RANK" in info.data or scan.distributed_helper or not LOCAL_RANK_READ.search(info.data):
+        return []
+    return [Hit.make("CDL007", *position(node), flag=flag) for node, flag in scan.local_ranks]
 
 
 def is_entry_point(scan: Scan, info: FileInfo) -> bool:

@@ -144,3 +144,18 @@ def test_a_real_run_dumps_keys_that_the_labels_match(tmp_path: Path, capsys: pyt
     precision = out.split("Precision per rule", 1)[1]
     rule_row = next(line for line in precision.splitlines() if line.startswith("CDL001"))
     assert rule_row.split()[1:4] == ["1", "1", "1"] and "100%" in rule_row
+
+
+@pytest.mark.parametrize(
+    ("manifest", "labelled"),
+    [("repositories.txt", "labels.jsonl"), ("repositories-held-out.txt", "labels-held-out.jsonl")],
+)
+def test_the_labelled_sample_is_well_formed(manifest: str, labelled: str) -> None:
+    sample = Path(lp.__file__).parent / "lint_sample"
+    entries = [line.split() for line in (sample / manifest).read_text().splitlines() if line[:1] != "#"]
+    assert entries and all(len(e) == 2 and len(e[1]) == 40 and e[0].count("/") == 1 for e in entries)
+    repositories = {name for name, _ in entries}
+    assert len(repositories) == len(entries)
+    labels = lp.read_labels(sample / labelled)  # also: known labels, no key twice
+    assert {key.split("|", 1)[0] for key in labels} <= repositories
+    assert all(label.reason for label in labels.values())

@@ -16,11 +16,17 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from cuda_doctor.lint.engine import builtin_rules, lint_paths
+from cuda_doctor.core.rules import RuleFileError, load_rule_file
+from cuda_doctor.lint.engine import LintOptions, builtin_rules, lint_paths
 from cuda_doctor.lint.requirements import caps_below
 
 CASES = Path(__file__).parent / "cases"
 EXPECT = re.compile(r"expect(?P<where>-next|-prev)?: (?P<ids>CDL\d{3}(?:,CDL\d{3})*)")
+
+
+def every_rule() -> LintOptions:
+    """All rules, the opt-in ones too (named by id): the cases show what each one finds."""
+    return LintOptions(select=("CDL", *(rule.id for rule in builtin_rules().values() if rule.opt_in)))
 
 
 def case_files() -> list[Path]:
@@ -49,7 +55,7 @@ def copy_case(case: Path, tmp_path: Path) -> Path:
 @pytest.mark.parametrize("case", case_files(), ids=lambda p: str(p.relative_to(CASES)))
 def test_case(case: Path, tmp_path: Path) -> None:
     target = copy_case(case, tmp_path)
-    report = lint_paths([target])
+    report = lint_paths([target], every_rule())
     found = {(f.line, f.rule_id) for f in report.findings}
     assert found == expected(case), "\n".join(f"{f.line}:{f.column} {f.rule_id} {f.message}" for f in report.findings)
 
@@ -64,7 +70,7 @@ def test_messages_have_no_unfilled_placeholders(tmp_path: Path) -> None:
     for case in case_files():
         target = tmp_path / case.name
         shutil.copy(case, target)
-    report = lint_paths([tmp_path])
+    report = lint_paths([tmp_path], every_rule())
     assert report.findings
     for finding in report.findings:
         assert "{" not in finding.message.replace("{base|runtime|devel}", ""), finding
@@ -85,8 +91,19 @@ def test_amp_in_another_file_does_not_silence_this_script(tmp_path: Path) -> Non
     (tmp_path / "amp_utils.py").write_text("import torch\nctx = torch.autocast('cuda', dtype=torch.bfloat16)\n")
     train = tmp_path / "train.py"
     shutil.copy(CASES / "no_amp_torch.py", train)
-    assert [f.rule_id for f in lint_paths([train]).findings] == ["CDL003"]
-    assert [f.rule_id for f in lint_paths([tmp_path]).findings] == ["CDL003"]
+    assert [f.rule_id for f in lint_paths([train], every_rule()).findings] == ["CDL003"]
+    assert [f.rule_id for f in lint_paths([tmp_path], every_rule()).findings] == ["CDL003"]
+
+
+def test_an_opt_in_rule_runs_only_when_named_by_its_id(tmp_path: Path) -> None:
+    train = copy_case(CASES / "no_amp_torch.py", tmp_path)
+    assert builtin_rules()["CDL003"].opt_in
+    assert lint_paths([train]).findings == []  # off by default
+    for select in (("CDL",), ("code",), ("CDL0",)):  # a prefix or a category does not turn it on
+        assert lint_paths([train], LintOptions(select=select)).findings == [], select
+    for select in (("CDL003",), ("CDL", "cdl003")):
+        assert [f.rule_id for f in lint_paths([train], LintOptions(select=select)).findings] == ["CDL003"]
+    assert lint_paths([train], LintOptions(select=("CDL003",), ignore=("CDL003",))).findings == []
 
 
 def test_stage_reference_and_build_arg_substitution(tmp_path: Path) -> None:
@@ -210,20 +227,39 @@ def test_the_stable_tf_api_fix_drops_loss_scale(tmp_path: Path) -> None:
     assert "Policy('mixed_float16')`: drop `loss_scale=None`" in fixes[3]
 
 
-def test_local_rank_next_to_the_environment_is_an_info_note(tmp_path: Path) -> None:
-    [finding] = lint_paths([copy_case(CASES / "local_rank_env.py", tmp_path)]).findings
-    assert finding.severity.value == "info" and "compatibility shim" in finding.message
-    helper = tmp_path / "helper.py"
-    helper.write_text(
-        "import argparse\nfrom utils import init_distributed_mode\n"
-        "p = argparse.ArgumentParser()\np.add_argument('--local_rank', type=int, default=0)\n"
-        "init_distributed_mode(p.parse_args())\n"
-    )
-    [finding] = lint_paths([helper]).findings
-    assert finding.severity.value == "info"
+def test_opt_in_must_be_true_or_false(tmp_path: Path) -> None:
+    text = (CASES.parent.parent.parent / "rules" / "CDL003.toml").read_text(encoding="utf-8")
+    bad = tmp_path / "CDL003.toml"
+    bad.write_text(text.replace("opt_in = true", 'opt_in = "yes"'), encoding="utf-8")
+    with pytest.raises(RuleFileError, match="field 'opt_in' must be true or false"):
+        load_rule_file(bad)
+    bad.write_text(text.replace("opt_in = true", "opt_in = false"), encoding="utf-8")
+    assert not load_rule_file(bad).opt_in
+
+
+def test_local_rank_is_reported_only_where_the_flag_is_the_rank(tmp_path: Path) -> None:
+    [finding] = lint_paths([copy_case(CASES / "local_rank_read.py", tmp_path)]).findings
+    assert finding.severity.value == "warning" and "never reads LOCAL_RANK" in finding.message
+    head = "import argparse\np = argparse.ArgumentParser()\np.add_argument('--local_rank', type=int, default=0)\n"
+    reads = {
+        "attribute.py": "a = p.parse_args()\ndevice = a.local_rank\n",
+        "getattr.py": "a = p.parse_args()\ndevice = getattr(a, 'local_rank')\n",
+        "vars.py": "a = p.parse_args()\ndevice = vars(a)['local_rank']\n",
+    }
+    for name, tail in reads.items():
+        (tmp_path / name).write_text(head + tail)
+        assert [f.rule_id for f in lint_paths([tmp_path / name]).findings] == ["CDL007"], name
+    quiet = {
+        "unread.py": "a = p.parse_args()\nprint(a.lr)\n",
+        "helper.py": "from utils import init_distributed_mode\ninit_distributed_mode(p.parse_args())\n",
+        "environment.py": "import os\na = p.parse_args()\nrank = int(os.environ.get('LOCAL_RANK', a.local_rank))\n",
+    }
+    for name, tail in quiet.items():
+        (tmp_path / name).write_text(head + tail)
+        assert lint_paths([tmp_path / name]).findings == [], name
     (tmp_path / "requirements.txt").write_text("deepspeed>=0.14\n")
     plain = tmp_path / "plain.py"
-    plain.write_text("import argparse\np = argparse.ArgumentParser()\np.add_argument('--local_rank', type=int)\n")
+    plain.write_text(head + "device = p.parse_args().local_rank\n")
     assert lint_paths([plain]).findings == []  # a project that requires deepspeed: its launcher passes it
 
 

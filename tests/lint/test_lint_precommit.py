@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader
 parser = argparse.ArgumentParser()
 parser.add_argument("--local_rank", type=int, default=0)
 args = parser.parse_args()
-model = torch.nn.Linear(8, 1).cuda()
+model = torch.nn.Linear(8, 1).cuda(args.local_rank)
 optimizer = torch.optim.AdamW(model.parameters())
 loader = DataLoader(torch.randn(64, 8), batch_size=8, num_workers=4, pin_memory=True)
 for batch in loader:
@@ -30,8 +30,10 @@ for batch in loader:
     loss.backward()
     optimizer.step()
 """
-TRAIN_FIXED = TRAIN_BAD.replace('parser.add_argument("--local_rank", type=int, default=0)\n', "").replace(
-    "torch.cuda.amp.autocast(dtype=", 'torch.autocast("cuda", dtype='
+TRAIN_FIXED = (
+    TRAIN_BAD.replace('parser.add_argument("--local_rank", type=int, default=0)\n', "")
+    .replace(".cuda(args.local_rank)", ".cuda()")
+    .replace("torch.cuda.amp.autocast(dtype=", 'torch.autocast("cuda", dtype=')
 )
 DOCKER_BAD = """\
 FROM nvidia/cuda:12.3-base

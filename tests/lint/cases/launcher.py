@@ -12,3 +12,5 @@ parser.add_argument("--epochs", type=int, default=1)
 subprocess.run([sys.executable, "-m", "torch.distributed.launch", "train.py"])  # expect: CDL006
 subprocess.run("python -m torch.distributed.launch --nproc_per_node 2 train.py", shell=True)  # expect: CDL006
 subprocess.run(["torchrun", "--nproc-per-node", "2", "train.py"])
+args = parser.parse_args()
+torch.cuda.set_device(args.local_rank)  # the flag is where the rank comes from: wrong under torchrun
