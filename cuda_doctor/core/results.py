@@ -53,6 +53,7 @@ class Result(NamedTuple):
     links: tuple[str, ...] = ()
     evidence: Mapping[str, Any] = NO_EVIDENCE  # the facts the verdict rests on
     origin: str | None = None  # the ``rules-dirs`` folder of a rule not shipped with cuda-doctor
+    because: str | None = None  # the rule whose failure explains this one (a consequence; see ``caused``)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +68,7 @@ class Result(NamedTuple):
             "links": list(self.links),
             "evidence": dict(self.evidence),
             "origin": self.origin,
+            "because": self.because,
         }
 
     @classmethod
@@ -85,10 +87,40 @@ class Result(NamedTuple):
             links=tuple(get("links", ())),
             evidence=dict(get("evidence", {})),
             origin=get("origin"),
+            because=_rule_id(get("because")),
         )
 
     def rank(self) -> int:
         return FINDING_RANK.get(self.status, 0)
+
+
+def _rule_id(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ValueError(f"'because' must be a rule id or null, got {value!r}")
+
+
+def caused(results: list[Result]) -> dict[tuple[str, str | None], list[Result]]:
+    """Each cause → the results its failure explains, in their order: keyed by the cause's rule
+    id and subject (the consequence's own subject, or None for a cause about the whole machine).
+    A result whose cause is not among ``results`` (left out of a file) stands on its own."""
+    present = {(r.rule_id, r.subject) for r in results}
+    out: dict[tuple[str, str | None], list[Result]] = {}
+    for result in results:
+        key = cause_of(result, present)
+        if key is not None:
+            out.setdefault(key, []).append(result)
+    return out
+
+
+def cause_of(result: Result, present: set[tuple[str, str | None]]) -> tuple[str, str | None] | None:
+    """The (rule id, subject) of the result that explains ``result``, when it is in ``present``."""
+    if result.because is None:
+        return None
+    for key in ((result.because, result.subject), (result.because, None)):
+        if key in present and key != (result.rule_id, result.subject):
+            return key
+    return None
 
 
 #: The exit status of a report with no verdict (also that of a usage or internal error).

@@ -246,6 +246,7 @@ class RuleOutcome(NamedTuple):
     message: str
     fix: str | None
     commands: tuple[str, ...]
+    explains: tuple[str, ...] | None = None  # None → the rule's ``explains``
 
 
 class Rule(NamedTuple):
@@ -263,9 +264,11 @@ class Rule(NamedTuple):
     skip_message: str = "not applicable here"
     pass_message: str = ""
     outcomes: tuple[RuleOutcome, ...] = ()
+    explains: tuple[str, ...] = ()  # rules whose failure, alongside a finding of this one, it explains
     detector: str | None = None  # lint rules
     message: str = ""  # lint rules
     fix: str | None = None  # lint rules
+    opt_in: bool = False  # lint rules: off unless a selection names the rule by its id
 
     def origin(self) -> str | None:
         """The folder of a rule that does not ship with cuda-doctor (``rules-dirs``): its
@@ -316,8 +319,8 @@ def _severity(value: Any, where: str) -> Severity:
 #: The fields a rule file may have.
 _FIELDS = (
     {"id", "title", "category", "severity", "rationale", "links", "kind"}  # every rule
-    | {"for_each", "requires", "applies", "skip_message", "pass_message", "outcome"}  # environment rules
-    | {"detector", "message", "fix"}  # lint rules
+    | {"for_each", "requires", "applies", "skip_message", "pass_message", "outcome", "explains"}  # environment rules
+    | {"detector", "message", "fix", "opt_in"}  # lint rules
 )
 
 
@@ -352,6 +355,7 @@ def parse_rule(data: Mapping[str, Any], path: Path) -> Rule:
             detector=_detector(data, rule_id, where),
             message=_text(data, "message", where),
             fix=_text(data, "fix", where, required=False) or None,
+            opt_in=_opt_in(data, where),
         )
     if "applies" in data:
         validate_condition(data["applies"], f"{where}: field 'applies'")
@@ -364,7 +368,7 @@ def parse_rule(data: Mapping[str, Any], path: Path) -> Rule:
     outcomes = []
     for n, raw in enumerate(raw_outcomes):
         at = f"{where}: outcome[{n}]"
-        stray = sorted(set(raw) - {"when", "severity", "status", "message", "fix", "commands"})
+        stray = sorted(set(raw) - {"when", "severity", "status", "message", "fix", "commands", "explains"})
         if stray:
             raise RuleFileError(f"{at}: unknown field {', '.join(repr(k) for k in stray)}")
         if "when" not in raw:
@@ -376,6 +380,8 @@ def parse_rule(data: Mapping[str, Any], path: Path) -> Rule:
         commands = raw.get("commands", [])
         if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands):
             raise RuleFileError(f"{at}: 'commands' must be a list of strings")
+        if status == "pass" and "explains" in raw:
+            raise RuleFileError(f"{at}: field 'explains': a pass explains no failure")
         outcomes.append(
             RuleOutcome(
                 when=raw["when"],
@@ -384,6 +390,7 @@ def parse_rule(data: Mapping[str, Any], path: Path) -> Rule:
                 message=_text(raw, "message", at),
                 fix=_text(raw, "fix", at, required=False) or None,
                 commands=tuple(commands),
+                explains=_explains(raw, rule_id, at) if "explains" in raw else None,
             )
         )
     return Rule(
@@ -394,7 +401,52 @@ def parse_rule(data: Mapping[str, Any], path: Path) -> Rule:
         skip_message=str(data.get("skip_message", "not applicable here")),
         pass_message=_text(data, "pass_message", where, required=False) or "ok",
         outcomes=tuple(outcomes),
+        explains=_explains(data, rule_id, where) if "explains" in data else (),
     )
+
+
+def _explains(data: Mapping[str, Any], rule_id: str, where: str) -> tuple[str, ...]:
+    """The ids an ``explains`` names: rule ids, not this rule's own (``load_rules`` checks that they exist)."""
+    value = data["explains"]
+    if not isinstance(value, list) or not all(isinstance(x, str) and _ID.match(x) for x in value):
+        raise RuleFileError(f"{where}: field 'explains' must be a list of rule ids such as \"CD202\"")
+    if rule_id in value:
+        raise RuleFileError(f"{where}: field 'explains': a rule cannot explain itself")
+    return tuple(value)
+
+
+def check_explains(rules: Iterable[Rule]) -> None:
+    """Every id an ``explains`` names is an environment rule, and no rule explains, through others,
+    its own failure: a misspelt id would link nothing, and a loop would have no cause to show."""
+    env = {rule.id: rule for rule in rules if rule.kind == "env"}
+    edges = {rule_id: set(explained(rule)) for rule_id, rule in env.items()}
+    for rule_id, named in edges.items():
+        unknown = sorted(named - set(env))
+        if unknown:
+            raise RuleFileError(f"{env[rule_id].path}: field 'explains': no environment rule {', '.join(unknown)}")
+    for start in sorted(edges):
+        seen: set[str] = set()
+        todo = list(edges[start])
+        while todo:
+            current = todo.pop()
+            if current == start:
+                raise RuleFileError(f"{env[start].path}: field 'explains': {start} explains, through others, itself")
+            if current not in seen:
+                seen.add(current)
+                todo.extend(edges.get(current, ()))
+
+
+def explained(rule: Rule) -> tuple[str, ...]:
+    """Every rule that some finding of ``rule`` explains."""
+    named = [*rule.explains, *(id_ for outcome in rule.outcomes for id_ in outcome.explains or ())]
+    return tuple(dict.fromkeys(named))
+
+
+def _opt_in(data: Mapping[str, Any], where: str) -> bool:
+    value = data.get("opt_in", False)
+    if not isinstance(value, bool):
+        raise RuleFileError(f"{where}: field 'opt_in' must be true or false, got {value!r}")
+    return value
 
 
 def _detector(data: Mapping[str, Any], rule_id: str, where: str) -> str:
@@ -441,6 +493,7 @@ def load_rules(extra_dirs: Iterable[Path] = (), *, builtin: bool = True) -> list
                 raise RuleFileError(f"{path}: id {rule.id} is already used by {rules[rule.id].path}")
             rules[rule.id] = rule
     tomlcache.flush()
+    check_explains(rules.values())
     return sorted(rules.values(), key=lambda r: r.id)
 
 
@@ -527,15 +580,22 @@ def _binder(family: str | None, index: int | None) -> Callable[[str], str]:
     return bind
 
 
+#: A result, with the rules its finding explains (empty for a result that is no finding).
+Judged = tuple[Result, tuple[str, ...]]
+
+
 def judge_rule(rule: Rule, facts: Facts, judgement: Judgement | None = None) -> list[Result]:
+    return [result for result, _ in _judge_rule(rule, facts, judgement or Judgement())]
+
+
+def _judge_rule(rule: Rule, facts: Facts, judgement: Judgement) -> list[Judged]:
     if rule.kind != "env":
         return []
-    judgement = judgement or Judgement()
     if rule.for_each:
         indices = facts.indices(rule.for_each)
         label = _label(rule.for_each)
         if not indices:
-            return [_no_subject(rule, facts, label)]
+            return [(_no_subject(rule, facts, label), ())]
         return [
             _judge_one(rule, facts, judgement, _binder(rule.for_each, i), _subject(facts, rule.for_each, label, i))
             for i in indices
@@ -596,11 +656,11 @@ def _result(
 
 def _judge_one(
     rule: Rule, facts: Facts, judgement: Judgement, bind: Callable[[str], str], subject: str | None
-) -> Result:
+) -> Judged:
     try:
         return _judge_unsafe(rule, facts, judgement, bind, subject)
     except Exception as exc:  # the rule itself broke: a result, never a traceback
-        return _result(rule, Status.ERROR, f"rule failed: {type(exc).__name__}: {exc}", subject)
+        return _result(rule, Status.ERROR, f"rule failed: {type(exc).__name__}: {exc}", subject), ()
 
 
 def _evidence(names: Iterable[str], facts: Facts) -> dict[str, Any]:
@@ -615,39 +675,39 @@ def _evidence(names: Iterable[str], facts: Facts) -> dict[str, Any]:
 
 def _judge_unsafe(
     rule: Rule, facts: Facts, judgement: Judgement, bind: Callable[[str], str], subject: str | None
-) -> Result:
+) -> Judged:
     override = rule.severity_override(judgement.severity)
     values = fact_values(facts, bind)
     if rule.applies is not None:
         applies = evaluate(rule.applies, facts, bind)
         if applies is False:
-            return _skipped(rule, rule.applies, facts, bind, subject)
+            return _skipped(rule, rule.applies, facts, bind, subject), ()
         if isinstance(applies, _Unknown):
-            return _unknown(rule, facts, applies.fact, subject)
+            return _unknown(rule, facts, applies.fact, subject), ()
     for name in rule.requires:
         if not facts.has(bind(name)):
-            return _unknown(rule, facts, bind(name), subject)
+            return _unknown(rule, facts, bind(name), subject), ()
     for outcome in rule.outcomes:
         verdict = evaluate(outcome.when, facts, bind)
         if isinstance(verdict, _Unknown):
-            return _unknown(rule, facts, verdict.fact, subject)
+            return _unknown(rule, facts, verdict.fact, subject), ()
         if not verdict:
             continue
         names = condition_facts(outcome.when, bind)
         evidence = _evidence(names, facts)
         message = render_template(outcome.message, values)
         if outcome.status is Status.PASS:
-            return _result(rule, Status.PASS, message, subject, evidence=evidence)
+            return _result(rule, Status.PASS, message, subject, evidence=evidence), ()
         severity = Severity(override) if override else (outcome.severity or rule.severity)
         fix = render_template(outcome.fix, values) if outcome.fix else None
         commands, missing = _commands(outcome.commands, facts, bind)
         if missing and fix is not None:  # say why a command is missing rather than print "?"
             fix = f"{fix} (no command: {missing})"
-        return _result(rule, severity.status, message, subject, fix=fix, commands=commands, evidence=evidence)
+        result = _result(rule, severity.status, message, subject, fix=fix, commands=commands, evidence=evidence)
+        return result, rule.explains if outcome.explains is None else outcome.explains
     names = [bind(n) for n in rule.requires] + template_facts([rule.pass_message], bind)
-    return _result(
-        rule, Status.PASS, render_template(rule.pass_message, values), subject, evidence=_evidence(names, facts)
-    )
+    passed = render_template(rule.pass_message, values)
+    return _result(rule, Status.PASS, passed, subject, evidence=_evidence(names, facts)), ()
 
 
 def _skipped(
@@ -724,13 +784,43 @@ def judge(
     judgement = judgement or Judgement()
     off = [rule.id for rule in env if rule.severity_override(judgement.severity) == "off"]
     skipped = left_out(env, select, ignore, configured, off)
-    results: list[Result] = []
+    judged: list[Judged] = []
     for rule in env:
         if rule.id in skipped:
-            results.append(_result(rule, Status.SKIPPED, skipped[rule.id]))
+            judged.append((_result(rule, Status.SKIPPED, skipped[rule.id]), ()))
             continue
         if time.monotonic() > deadline:  # each rule is bounded (RE2); together they are too
-            results.append(_result(rule, Status.ERROR, f"not judged: judging took more than {seconds:g} s"))
+            judged.append((_result(rule, Status.ERROR, f"not judged: judging took more than {seconds:g} s"), ()))
             continue
-        results.extend(judge_rule(rule, facts, judgement))
+        judged.extend(_judge_rule(rule, facts, judgement))
+    return link_causes(judged)
+
+
+#: A cause and its consequences are findings: a warning or a failure.
+LINKED = (Status.WARN, Status.FAIL)
+
+
+def link_causes(judged: list[Judged]) -> list[Result]:
+    """Each failure that a finding of this run explains (its outcome's ``explains`` names the
+    failing rule) gets ``because``: the rule at the root of the chain of causes.  A cause about
+    one subject (a GPU) explains only results about that subject; a cause about the whole
+    machine explains every subject's.  The first cause in judging order wins."""
+    findings: dict[str, list[int]] = {}  # rule id → the positions of its findings
+    for n, (result, _) in enumerate(judged):
+        if result.status in LINKED:
+            findings.setdefault(result.rule_id, []).append(n)
+    direct: dict[int, int] = {}  # consequence's position → its cause's
+    for at, (cause, explains) in enumerate(judged):
+        if cause.status not in LINKED:
+            continue
+        for n in (n for rule_id in explains for n in findings.get(rule_id, ())):
+            if n not in direct and cause.subject in (None, judged[n][0].subject):
+                direct[n] = at
+    results = [result for result, _ in judged]
+    for n, first in direct.items():
+        root, seen = first, {n}
+        while root in direct and root not in seen:  # loops are refused when rules load; never follow one
+            seen.add(root)
+            root = direct[root]
+        results[n] = results[n]._replace(because=results[root].rule_id)
     return results

@@ -75,6 +75,9 @@ def render_rule_markdown(rule: Rule) -> str:
             if outcome.fix:
                 lines.append(f"  - fix: {outcome.fix.strip()}")
             lines += [f"  - `{command}`" for command in outcome.commands]
+            explains = rule.explains if outcome.explains is None else outcome.explains
+            if explains and not outcome.status:
+                lines.append(f"  - explains the failure of {', '.join(explains)} in the same run")
         lines += [f"- otherwise **pass**: {rule.pass_message.strip()}", ""]
     if rule.links:
         lines += ["Sources: " + ", ".join(f"<{link}>" for link in rule.links), ""]

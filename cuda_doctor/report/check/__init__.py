@@ -10,6 +10,8 @@ if TYPE_CHECKING:
     from cuda_doctor.core.checkreport import Report
 
 FORMATS = {fmt: f"cuda_doctor.report.check.{fmt}" for fmt in ("text", "json", "markdown", "oneline")}
+#: node_exporter's textfile collector (docs/prometheus.md): its own module, not only for the check report.
+FORMATS["prometheus"] = "cuda_doctor.report.prometheus"
 
 
 def render(report: Report, fmt: str, verbose: bool = False, terminal: bool = False, fail_on: str = "error") -> str:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from cuda_doctor.core.families import not_checked
 from cuda_doctor.core.pipeline import skipped_probes
-from cuda_doctor.core.results import Result, Severity, Status, no_verdict
+from cuda_doctor.core.results import Result, Severity, Status, caused, no_verdict
+from cuda_doctor.core.results import exit_code as results_exit_code
 from cuda_doctor.core.selection import DESELECTED
 from cuda_doctor.report import count
 
@@ -52,6 +54,41 @@ def grouped(results: list[Result]) -> list[tuple[str, list[Result]]]:
     return [(c, sorted(by_category[c], key=lambda r: (ORDER.index(r.status), r.rule_id))) for c in known + others]
 
 
+class Causes:
+    """Which results another one's failure explains (``Result.because``): each cause's
+    consequences, shown with it rather than in their own sections."""
+
+    def __init__(self, results: list[Result]) -> None:
+        self.by_cause = caused(results)
+        self.linked = {id(r) for group in self.by_cause.values() for r in group}
+
+    def of(self, cause: Result) -> list[Result]:
+        """The results ``cause``'s failure explains, in order."""
+        return self.by_cause.get((cause.rule_id, cause.subject), [])
+
+    def is_consequence(self, result: Result) -> bool:
+        return id(result) in self.linked
+
+
+def consequence_line(consequences: list[Result]) -> str:
+    """ "5 more checks failed because of this: CD111, CD202, CD245, CD701, CD703"."""
+    return f"{count(len(consequences), 'more check')} {verb(consequences)} because of this: {rule_ids(consequences)}"
+
+
+def verb(results: list[Result]) -> str:
+    """What ``results`` did: "failed", "warned", or "failed or warned"."""
+    statuses = {r.status for r in results}
+    return "warned" if statuses == {Status.WARN} else "failed" if Status.WARN not in statuses else "failed or warned"
+
+
+def rule_ids(results: list[Result]) -> str:
+    """Each rule id once, counted when it is there for several subjects: "CD231 ×2, CD703"."""
+    times: dict[str, int] = {}
+    for result in results:
+        times[result.rule_id] = times.get(result.rule_id, 0) + 1
+    return ", ".join(rule_id + (f" ×{n}" if n > 1 else "") for rule_id, n in times.items())
+
+
 def visible(result: Result, verbose: bool) -> bool:
     return verbose or result.status not in (Status.PASS, Status.SKIPPED)
 
@@ -70,6 +107,9 @@ def summary_line(report: Report, fail_on: Severity) -> str:
 
 def verdict(report: Report, exit_code: int, fail_on: Severity) -> str:
     """ "ready to train" only when everything was checked (framework included) and nothing failed."""
+    if report.save_error is not None:  # the findings' own verdict, then why the run still fails
+        judged = verdict(replace(report, save_error=None), results_exit_code(report.results, fail_on), fail_on)
+        return f"{judged}, but the report was not saved: {report.save_error}"
     if exit_code == 1:
         return f"findings at or above '{fail_on.value}'"
     why = no_verdict(report.results)

@@ -5,9 +5,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cuda_doctor import __version__
-from cuda_doctor.core.results import Severity, Status
+from cuda_doctor.core.results import Result, Severity, Status
 from cuda_doctor.report import md_cell, md_code, md_text, origin_note, printable, value_text
-from cuda_doctor.report.check.common import CATEGORY_TITLES, MARKS, grouped, summary_line, visible
+from cuda_doctor.report.check.common import (
+    CATEGORY_TITLES,
+    MARKS,
+    Causes,
+    consequence_line,
+    grouped,
+    summary_line,
+    visible,
+)
 
 if TYPE_CHECKING:
     from cuda_doctor.core.checkreport import Report
@@ -41,21 +49,33 @@ def render(report: Report, *, verbose: bool = False, terminal: bool = False, fai
         elif name in report.facts.unknown:
             lines.append(f"| `{name}` | unknown: {md_cell(report.facts.unknown[name])} |")
     lines.append("")
+    causes = Causes(report.results)
     for category, results in grouped(report.results):
-        shown = [r for r in results if visible(r, verbose)]
+        # a failure another one explains is listed under its cause, not here
+        shown = [r for r in results if visible(r, verbose) and not causes.is_consequence(r)]
         if not shown:
             continue
         lines += [f"### {CATEGORY_TITLES.get(category, category)}", ""]
         for r in shown:
-            subject = f" **{md_text(r.subject)}**:" if r.subject else ""
-            lines.append(f"- {MD_MARKS[r.status]} `{md_text(r.rule_id)}`{subject} {md_text(r.message)}")
-            if r.origin:
-                lines.append(f"  - *{md_text(origin_note(r.origin))}*")
-            if r.fix and r.status not in (Status.PASS, Status.SKIPPED):
-                lines.append(f"  - fix: {md_text(r.fix)}")
-            if r.commands and r.status not in (Status.PASS, Status.SKIPPED):
-                lines += ["", *(f"    {line}" for line in md_code(list(r.commands))), ""]
+            lines += _result_lines(r)
+            consequences = causes.of(r)
+            if consequences:
+                lines.append(f"  - {md_text(consequence_line(consequences))}")
+            if verbose:
+                lines += [f"    {line}" if line else line for c in consequences for line in _result_lines(c)]
         lines.append("")
     lines.append(f"**{summary_line(report, fail_on)}**")
     # each line whole: a control character from outside (a value, a message) is escaped wherever it is
     return "".join(printable(line) + "\n" for line in lines)
+
+
+def _result_lines(r: Result) -> list[str]:
+    subject = f" **{md_text(r.subject)}**:" if r.subject else ""
+    lines = [f"- {MD_MARKS[r.status]} `{md_text(r.rule_id)}`{subject} {md_text(r.message)}"]
+    if r.origin:
+        lines.append(f"  - *{md_text(origin_note(r.origin))}*")
+    if r.fix and r.status not in (Status.PASS, Status.SKIPPED):
+        lines.append(f"  - fix: {md_text(r.fix)}")
+    if r.commands and r.status not in (Status.PASS, Status.SKIPPED):
+        lines += ["", *(f"    {line}" for line in md_code(list(r.commands))), ""]
+    return lines

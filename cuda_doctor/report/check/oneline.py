@@ -42,7 +42,10 @@ def judge_oneline(report: Report, fail_on: Severity = Severity.ERROR, limit: int
     results = report.results
     findings = _worst_first(r for r in results if r.rank() >= fail_on.rank)
     if findings:
-        return Verdict("FAIL", 1, _fit(f"FAIL {_describe(findings[0])}", _more(findings[1:], "more"), limit))
+        cause, rest = findings[0], findings[1:]
+        explained = cause.because is None and all(r.because == cause.rule_id for r in rest)
+        what = f"more because of {cause.rule_id}" if explained else "more"
+        return Verdict("FAIL", 1, _fit(f"FAIL {_describe(cause)}", _more(rest, what), limit))
     unknown = _worst_first(r for r in results if r.status is Status.UNKNOWN)
     judged = [r for r in results if r.status in (Status.PASS, Status.INFO, Status.WARN)]
     why = no_verdict(results)  # the rule every format follows (results.no_verdict)
@@ -63,7 +66,10 @@ def clean(text: object) -> str:
 
 
 def _worst_first(results: Iterable[Result]) -> list[Result]:
-    return sorted(results, key=lambda r: (-r.rank(), ORDER.index(r.status), r.rule_id, r.subject or ""))
+    """Worst first; a failure that another one explains after every cause, so that the line names a cause."""
+    return sorted(
+        results, key=lambda r: (r.because is not None, -r.rank(), ORDER.index(r.status), r.rule_id, r.subject or "")
+    )
 
 
 def _describe(result: Result) -> str:

@@ -9,7 +9,19 @@ from typing import TYPE_CHECKING
 
 from cuda_doctor.core.results import Result, Severity, Status
 from cuda_doctor.report import count, origin_note, printable
-from cuda_doctor.report.check.common import CATEGORY_TITLES, MARKS, STYLES, grouped, summary_line, visible, worst
+from cuda_doctor.report.check.common import (
+    CATEGORY_TITLES,
+    MARKS,
+    STYLES,
+    Causes,
+    consequence_line,
+    grouped,
+    rule_ids,
+    summary_line,
+    verb,
+    visible,
+    worst,
+)
 
 if TYPE_CHECKING:
     from cuda_doctor.core.checkreport import Report
@@ -47,20 +59,51 @@ def render(
 def checklist_lines(report: Report, *, verbose: bool, fail_on: Severity) -> list[Line]:
     lines: list[Line] = []
     headline = _headline(report)
-    if headline:
-        lines += [[(headline, "bold")], []]
-    for category, results in grouped(report.results):
-        mark = worst(results)
+    interpreter = _interpreter_note(report.facts)
+    memory = free_memory(report.facts)
+    if headline or interpreter or memory:
+        heading = ((headline, "bold"), (memory, ""), (interpreter, ""))
+        lines += [[(text, style)] for text, style in heading if text] + [[]]
+    causes = Causes(report.results)
+    for category, all_results in grouped(report.results):
+        # a failure another one explains is shown with its cause, not here
+        results = [r for r in all_results if not causes.is_consequence(r)]
+        mark = worst(all_results)  # a section whose check failed because of another still failed
         shown = [r for r in results if visible(r, verbose)]
+        here = {r.rule_id for r in shown}  # a cause in this section already says what it explains
+        moved = _moved_note([r for r in all_results if causes.is_consequence(r) and r.because not in here])
         title = CATEGORY_TITLES.get(category, category.capitalize())
         passed = sum(r.status is Status.PASS for r in results)
-        tail = "" if shown else f"  ({count(passed, 'check')} passed)" if passed else f"  ({_why_skipped(results)})"
+        said = [f"{count(passed, 'check')} passed" if passed else _why_skipped(results)] if results else []
+        tail = "" if shown else f"  ({'; '.join(said + ([moved] if moved else []))})"
         lines.append([(f"[{MARKS[mark]}] ", STYLES[mark]), (title, "bold"), (tail, "dim")])
         for result, times in _collapsed(shown, verbose):
             lines.extend(_result_lines(result, verbose, times))
+            lines.extend(_consequence_lines(causes.of(result), verbose))
+        if moved and shown:
+            lines.append([(f"    ({moved})", "dim")])
     lines += [[(f"internal: {problem}", "red")] for problem in report.problems]
     code = report.exit_code(fail_on)
     lines += [[], [(summary_line(report, fail_on), "bold red" if code else "bold green")]]
+    return lines
+
+
+def _moved_note(consequences: list[Result]) -> str:
+    """ "CD202, CD245 failed because of CD702": what a section does not show, and where it is."""
+    by_cause: dict[str, list[Result]] = {}
+    for result in consequences:
+        by_cause.setdefault(str(result.because), []).append(result)
+    return "; ".join(f"{rule_ids(group)} {verb(group)} because of {cause}" for cause, group in by_cause.items())
+
+
+def _consequence_lines(consequences: list[Result], verbose: bool) -> list[Line]:
+    """Under a cause: how many checks failed because of it and which; with -v each of them, in full."""
+    if not consequences:
+        return []
+    lines: list[Line] = [[(f"        {consequence_line(consequences)}", "bold" if verbose else "")]]
+    if verbose:
+        for result in consequences:
+            lines += [[("        ", ""), *line] for line in _result_lines(result, verbose, 1)]
     return lines
 
 
@@ -81,6 +124,38 @@ def _headline(report: Report) -> str:
         bits.append(f"{len(names)}× {names[0]}" if len(set(names)) == 1 else ", ".join(map(str, names)))
     bits += [framework for framework in (_torch(facts), _jax(facts)) if framework]
     return " · ".join(bits)
+
+
+#: GPUs named one by one in the free-memory line; past that, the one with the least free.
+_FREE_MEMORY_GPUS = 8
+
+
+def free_memory(facts: Facts) -> str:
+    """Each GPU's free memory (total less used, as CD604 judges it), or "" when it was not read."""
+    rows = []
+    for i in facts.indices("gpu"):
+        free, total = facts.get(f"derived.gpu[{i}].memory_free_mib"), facts.get(f"gpu[{i}].memory_total_mib")
+        if isinstance(free, int) and isinstance(total, int) and total > 0:
+            rows.append((i, free, total))
+    if not rows:
+        return ""
+    if len(rows) == 1:
+        return f"free GPU memory: {rows[0][1]:,} of {rows[0][2]:,} MiB"
+    if len(rows) > _FREE_MEMORY_GPUS:
+        i, free, total = min(rows, key=lambda row: row[1] / row[2])
+        return f"free GPU memory: least on GPU {i}, {free:,} of {total:,} MiB ({len(rows)} GPUs read)"
+    if len({total for _, _, total in rows}) == 1:
+        each = ", ".join(f"GPU {i} {free:,}" for i, free, _ in rows)
+        return f"free GPU memory (MiB of {rows[0][2]:,}): {each}"
+    return "free GPU memory (MiB): " + ", ".join(f"GPU {i} {free:,} of {total:,}" for i, free, total in rows)
+
+
+def _interpreter_note(facts: Facts) -> str:
+    """Which interpreter's framework was checked, when cuda-doctor chose another than its own
+    (or looked for one and found none): "checked /opt/conda/envs/train/bin/python: …"."""
+    if facts.get("framework.interpreter_how") not in ("found", "fallback"):
+        return ""
+    return f"checked {facts.get('framework.interpreter')}: {facts.get('framework.interpreter_why')}"
 
 
 def _torch(facts: Facts) -> str:
