@@ -9,6 +9,7 @@ from typing import Any
 
 from cuda_doctor.core.facts import Facts, indexed
 from cuda_doctor.framework.libraries.common import missing
+from cuda_doctor.framework.libraries.variants import not_loaded
 from cuda_doctor.tables import load_table
 from cuda_doctor.tables.versions import major_minor
 from cuda_doctor.tables.wheels import arch_support
@@ -23,11 +24,18 @@ def derive(facts: Facts) -> None:
     if missing(facts, "fatbin.files", *outs, "derived.extensions.c10_cuda_on_cpu") or not isinstance(files, list):
         return
     roots = [str(r) for r in facts.get("fatbin.site_dirs") or []]
-    coded = [f for f in files if isinstance(f, dict) and _judged(f)]
+    listed = [f for f in files if isinstance(f, dict) and isinstance(f.get("path"), str)]
+    # one library per CUDA version (bitsandbytes): only the one its loader picks is judged
+    unloaded, unsure = not_loaded(facts, listed)
+    loaded = [f for f in listed if f["path"] not in unloaded]
+    facts.set("derived.fatbin.not_loaded", [describe(f, roots) for f in listed if f["path"] in unloaded][:SHOWN])
+    facts.set("derived.fatbin.not_loaded_count", len(unloaded))
+    facts.set("derived.fatbin.variants_unknown", unsure)
+    coded = [f for f in loaded if _judged(f)]
     facts.set("derived.fatbin.device_code_files", len(coded))
     for index in facts.indices("gpu"):
         _per_gpu(facts, index, coded, roots)
-    _linkage(facts, [f for f in files if isinstance(f, dict)], roots)
+    _linkage(facts, loaded, roots)
 
 
 def _judged(item: dict[str, Any]) -> bool:

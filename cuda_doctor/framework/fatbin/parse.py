@@ -1,12 +1,21 @@
 """The device code of one ELF shared object, from its fatbin headers alone (payloads are skipped).
 
-Layout (little-endian) of the ``.nv_fatbin`` and ``__nv_relfatbin`` sections, containers back to
-back, as checked against ``cuobjdump --list-elf --list-ptx``:
+Only ``.nv_fatbin`` holds what the CUDA runtime loads.  ``__nv_relfatbin`` holds each object's
+relocatable device code kept for device linking (``nvcc -rdc=true``): its PTX is never JIT-compiled
+at run time (the runtime loads the device-linked image in ``.nv_fatbin``, SASS only), and
+``cuobjdump --list-ptx`` does not list it; bitsandbytes' libraries carry PTX only there.
+
+Layout (little-endian) of the section, containers back to back, as checked against
+``cuobjdump --list-elf --list-ptx``:
 
     container: u32 magic 0xBA55ED50 @0, u16 version @4, u16 header size @6, u64 size of what follows @8
     entry:     u16 kind @0x00 (1 PTX, 2 SASS), u32 header size @0x04, u32 padded payload size @0x08,
                u16 minor @0x18, u16 major @0x1A (PTX: its ISA version), u32 arch @0x1C (75 = sm_75),
                u64 flags @0x28 (0x8000 zstd, 0x1000/0x2000 nvcc compression)
+
+The kind is the same for a compressed entry (flags say only how its payload is packed): nvcc 13.0
+with ``-Xfatbin -compress-all`` writes kind 1 / 2 with flags 0x8011 and a zstd payload, and
+bitsandbytes' ``-rdc`` objects kind 1 with 0x2011 and nvcc's own compression.
 """
 
 from __future__ import annotations
@@ -19,7 +28,8 @@ from dataclasses import dataclass, field
 from cuda_doctor.base.childside.elf import Section
 
 FATBIN_MAGIC = 0xBA55ED50
-FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
+#: The section the runtime loads (see the module's text for ``__nv_relfatbin``, which is not read).
+FATBIN_SECTIONS = (".nv_fatbin",)
 KIND_PTX = 1
 KIND_ELF = 2
 CONTAINER_HEADER = 16

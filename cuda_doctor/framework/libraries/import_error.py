@@ -22,11 +22,21 @@ UNDEFINED = re.compile(
 MISSING = re.compile(r"(?P<library>lib[\w.+-]*?\.so[.\d]*): cannot open shared object file")
 #: torch's own libraries (torch/lib): when one is missing, torch's installation is broken.
 TORCH_LIBRARIES = re.compile(r"^lib(c10|torch|shm|caffe2_nvrtc)(_\w+)?\.so")
+#: A C symbol's prefix names its library when the error gives no version tag ("undefined symbol:
+#: ncclCommWindowRegister"): NVIDIA's libraries prefix every exported function with their name.
+SYMBOL_PREFIXES = (
+    ("nccl", "nccl"), ("cudnn", "cudnn"), ("cublasLt", "cublasLt"), ("cublas", "cublas"),
+    ("__nvJitLink", "nvJitLink"), ("nvJitLink", "nvJitLink"), ("cusparseLt", "cusparseLt"),
+    ("cusparse", "cusparse"), ("cufft", "cufft"), ("curand", "curand"), ("cusolverMg", "cusolverMg"),
+    ("cusolver", "cusolver"), ("nvrtc", "nvrtc"), ("cupti", "cupti"), ("nvshmem", "nvshmem_host"),
+    ("cuFile", "cufile"),
+)  # fmt: skip
+_RUNTIME_SYMBOL = re.compile(r"^cuda[A-Z]")  # cudaMalloc…: the CUDA runtime (cuMemAlloc… is the driver's)
 OUT = "derived.torch_import.cause"
 #: Set (None where they do not apply) whenever the cause is known, so that rules can test them.
 DETAILS = (
     "library", "symbol", "needs", "culprit_path", "culprit_origin", "path_command", "pin", "install_command",
-    "installed_at",
+    "installed_at", "provider",
 )  # fmt: skip
 
 
@@ -55,16 +65,27 @@ def _undefined(facts: Facts, match: re.Match[str]) -> None:
     facts.set(OUT, "undefined_symbol")
     library = match.group("library").rsplit("/", 1)[-1]
     needs = match.group("needs")
+    symbol = match.group("symbol")
     facts.set("derived.torch_import.library", library)
-    facts.set("derived.torch_import.symbol", match.group("symbol"))
+    facts.set("derived.torch_import.symbol", symbol)
     facts.set("derived.torch_import.needs", needs)
-    key = cuda_library_key(needs) if needs else None
+    key = cuda_library_key(needs) if needs else symbol_library(symbol)
     culprit = next((i for i in facts.indices("cudalib") if facts.get(f"cudalib[{i}].library") == key), None)
+    # what to call the library that lacks the symbol: the version tag's, else the loaded copy's file
+    provider = needs or (facts.get(f"cudalib[{culprit}].file") if culprit is not None else None)
+    facts.set("derived.torch_import.provider", str(provider) if provider else "the library that should define it")
     if culprit is not None:
         facts.set("derived.torch_import.culprit_path", facts.get(f"cudalib[{culprit}].path"))
         facts.set("derived.torch_import.culprit_origin", facts.get(f"derived.cudalib[{culprit}].origin_text"))
         facts.set("derived.torch_import.path_command", facts.get(f"derived.cudalib[{culprit}].path_command"))
     _pinned_install(facts, key)
+
+
+def symbol_library(symbol: str) -> str | None:
+    """The CUDA library (its key) a plain C symbol belongs to, by its prefix; None if none says."""
+    if _RUNTIME_SYMBOL.match(symbol):
+        return "cudart"
+    return next((key for prefix, key in SYMBOL_PREFIXES if symbol.startswith(prefix)), None)
 
 
 def _missing(facts: Facts, library: str) -> None:

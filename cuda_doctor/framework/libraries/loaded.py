@@ -13,6 +13,7 @@ from cuda_doctor.framework.libraries.common import (
     library_pin,
     missing,
     pinned_version,
+    pip_install,
     satisfies,
     torch_pins,
     without_entry,
@@ -41,7 +42,12 @@ def is_compat(path: str) -> bool:
     return os.path.basename(os.path.dirname(path)) == COMPAT_FOLDER
 
 
+#: torch's check of the loaded cuDNN (torch/backends/cudnn/__init__.py, ``_init``) raises this.
+CUDNN_REFUSED = "cuDNN version incompatibility"
+
+
 def derive(facts: Facts) -> None:
+    _cudnn_check(facts)
     if missing(facts, "framework.cuda_library_count", "derived.libcuda.loaded"):
         return
     pins = torch_pins(facts) if facts.has("torch.requires") else {}
@@ -57,6 +63,11 @@ def derive(facts: Facts) -> None:
         _judge(facts, index, key, path, pins)
         if key == "cuda" and not facts.get("derived.libcuda.loaded"):
             _libcuda(facts, index, path)
+    # torch calls the first libcudnn the process mapped: that copy is the one it refused
+    refused = facts.get("derived.cudnn.refused") is True
+    first = next((i for i in facts.indices("cudalib") if facts.get(f"cudalib[{i}].library") == "cudnn"), None)
+    for index in facts.indices("cudalib"):
+        facts.set(f"derived.cudalib[{index}].torch_refuses", refused and index == first)
 
 
 def _judge(facts: Facts, index: int, key: str, path: str, pins: dict[str, Pin]) -> None:
@@ -89,6 +100,27 @@ def _judge(facts: Facts, index: int, key: str, path: str, pins: dict[str, Pin]) 
     facts.set(base + ".variable", variable)
     value = ld_path if variable == "LD_LIBRARY_PATH" else facts.get("framework.pythonpath")
     facts.set(base + ".path_command", without_entry(variable, value, entry) if variable and entry else None)
+    # the exact pin, installed over whatever copy site-packages holds now
+    facts.set(base + ".pin_install_command", pip_install(facts, pin.requirement) if pin else None)
+
+
+def _cudnn_check(facts: Facts) -> None:
+    """``derived.cudnn.*``: whether torch refused the cuDNN it loaded, as its own check said
+    ("cuDNN version incompatibility": another major, or an older minor than it was compiled
+    against), with both versions; a verdict only where the check was seen to fail."""
+    error = facts.get("torch.cudnn_error") if facts.has("torch.cudnn_error") else None
+    refused = isinstance(error, str) and CUDNN_REFUSED in error
+    facts.set("derived.cudnn.refused", refused)
+    compiled, runtime = facts.get("torch.cudnn_compiled"), facts.get("torch.cudnn_runtime")
+    facts.set("derived.cudnn.compiled", compiled)
+    facts.set("derived.cudnn.runtime", runtime)
+    parts = str(compiled).split(".") if compiled else []
+    needs = "the cuDNN it was built with"
+    if len(parts) >= 2 and parts[0].isdigit():  # cuDNN 7 on: the same major, a minor at least as high
+        same = int(parts[0]) < 7 or facts.get("torch.hip_build")
+        needs = f"cuDNN {parts[0]}.{parts[1]}" + ("" if same else f" or a newer {parts[0]}.x")
+    facts.set("derived.cudnn.needs", needs)
+    facts.set("derived.cudnn.error_text", str(error).split(". ", 1)[0] if refused else None)
 
 
 def _origin(facts: Facts, key: str, path: str, owner: object, folder: str, ld_path: object) -> str:

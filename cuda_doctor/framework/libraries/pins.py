@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 
 from cuda_doctor.core.facts import Facts
@@ -84,7 +85,7 @@ def _families(facts: Facts, pins: dict[str, Pin]) -> None:
             by_family.setdefault(tag, []).append(name)
     mixed = len(by_family) > 1
     facts.set("derived.cuda_families.mixed", mixed)
-    for key in ("detail", "pinned", "others", "show_command", "uninstall_command"):
+    for key in ("detail", "pinned", "others", "show_command", "uninstall_command", "overwritten", "restore_command"):
         facts.set(f"derived.cuda_families.{key}", None)
     if not mixed:
         return
@@ -96,3 +97,26 @@ def _families(facts: Facts, pins: dict[str, Pin]) -> None:
         facts.set("derived.cuda_families.others", others)
         facts.set("derived.cuda_families.show_command", f"{pip_of(facts)} show {' '.join(others)}")
         facts.set("derived.cuda_families.uninstall_command", f"{pip_of(facts)} uninstall -y {' '.join(others)}")
+        _overwritten(facts, pins, set(others))
+
+
+def _overwritten(facts: Facts, pins: dict[str, Pin], others: set[str]) -> None:
+    """Pinned wheels whose files another family's wheel lists too (it was unpacked over them):
+    uninstalling that wheel deletes those files, so the pinned wheel is installed again after it."""
+    texts: list[str] = []
+    restore: list[str] = []
+    for index in facts.indices("dist"):
+        name = str(facts.get(f"dist[{index}].name"))
+        shares = [s for s in facts.get(f"dist[{index}].shares_files") or [] if isinstance(s, dict)]
+        intruders = [s for s in shares if s.get("name") in others]
+        if name not in pins or not intruders:
+            continue
+        for share in intruders:
+            files = ", ".join(os.path.basename(str(f)) for f in share.get("files") or [])
+            more = int(share.get("count") or 0) - len(share.get("files") or [])
+            texts.append(f"{share['name']} lists {files}{f' and {more} more' if more > 0 else ''} of {name}")
+        restore.append(pins[name].requirement)
+    if restore:
+        facts.set("derived.cuda_families.overwritten", "; ".join(texts))
+        command = pip_install(facts, *restore, options="--force-reinstall --no-deps")
+        facts.set("derived.cuda_families.restore_command", command)

@@ -102,3 +102,19 @@ def test_a_file_that_ends_inside_a_container_header(unpacked: Callable[[str], Pa
 def test_a_file_that_ends_inside_an_entry_header(unpacked: Callable[[str], Path], tmp_path: Path) -> None:
     code = _past_the_end(real(unpacked, CUFILE), tmp_path, 16 + 20)
     assert not code.complete and "ends inside a fatbin entry's header" in str(code.problem)
+
+
+BITSANDBYTES = ("bitsandbytes==0.50.2", "bitsandbytes/libbitsandbytes_cuda124.so")
+
+
+def test_relocatable_device_code_is_not_what_loads(unpacked: Callable[[str], Path]) -> None:
+    """bitsandbytes is built with ``-rdc``: each object's PTX stays in ``__nv_relfatbin`` for the
+    device link, and what the runtime loads (``.nv_fatbin``) is SASS alone, as cuobjdump lists it."""
+    path = real(unpacked, BITSANDBYTES)
+    with path.open("rb", buffering=0) as handle:
+        sections = elf_sections(handle)
+        relocatable = read_device_code(handle.fileno(), {".nv_fatbin": sections["__nv_relfatbin"]})
+    assert relocatable.ptx == {(90, "8.4")}  # the PTX the reader once took for loadable code
+    code = read(path)
+    assert (code.sass, code.sass_specific, code.ptx) == ({60, 70, 75, 80, 86, 89, 90}, set(), set())
+    assert (code.containers, code.entries, code.complete) == (1, 7, True)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cuda_doctor.framework.fatbin.cache import ScanCache
+from cuda_doctor.framework.fatbin.cache import SCHEMA, ScanCache
 from cuda_doctor.framework.fatbin.scan import scan
 from tests.artefacts import unpack
 
@@ -106,7 +106,7 @@ def test_a_broken_cache_only_costs_time(site: Path, tmp_path: Path) -> None:
     assert cache.error is not None and "not valid JSON" in cache.error
     result = scan([str(site)], cache, budget=60)
     cache.save()
-    assert result.complete and json.loads(path.read_text())["schema"] == 1
+    assert result.complete and json.loads(path.read_text())["schema"] == SCHEMA
     path.write_text(json.dumps({"schema": 0, "files": {}}))  # an older layout: started afresh
     assert ScanCache.load(path).entries == {} and ScanCache.load(path).error is None
 

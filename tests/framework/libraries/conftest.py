@@ -57,3 +57,36 @@ def cuda13_site(registry: Any, tmp_path: Path) -> Path:
     unpack(registry.wheel("cuda-toolkit==13.0.3.0"), site)
     unpack(registry.wheel("nvidia-cuda-runtime==13.0.96"), site)
     return site
+
+
+def wheel_record(registry: Any, name: str, version: str) -> tuple[Path, Path]:
+    """The real METADATA and RECORD of one Linux x86_64 wheel on PyPI, read by HTTP ranges (the
+    wheels are hundreds of MB) and cached next to the registry's other metadata."""
+    import json
+
+    from tests.artefacts import SIMPLE, _get, _zip_member
+
+    cached = registry.metadata / f"{name}-{version}.RECORD"
+    try:
+        index = json.loads(_get(SIMPLE.format(name=name), "application/vnd.pypi.simple.v1+json"))
+        [entry] = [f for f in index["files"] if f"-{version}-" in f["filename"] and "x86_64" in f["filename"]][:1]
+        if not cached.is_file():
+            data = _zip_member(entry["url"], int(entry["size"]), ".dist-info/RECORD")
+            registry.metadata.mkdir(parents=True, exist_ok=True)
+            cached.with_suffix(".tmp").write_bytes(data)
+            cached.with_suffix(".tmp").replace(cached)
+    except (OSError, ValueError, KeyError) as exc:
+        pytest.skip(f"cannot read the RECORD of {name} {version} from PyPI (offline?): {exc}")
+    return registry.wheel_metadata(name, entry["filename"]), cached
+
+
+def record_only(site: Path, metadata: Path, record: Path, name: str, version: str) -> None:
+    """A distribution installed as its real RECORD says, its shared objects small stand-ins
+    (what the probe reads of them is the RECORD and the paths)."""
+    folder = metadata_only(metadata, site, name, version)
+    (folder / "RECORD").write_bytes(record.read_bytes())
+    for line in record.read_text().splitlines():
+        path = line.split(",", 1)[0]
+        if ".so" in path:
+            (site / path).parent.mkdir(parents=True, exist_ok=True)
+            (site / path).write_text(f"stand-in for {name} {version}\n")

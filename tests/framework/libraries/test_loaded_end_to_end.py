@@ -87,3 +87,45 @@ def test_a_healthy_environment_passes(plain_python: Path, cuda13_site: Path, bas
     statuses = {r.subject: r.status.value for r in judged(facts, "CD212")}
     assert statuses["nvidia-cuda-runtime"] == "pass" and statuses["cuda-toolkit"] == "pass"
     assert judged(facts, "CD214")[0].status.value == "pass"
+
+
+#: torch's _init check (torch/backends/cudnn/__init__.py) with the versions it compares, as torch
+#: 2.x raises it: the stand-in raises torch's own text, the probe reports both versions.
+REFUSING_CUDNN = """
+class cudnn:
+    @staticmethod
+    def version():
+        raise RuntimeError(
+            "cuDNN version incompatibility: PyTorch was compiled  against (9, 24, 0) but found runtime version"
+            " (9, 20, 0). PyTorch already comes bundled with cuDNN. One option to resolving this error is to"
+            " ensure PyTorch can find the bundled cuDNN. "
+        )
+"""
+CUDNN_MODULE = """
+def _cuda_getArchFlags():
+    return 'sm_75 sm_80 sm_90'
+class _cudnn:
+    is_cuda = True
+    @staticmethod
+    def getCompileVersion():
+        return (9, 24, 0)
+    @staticmethod
+    def getRuntimeVersion():
+        return (9, 20, 0)
+"""
+
+
+def test_torch_refusing_its_cudnn_is_reported_with_both_versions(
+    plain_python: Path, cuda13_site: Path, base_env: dict[str, str]
+) -> None:
+    (cuda13_site / "torch" / "backends.py").write_text(REFUSING_CUDNN)
+    (cuda13_site / "torch" / "_C.py").write_text(CUDNN_MODULE)
+    facts = run(plain_python, {**base_env, "PYTHONPATH": str(cuda13_site)})
+    v = facts.values
+    assert (v["torch.cudnn_compiled"], v["torch.cudnn_runtime"]) == ("9.24.0", "9.20.0")
+    assert "torch.cudnn_version" not in v
+    assert "version() raised RuntimeError: cuDNN version incompatibility" in str(facts.reason("torch.cudnn_version"))
+    assert v["derived.cudnn.refused"] is True and v["derived.cudnn.needs"] == "cuDNN 9.24 or a newer 9.x"
+    assert v["derived.cudnn.error_text"] == (
+        "cuDNN version incompatibility: PyTorch was compiled against (9, 24, 0) but found runtime version (9, 20, 0)"
+    )
