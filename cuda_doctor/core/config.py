@@ -29,6 +29,14 @@ class Config(NamedTuple):
     rules_dirs: tuple[Path, ...] = ()
     fail_on: str | None = None
     source: Path | None = None
+    #: A GPU with less of its memory free than this is nearly full (CD604); None: the rule's own default.
+    gpu_min_free_percent: float | None = None
+
+    def facts(self) -> dict[str, Any]:
+        """The settings the rules read as facts (``config.*``): those configured."""
+        if self.gpu_min_free_percent is None:
+            return {}
+        return {"config.gpu_min_free_percent": self.gpu_min_free_percent}
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -86,7 +94,7 @@ def _no_empty_entry(entries: Iterable[str], key: str, where: Path) -> None:
 
 
 def parse_config(section: Mapping[str, Any], where: Path) -> Config:
-    known = {"select", "ignore", "severity", "rules-dirs", "fail-on"}
+    known = {"select", "ignore", "severity", "rules-dirs", "fail-on", "gpu-min-free-percent"}
     unknown = sorted(set(section) - known)
     if unknown:
         raise ConfigError(
@@ -111,6 +119,9 @@ def parse_config(section: Mapping[str, Any], where: Path) -> Config:
     fail_on = section.get("fail-on")
     if fail_on is not None and fail_on not in FAIL_ON_CHOICES:
         raise ConfigError(f"{where}: field 'fail-on' must be one of {', '.join(FAIL_ON_CHOICES)}")
+    floor = section.get("gpu-min-free-percent")
+    if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 <= floor < 100):
+        raise ConfigError(f"{where}: field 'gpu-min-free-percent' must be a number from 0 to 100, got {floor!r}")
     return Config(
         select=_string_list(section, "select", where),
         ignore=_string_list(section, "ignore", where),
@@ -118,4 +129,5 @@ def parse_config(section: Mapping[str, Any], where: Path) -> Config:
         rules_dirs=resolved,
         fail_on=fail_on,
         source=where,
+        gpu_min_free_percent=None if floor is None else float(floor),
     )

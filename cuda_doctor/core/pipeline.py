@@ -241,6 +241,10 @@ def judge_facts(
     rules: Sequence[Rule] | None = None,
 ) -> tuple[list[Result], list[str]]:
     """Derive, then judge.  Returns the results and any internal problems met on the way."""
+    for name in [name for name in facts.values if name.startswith("config.")]:  # a saved run's, replaced
+        del facts.values[name]
+    for name, value in config.facts().items():
+        facts.set(name, value)
     facts_problems = derive_all(facts)
     loaded = list(rules) if rules is not None else load_rules(config.rules_dirs)
     check_selection(loaded, "env", config, select, ignore)
@@ -267,6 +271,7 @@ def run_check(
 ) -> Report:
     # Rules load while the probes wait on the driver and on subprocesses (those waits release
     # the GIL), so a fast check costs hardly more than its slowest probe.
+    began = time.monotonic()
     loaded: list[Rule] = []
     failure: list[Exception] = []
 
@@ -283,7 +288,8 @@ def run_check(
     if failure:
         raise failure[0]
     results, problems = judge_facts(facts, config, select=select, ignore=ignore, rules=loaded)
-    return Report(facts=facts, results=results, command=command, problems=problems)
+    seconds = round(time.monotonic() - began, 3)
+    return Report(facts=facts, results=results, command=command, problems=problems, seconds=seconds)
 
 
 def rejudge(path: Path, config: Config, *, select: Iterable[str] = (), ignore: Iterable[str] = ()) -> Report:

@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from cuda_doctor.base.childside.allocator import check_settings, rejection
 from cuda_doctor.base.childside.loaded import decode_nccl, loaded_libraries, read_maps
 from cuda_doctor.base.childside.packages import (
     Installed,
@@ -23,6 +24,7 @@ from cuda_doctor.base.childside.packages import (
     installed,
     metadata_field,
     owners,
+    record_files,
     requirement_name,
 )
 from cuda_doctor.base.childside.report import (
@@ -111,6 +113,11 @@ TORCH_FACTS = [
     "torch.version", "torch.version_base", "torch.cuda_build", "torch.hip_build", "torch.cuda_available",
     "torch.cuda_error", "torch.device_count", "torch.arch_list", "torch.device_capabilities",
     "torch.device_names", "torch.cudnn_version", "torch.nccl_version", "torch.bf16_native", "torch.import_seconds",
+    "torch.cudnn_compiled", "torch.cudnn_runtime", "torch.cudnn_error",
+]  # fmt: skip
+#: torch's own verdict on PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF, asked before CUDA starts.
+ALLOCATOR_FACTS = [
+    "torch.alloc_conf", "torch.alloc_conf_variable", "torch.alloc_conf_error", "torch.alloc_conf_warnings",
 ]  # fmt: skip
 TENSORFLOW_FACTS = [
     "tensorflow.version", "tensorflow.is_cuda_build", "tensorflow.cuda_build", "tensorflow.cudnn_build",
@@ -119,7 +126,7 @@ TENSORFLOW_FACTS = [
 
 
 def probe_torch(report: dict[str, dict[str, Any]], emit: Callable[[dict[str, Any]], None]) -> None:
-    if not present(report, "torch", TORCH_FACTS):
+    if not present(report, "torch", TORCH_FACTS + ALLOCATOR_FACTS):
         return
     emit({"step": "import torch"})
     start = time.monotonic()
@@ -128,16 +135,17 @@ def probe_torch(report: dict[str, dict[str, Any]], emit: Callable[[dict[str, Any
     except BaseException as exc:
         # A fact of its own, so that a report can say that the import failed and why.
         put(report, "torch.import_error", last_line(exc))
-        miss_all(report, TORCH_FACTS, "import torch failed: " + describe(exc))
+        miss_all(report, TORCH_FACTS + ALLOCATOR_FACTS, "import torch failed: " + describe(exc))
         return
     put(report, "torch.import_seconds", round(time.monotonic() - start, 3))
     put(report, "torch.import_error", None)
     steps = (
         (["torch.version", "torch.version_base", "torch.cuda_build", "torch.hip_build"], torch_versions),
+        (ALLOCATOR_FACTS, torch_allocator),  # before anything starts CUDA, which parses the settings
         (["torch.arch_list"], torch_arch_list),
         (["torch.cuda_available", "torch.cuda_error"], torch_availability),
         (["torch.device_count", "torch.device_capabilities", "torch.device_names", "torch.bf16_native"], torch_devices),
-        (["torch.cudnn_version"], torch_cudnn),
+        (["torch.cudnn_version", "torch.cudnn_compiled", "torch.cudnn_runtime", "torch.cudnn_error"], torch_cudnn),
         (["torch.nccl_version"], torch_nccl),
     )
     for names, step in steps:
@@ -159,6 +167,32 @@ def torch_arch_list(report: dict[str, dict[str, Any]], torch: Any) -> None:
     put(report, "torch.arch_list", arches)
 
 
+def torch_allocator(report: dict[str, dict[str, Any]], torch: Any) -> None:
+    answer = check_settings(torch, os.environ)
+    put(report, "torch.alloc_conf", answer["variables"])
+    put(report, "torch.alloc_conf_variable", answer["variable"])
+    if not report["values"].get("torch.cuda_build"):
+        reason = "this torch has no CUDA allocator to read the settings"
+        miss_all(report, ["torch.alloc_conf_error", "torch.alloc_conf_warnings"], reason)
+    elif answer["parser"] is None:
+        reason = f"torch {torch.__version__} has no parser of the allocator settings to ask"
+        miss_all(report, ["torch.alloc_conf_error", "torch.alloc_conf_warnings"], reason)
+    else:
+        put(report, "torch.alloc_conf_error", answer["error"])
+        put(report, "torch.alloc_conf_warnings", answer["warnings"])
+
+
+def cuda_refused(report: dict[str, dict[str, Any]]) -> str | None:
+    """Why CUDA must not be started here: torch would raise at its start, and a second start after
+    a failed one can crash the process (its allocator half made); None when nothing stops it."""
+    error = report["values"].get("torch.alloc_conf_error")
+    if not error:
+        return None
+    name = report["values"].get("torch.alloc_conf_variable")
+    value = (report["values"].get("torch.alloc_conf") or {}).get(name, "")
+    return rejection({"variable": name, "variables": {name: value}, "error": error})
+
+
 def torch_availability(report: dict[str, dict[str, Any]], torch: Any) -> None:
     result, error = warned(torch.cuda.is_available)
     available = bool(result)
@@ -177,6 +211,11 @@ def torch_availability(report: dict[str, dict[str, Any]], torch: Any) -> None:
 def torch_devices(report: dict[str, dict[str, Any]], torch: Any) -> None:
     count = int(torch.cuda.device_count()) if report["values"].get("torch.cuda_available") else 0
     put(report, "torch.device_count", count)
+    refused = cuda_refused(report) if count else None
+    if refused is not None:  # the capabilities need CUDA started
+        names = ["torch.device_capabilities", "torch.device_names", "torch.bf16_native"]
+        miss_all(report, names, f"CUDA was not started: {refused}")
+        return
     caps = []
     names = []
     for index in range(count):
@@ -188,8 +227,25 @@ def torch_devices(report: dict[str, dict[str, Any]], torch: Any) -> None:
     put(report, "torch.bf16_native", bf16_native(caps))
 
 
+#: The error text kept of torch's cuDNN check (its advice about LD_LIBRARY_PATH follows the versions).
+CUDNN_ERROR_CAP = 1000
+
+
 def torch_cudnn(report: dict[str, dict[str, Any]], torch: Any) -> None:
-    version = torch.backends.cudnn.version()
+    """cuDNN's version, and the versions torch compares before it accepts the loaded library:
+    ``version()`` raises "cuDNN version incompatibility" when they do not fit."""
+    module = getattr(torch._C, "_cudnn", None)  # absent in builds without cuDNN
+    for fact, name in (("torch.cudnn_compiled", "getCompileVersion"), ("torch.cudnn_runtime", "getRuntimeVersion")):
+        query = getattr(module, name, None)
+        put(report, fact, ".".join(str(int(part)) for part in query()) if query is not None else None)
+    try:
+        version = torch.backends.cudnn.version()
+    except RuntimeError as exc:  # torch's check refused the loaded cuDNN: every cuDNN call raises the same
+        text = " ".join(str(exc).split())[:CUDNN_ERROR_CAP]
+        put(report, "torch.cudnn_error", text)
+        miss(report, "torch.cudnn_version", "torch.backends.cudnn.version() raised RuntimeError: " + text)
+        return
+    put(report, "torch.cudnn_error", None)
     put(report, "torch.cudnn_version", None if version is None else int(version))
 
 
@@ -241,7 +297,7 @@ def probe_tensorflow(report: dict[str, dict[str, Any]], emit: Callable[[dict[str
 PACKAGE_FACTS = [
     "framework.sys_path", "framework.pythonpath", "framework.conda_prefix", "framework.install_paths",
     "framework.distribution_count", "framework.companion_count", "torch.requires",
-    "framework.cuda_toolkit_requires",
+    "framework.cuda_toolkit_requires", "framework.library_variables",
 ]  # fmt: skip
 LIBRARY_FACTS = ["framework.cuda_library_count"]
 
@@ -252,6 +308,9 @@ def probe_packages(report: dict[str, dict[str, Any]], config: dict[str, Any]) ->
     put(report, "framework.pythonpath", os.environ.get("PYTHONPATH"))
     conda = os.path.isdir(os.path.join(sys.prefix, "conda-meta"))
     put(report, "framework.conda_prefix", sys.prefix if conda else None)
+    # the variables that pick one of a package's per-CUDA libraries (BNB_CUDA_VERSION)
+    variables = {name: os.environ.get(name) for name in config.get("library_variables", ())}
+    put(report, "framework.library_variables", variables)
     attempt(report, ["framework.install_paths"], functools.partial(put_install_paths, report))
     names = set(config.get("distributions", ()))
     prefixes = tuple(config.get("distribution_prefixes", ()))
@@ -261,6 +320,8 @@ def probe_packages(report: dict[str, dict[str, Any]], config: dict[str, Any]) ->
     for index, name in enumerate(dists):
         put_copies(report, f"dist[{index}]", found[name])
     put(report, "framework.distribution_count", len(dists))
+    shared = [f"dist[{index}].shares_files" for index in range(len(dists))]
+    attempt(report, shared, functools.partial(put_shared_files, report, [found[name][0] for name in dists]))
     paired = [name for name in sorted(found) if name in companions]
     for index, name in enumerate(paired):
         base = f"companion[{index}]"
@@ -301,6 +362,31 @@ def put_copies(report: dict[str, dict[str, Any]], base: str, copies: list[Instal
     put(report, base + ".version", first.version)
     put(report, base + ".location", first.location)
     put(report, base + ".shadowed", [{"version": c.version, "location": c.location} for c in copies[1:]])
+
+
+#: Files named per pair of distributions that list the same one (the count says how many).
+SHARED_SHOWN = 5
+
+
+def put_shared_files(report: dict[str, dict[str, Any]], dists: list[Installed]) -> None:
+    """``dist[i].shares_files``: the shared objects that another distribution in the same folder
+    lists in its RECORD too (a wheel of another CUDA family unpacked over this one's files: pip
+    sees no conflict, and uninstalling either deletes the file both list)."""
+    listed: dict[tuple[str, str], list[str]] = {}
+    for dist in dists:
+        home = os.path.realpath(dist.location or ".")
+        for relative in record_files(dist):
+            if ".so" in relative:
+                listed.setdefault((home, os.path.normpath(relative)), []).append(dist.name)
+    for index, dist in enumerate(dists):
+        others: dict[str, list[str]] = {}
+        for (_home, relative), names in listed.items():
+            if dist.name in names and len(names) > 1:
+                for other in names:
+                    if other != dist.name:
+                        others.setdefault(other, []).append(relative)
+        shares = [{"name": o, "files": sorted(f)[:SHARED_SHOWN], "count": len(f)} for o, f in sorted(others.items())]
+        put(report, f"dist[{index}].shares_files", shares)
 
 
 def put_build(report: dict[str, dict[str, Any]], base: str, dist: Installed, package: str) -> None:

@@ -17,7 +17,14 @@ from cuda_doctor.base import children
 from cuda_doctor.base.process import CommandResult, which
 from cuda_doctor.core.facts import Facts, reported
 from cuda_doctor.core.probe import ProbeContext
-from cuda_doctor.framework._child import LIBRARY_FACTS, PACKAGE_FACTS, TENSORFLOW_FACTS, TORCH_FACTS
+from cuda_doctor.framework import allocator
+from cuda_doctor.framework._child import (
+    ALLOCATOR_FACTS,
+    LIBRARY_FACTS,
+    PACKAGE_FACTS,
+    TENSORFLOW_FACTS,
+    TORCH_FACTS,
+)
 from cuda_doctor.framework.fatbin.collect import FATBIN_FACTS, budget, scan_facts
 from cuda_doctor.framework.fatbin.collect import all_unknown as fatbin_unknown
 
@@ -27,11 +34,11 @@ TORCH_CHILD = "torch"
 #: Every fact of the child's; each ends up known or unknown.
 FRAMEWORK_FACTS: tuple[str, ...] = (
     "framework.python", "framework.python_version", *PACKAGE_FACTS, "torch.installed", *TORCH_FACTS,
-    *LIBRARY_FACTS, "tensorflow.installed", *TENSORFLOW_FACTS,
+    *ALLOCATOR_FACTS, *LIBRARY_FACTS, "tensorflow.installed", *TENSORFLOW_FACTS,
 )  # fmt: skip
 _PREFIXES = ("framework.", "torch.", "tensorflow.", "dist[", "companion[", "cudalib[")
 #: Everything the probe answers for: its child's facts, and the fatbin scan's beside them.
-ALL_FACTS = (*FRAMEWORK_FACTS, *FATBIN_FACTS)
+ALL_FACTS = (*FRAMEWORK_FACTS, *FATBIN_FACTS, *allocator.FIX_FACTS)
 #: A cold ``import torch`` takes seconds; the general probe timeout would call a healthy install hung.
 DEFAULT_MIN_TIMEOUT = 60.0
 #: An interpreter that prints no "started" record is given up on after max(--timeout, this).
@@ -61,6 +68,7 @@ class FrameworkProbe:
         facts = self._collect(ctx)
         if facts.has("framework.python"):  # the interpreter ran: fixes may install into it
             facts.set("framework.pip", pip_command(ctx.python, ctx.path))
+        allocator.add_fix(facts, allocator_keys())
         return facts
 
     def _collect(self, ctx: ProbeContext) -> Facts:
@@ -134,6 +142,7 @@ def _runs(script: str, interpreter: str) -> bool:
 
 def child_config() -> dict[str, Any]:
     """What the child lists: the CUDA distributions and torch's companions (``rules/data``)."""
+    from cuda_doctor.framework.libraries.variants import selecting_variables
     from cuda_doctor.tables import load_table
 
     libraries = load_table("cuda_libraries")["child"]
@@ -141,7 +150,15 @@ def child_config() -> dict[str, Any]:
         "distributions": list(libraries["distributions"]),
         "distribution_prefixes": list(libraries["distribution_prefixes"]),
         "companions": {row["name"]: row["package"] for row in load_table("companions")["companion"]},
+        "library_variables": selecting_variables(),
     }
+
+
+def allocator_keys() -> list[str]:
+    """Every key of torch's allocator settings (``rules/data/torch_allocator.toml``)."""
+    from cuda_doctor.tables import load_table
+
+    return [str(key) for key in load_table("torch_allocator")["allocator"]["keys"]]
 
 
 def interpret(result: CommandResult, python: str, timeout: float, start_timeout: float | None = None) -> Facts:

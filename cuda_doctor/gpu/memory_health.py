@@ -1,15 +1,47 @@
-"""Derived facts for the GPU memory health rules: ``derived.gpu[i].ecc_uncorrected`` and ``memory_repair``
-(``row_remapping`` or ``page_retirement``); a count or flag not reported makes them unknown, never a pass."""
+"""Derived facts for the GPU memory rules: ``derived.gpu[i].ecc_uncorrected`` and ``memory_repair``
+(``row_remapping`` or ``page_retirement``), a count or flag not reported making them unknown, never a
+pass; ``memory_free_mib`` and ``memory_free_percent``, and the floor under which a GPU is nearly full."""
 
 from __future__ import annotations
 
 from cuda_doctor.core.facts import Facts, indexed
+
+#: The configured floor (``gpu-min-free-percent``), else rules/data/gpu_memory.toml's.
+CONFIGURED_FLOOR = "config.gpu_min_free_percent"
+FLOOR = "derived.gpu_min_free_percent"
 
 
 def derive(facts: Facts) -> None:
     for i in facts.indices("gpu"):
         _ecc(facts, i)
         _repair(facts, i)
+        _free(facts, i)
+    if facts.indices("gpu"):
+        configured = facts.get(CONFIGURED_FLOOR)
+        facts.set(FLOOR, configured if isinstance(configured, (int, float)) else default_floor())
+
+
+def default_floor() -> float:
+    from cuda_doctor.tables import load_table
+
+    return float(load_table("gpu_memory")["nearly_full"]["min_free_percent"])
+
+
+def _free(facts: Facts, i: int) -> None:
+    """What is free of the GPU's memory: its total less what is used (NVML's v2 "used" leaves out
+    what the driver reserves, as nvidia-smi's does)."""
+    total, used = facts.get(indexed("gpu", i, "memory_total_mib")), facts.get(indexed("gpu", i, "memory_used_mib"))
+    out = f"derived.gpu[{i}].memory_free"
+    missing = [name for name in ("memory_total_mib", "memory_used_mib") if not facts.has(indexed("gpu", i, name))]
+    if missing:
+        why = facts.reason(indexed("gpu", i, missing[0])) or f"{missing[0]} was not read"
+        facts.mark_all_unknown((f"{out}_mib", f"{out}_percent"), why)
+    elif not isinstance(total, int) or not isinstance(used, int) or total <= 0:
+        facts.mark_all_unknown((f"{out}_mib", f"{out}_percent"), "the driver reports no memory size for this GPU")
+    else:
+        free = max(total - used, 0)
+        facts.set(f"{out}_mib", free)
+        facts.set(f"{out}_percent", round(100.0 * free / total, 1))
 
 
 def _ecc(facts: Facts, i: int) -> None:

@@ -38,6 +38,9 @@ def test_pyproject_without_section_is_empty(tmp_path: Path) -> None:
         ('[tool.cuda-doctor]\nrules-dirs = ["nope"]\n', "rules-dirs"),
         ('[tool.cuda-doctor]\nselct = ["CD1"]\n', "selct"),
         ('[tool.cuda-doctor]\nfail-on = "sometimes"\n', "fail-on"),
+        ('[tool.cuda-doctor]\ngpu-min-free-percent = "5%"\n', "gpu-min-free-percent"),
+        ("[tool.cuda-doctor]\ngpu-min-free-percent = 100\n", "gpu-min-free-percent"),
+        ("[tool.cuda-doctor]\ngpu-min-free-percent = true\n", "gpu-min-free-percent"),
     ],
 )
 def test_errors_name_file_and_field(tmp_path: Path, text: str, field: str) -> None:
@@ -64,3 +67,12 @@ def test_explicit_file_with_top_level_keys(tmp_path: Path) -> None:
 def test_missing_explicit_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such file"):
         load_config(tmp_path / "absent.toml", tmp_path)
+
+
+def test_the_gpu_memory_floor_is_a_fact_the_rules_read(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.cuda-doctor]\ngpu-min-free-percent = 12\n")
+    config = load_config(None, tmp_path)
+    assert config.gpu_min_free_percent == 12.0
+    assert config.facts() == {"config.gpu_min_free_percent": 12.0}
+    (tmp_path / "pyproject.toml").write_text("[tool.cuda-doctor]\n")
+    assert load_config(None, tmp_path).facts() == {}  # the rule's table gives the default

@@ -264,6 +264,7 @@ def test_child_is_self_contained_and_old_python_syntax() -> None:
     # the file itself names its helpers the only way compose() resolves
     raw = Path(child.__file__).read_text(encoding="utf-8")
     assert [line.split()[1] for line in raw.splitlines() if line.startswith("from cuda_doctor")] == [
+        "cuda_doctor.base.childside.allocator",
         "cuda_doctor.base.childside.loaded",
         "cuda_doctor.base.childside.packages",
         "cuda_doctor.base.childside.report",

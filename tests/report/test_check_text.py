@@ -5,7 +5,8 @@ from __future__ import annotations
 from cuda_doctor.core.checkreport import Report
 from cuda_doctor.core.facts import Facts
 from cuda_doctor.core.results import Result, Severity, Status
-from cuda_doctor.report.check.text import render
+from cuda_doctor.gpu import memory_health
+from cuda_doctor.report.check.text import free_memory, render
 
 
 def result(rule: str, status: Status, message: str, subject: str | None = None) -> Result:
@@ -43,3 +44,28 @@ def test_each_gpu_keeps_its_own_line_and_verbose_lists_every_check() -> None:
     verbose = render(report(*results), verbose=True, fail_on=Severity.ERROR)
     assert verbose.count(NO_NVML) == 4 and "checks)" not in verbose
     assert all(f"CD30{n}: title of CD30{n}" in verbose for n in range(4))
+
+
+# -- each GPU's free memory ---------------------------------------------------------------------
+def _memory(rows: list[tuple[int, int]]) -> Facts:
+    facts = Facts()
+    facts.set("gpu.count", len(rows))
+    for i, (total, used) in enumerate(rows):
+        facts.set(f"gpu[{i}].name", "NVIDIA H200")
+        facts.set(f"gpu[{i}].memory_total_mib", total)
+        facts.set(f"gpu[{i}].memory_used_mib", used)
+    memory_health.derive(facts)
+    return facts
+
+
+def test_the_checklist_shows_each_gpus_free_memory() -> None:
+    lines = render(Report(_memory([(143771, 139782)]), [])).splitlines()
+    assert lines[:2] == ["1× NVIDIA H200", "free GPU memory: 3,989 of 143,771 MiB"]
+    two = render(Report(_memory([(143771, 615), (143771, 139782)]), [])).splitlines()
+    assert two[1] == "free GPU memory (MiB of 143,771): GPU 0 143,156, GPU 1 3,989"
+
+
+def test_many_gpus_name_the_one_with_least_free() -> None:
+    facts = _memory([(143771, 615)] * 9 + [(143771, 139782)])
+    assert free_memory(facts) == "free GPU memory: least on GPU 9, 3,989 of 143,771 MiB (10 GPUs read)"
+    assert free_memory(Facts()) == ""
