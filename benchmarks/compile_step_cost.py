@@ -3,8 +3,9 @@ machine, or after the toolchain changed) and reused (every later check).
 
 Each round runs ``cuda-doctor check --format json`` twice with one fresh ``XDG_CACHE_HOME``: the
 first compiles into a new toolchain folder, the second reuses it.  Prints, per case, the median
-of the whole check and of the compile step (Triton kernel + ``torch.compile``, summed over GPUs),
-and what the step reported.
+of the whole check; of the time the compile level adds after the framework level (from handing it
+the GPUs to its end: what the step costs a check); of its imports, which overlap the other levels;
+and of the compile steps themselves (Triton kernel + ``torch.compile``, summed over GPUs).
 
     PYTHONPATH=. python3 benchmarks/compile_step_cost.py --runs 3
 """
@@ -38,7 +39,10 @@ def one_check(python: str, cache_home: str) -> tuple[float, dict[str, Any]]:
 
 def compile_figures(values: dict[str, Any]) -> tuple[float, dict[str, Any]]:
     total = 0.0
-    said: dict[str, Any] = {"compile_cache": values.get("smoke.framework_level.compile_cache")}
+    said: dict[str, Any] = {
+        key: values.get(f"smoke.compile_level.{key}")
+        for key in ("status", "compile_cache", "seconds", "import_seconds", "compile_seconds")
+    }
     index = 0
     while f"smoke[{index}].step_seconds" in values:
         steps = values[f"smoke[{index}].step_seconds"] or {}
@@ -57,6 +61,8 @@ def main() -> None:
     args = parser.parse_args()
     checks: dict[str, list[float]] = {"new": [], "reused": []}
     steps: dict[str, list[float]] = {"new": [], "reused": []}
+    added: dict[str, list[float]] = {"new": [], "reused": []}
+    imports: dict[str, list[float]] = {"new": [], "reused": []}
     last: dict[str, Any] = {}
     for _ in range(args.runs):
         cache_home = tempfile.mkdtemp(prefix="compile-step-cost-")
@@ -66,12 +72,16 @@ def main() -> None:
                 step, said = compile_figures(values)
                 checks[case].append(seconds)
                 steps[case].append(step)
+                added[case].append(float(said.get("seconds") or 0.0))
+                imports[case].append(float(said.get("import_seconds") or 0.0))
                 last[case] = said
         finally:
             shutil.rmtree(cache_home, ignore_errors=True)
     summary = {
         case: {
             "check_median_s": round(statistics.median(checks[case]), 2),
+            "added_after_framework_level_median_s": round(statistics.median(added[case]), 2),
+            "overlapped_imports_median_s": round(statistics.median(imports[case]), 2),
             "compile_step_median_s": round(statistics.median(steps[case]), 2),
             "compile_step_s": [round(s, 2) for s in steps[case]],
             "last_run": last.get(case),

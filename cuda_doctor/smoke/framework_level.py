@@ -1,18 +1,18 @@
 """Framework-level smoke test, run by the target interpreter: torch on every visible GPU, checked
 and timed, step by step (one broken step does not stop the others).  With ``pynvml``, the PCIe
-link and clocks are read while the GPU is busy.  CONFIG: ``{"size": 4096, "ours": [pids]}``."""
+link and clocks are read while the GPU is busy.  CONFIG: ``{"size": 4096, "ours": [pids],
+"cuda_start_error": how CUDA failed to start earlier in this
+process, if it did}``; a step that fails prints ``{"failure": …}`` at once."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
 from typing import Any
 
+from cuda_doctor.base.childside.allocator import check_settings, rejection
 from cuda_doctor.base.childside.clocks import CLOCK_EVENT_REASONS
 from cuda_doctor.base.childside.script import emit, error_text, script_main, step
 
@@ -38,20 +38,6 @@ BUSY_READINGS = {
     "temperature_c": "nvmlDeviceGetTemperature",
 }
 WATTS = {"power_mw": "power_w_under_load", "limit_mw": "power_limit_w", "default_mw": "power_default_limit_w"}
-#: The Triton kernel of the compile step: Triton reads a kernel's source from its file, which a
-#: ``python -c`` child has not, so it is written to one in the step's own cache folder.
-TRITON_KERNEL = """
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def add(x, y, out, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    tl.store(out + offsets, tl.load(x + offsets, mask=mask) + tl.load(y + offsets, mask=mask), mask=mask)
-"""
-COMPILE_ELEMENTS = 1 << 16
 
 
 class Nvml:
@@ -122,6 +108,18 @@ class Nvml:
         out["other_process_mib"] = round(sum(u for u in used if isinstance(u, int)) / 2**20)
 
 
+def failed_now(label: str, error: str) -> None:
+    """Say a failure at once: a later step may crash the process before the result is printed."""
+    emit({"failure": {"step": label, "error": error}})
+
+
+def refused(result: dict[str, Any], error: str) -> dict[str, Any]:
+    """The run ends at "cuda init" without touching CUDA: ``error`` says why."""
+    result.update(error=error, error_step="cuda init")
+    failed_now("cuda init", error)
+    return result
+
+
 class PlainSGD:
     """Just enough of an optimizer for GradScaler.step(): torch.optim imports torch._dynamo, which is slow."""
 
@@ -140,12 +138,11 @@ class PlainSGD:
 class Gpu:
     """The steps for one CUDA ordinal; results and errors go into ``self.out``."""
 
-    def __init__(self, torch: Any, index: int, nvml: Nvml, size: int, compile_dir: str | None = None) -> None:
+    def __init__(self, torch: Any, index: int, nvml: Nvml, size: int) -> None:
         self.torch = torch
         self.index = index
         self.nvml = nvml
         self.size = size
-        self.compile_dir = compile_dir
         self.device = torch.device("cuda", index)
         self.out: dict[str, Any] = {"index": index, "errors": [], "step_seconds": {}}
         self.handle: Any = None
@@ -159,6 +156,7 @@ class Gpu:
             return True
         except Exception as exc:  # the error text *is* the finding
             self.out["errors"].append({"step": label, "error": error_text(exc)})
+            failed_now(label, error_text(exc))
             return False
         finally:
             self.out["step_seconds"][name] = round(time.perf_counter() - started, 3)
@@ -263,19 +261,21 @@ class Gpu:
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).to(self.device)
         optimizer = PlainSGD(torch, model.parameters(), lr=0.1)
-        amp = getattr(torch, "amp", None)
-        if amp is not None and hasattr(amp, "GradScaler"):
-            scaler = amp.GradScaler("cuda")
-        else:  # torch < 2.3
-            scaler = torch.cuda.amp.GradScaler()
         before = [p.detach().clone() for p in model.parameters()]
         inputs = torch.randn(128, 64, device=self.device)
         target = torch.randint(0, 10, (128,), device=self.device)
         with torch.autocast("cuda", dtype=dtype):
             loss = torch.nn.functional.cross_entropy(model(inputs), target)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
+        # loss scaling is for float16's narrow range; bfloat16 has float32's and needs none (CD302)
+        self.out["amp_grad_scaler"] = not bf16
+        if bf16:
+            loss.backward()
+            optimizer.step()
+        else:
+            scaler = self.grad_scaler()
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
         self.sync()
         after = list(model.parameters())
         changed = any(not torch.equal(before[k], after[k]) for k in range(len(after)))
@@ -284,6 +284,12 @@ class Gpu:
         self.out["amp_step_ok"] = finite and changed
         if not changed:
             self.out["amp_problem"] = "the optimizer step left every parameter unchanged"
+
+    def grad_scaler(self) -> Any:
+        amp = getattr(self.torch, "amp", None)
+        if amp is not None and hasattr(amp, "GradScaler"):
+            return amp.GradScaler("cuda")
+        return self.torch.cuda.amp.GradScaler()  # torch < 2.3
 
     def conv(self) -> None:
         torch = self.torch
@@ -301,45 +307,6 @@ class Gpu:
         self.out["conv_rel_err"] = error
         self.out["conv_ok"] = error <= CONV_TOLERANCE
 
-    def compile_step(self) -> None:
-        """A Triton kernel and a torch.compile'd function, each checked against torch's own
-        result.  Kept apart from the other steps' errors: a missing compiler is not a broken GPU."""
-        torch = self.torch
-        x = torch.rand(COMPILE_ELEMENTS, device=self.device)
-        y = torch.rand(COMPILE_ELEMENTS, device=self.device)
-        for key, action in (
-            ("triton_compile", lambda: self.triton_add(x, y)),
-            ("torch_compile", lambda: self.compiled(x)),
-        ):
-            step(f"{key.replace('_', ' ')} on GPU {self.index}")
-            started = time.perf_counter()
-            try:
-                self.out[key] = "ok" if action() else "wrong result"
-            except Exception as exc:  # Triton's or Inductor's own error text is the finding
-                self.out[key] = error_text(exc)
-            self.out["step_seconds"][key] = round(time.perf_counter() - started, 3)
-
-    def triton_add(self, x: Any, y: Any) -> bool:
-        assert self.compile_dir is not None
-        source = os.path.join(self.compile_dir, "cuda_doctor_triton_add.py")
-        with open(source, "w", encoding="utf-8") as handle:
-            handle.write(TRITON_KERNEL)
-        spec = importlib.util.spec_from_file_location("cuda_doctor_triton_add", source)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        out = self.torch.empty_like(x)
-        module.add[(COMPILE_ELEMENTS // 1024,)](x, y, out, COMPILE_ELEMENTS, BLOCK=1024)
-        self.sync()
-        return bool(self.torch.equal(out, x + y))
-
-    def compiled(self, x: Any) -> bool:
-        torch = self.torch
-        function = torch.compile(lambda t: torch.sin(t) * 2 + t)
-        result = function(x)
-        self.sync()
-        return bool(torch.allclose(result, torch.sin(x) * 2 + x, rtol=1e-5, atol=1e-5))
-
     def run(self) -> dict[str, Any]:
         torch = self.torch
         if not self.attempt("allocate", self.allocate):
@@ -356,8 +323,6 @@ class Gpu:
         self.attempt("launch latency", self.launch)
         self.attempt("amp step", self.amp_step)
         self.attempt("conv2d cudnn", self.conv)
-        if self.compile_dir is not None:
-            self.compile_step()
         checks = [self.out[f"{d}_ok"] for d in ("fp32", "fp16", "bf16") if f"{d}_ok" in self.out]
         self.out["matmul_ok"] = bool(checks) and all(checks)
         step(f"release GPU {self.index}")
@@ -381,6 +346,13 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     result["torch_version"] = str(torch.__version__)
     result["cuda_build"] = getattr(torch.version, "cuda", None)
     step("cuda init")
+    # torch raises at CUDA's start for allocator settings it rejects, and a second start after a
+    # failed one can crash the process (its allocator half made): neither is tried again here
+    rejected = rejection(check_settings(torch, os.environ)) if result["cuda_build"] else None
+    if rejected is not None:
+        return refused(result, rejected)
+    if config.get("cuda_start_error"):  # the framework probe started CUDA in this process, and failed
+        return refused(result, f"CUDA failed to start in this process before: {config['cuda_start_error']}")
     started = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -397,24 +369,16 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         result["error"] = "torch.cuda.is_available() is False" + (f": {said}" if said else "")
         result["error_step"] = "cuda init"
         return result
+    try:
+        torch.cuda.init()  # here, not at the first GPU's first step: a failure is said once, as itself
+    except Exception as exc:
+        return refused(result, error_text(exc))
     nvml = Nvml(config.get("ours") or ())
     size = int(config.get("size", 4096))
-    # the compile step's own caches: the user's are neither trusted nor filled (docs/compile.md)
-    compile_dir = tempfile.mkdtemp(prefix="cuda-doctor-compile-") if config.get("compile", True) else None
-    if compile_dir is not None:
-        os.environ["TRITON_CACHE_DIR"] = os.path.join(compile_dir, "triton")
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(compile_dir, "inductor")
-    try:
-        for index in range(count):
-            device = Gpu(torch, index, nvml, size, compile_dir).run()
-            emit({"device": device})  # kept by the parent even if a later GPU hangs
-            result["devices"].append(device)
-    finally:
-        if compile_dir is not None:
-            try:
-                shutil.rmtree(compile_dir)
-            except OSError as exc:
-                result["compile_dir_left"] = f"{compile_dir}: {exc}"
+    for index in range(count):
+        device = Gpu(torch, index, nvml, size).run()
+        emit({"device": device})  # kept by the parent even if a later GPU hangs
+        result["devices"].append(device)
     if nvml.error:  # NVML's own failure, else the last GPU it did not know
         result["nvml_error"] = nvml.error
     errors = [e for device in result["devices"] for e in device["errors"]]

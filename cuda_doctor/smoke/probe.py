@@ -41,8 +41,6 @@ UNDER_LOAD = (
 )
 #: Plain values copied as they are when the child reported them.
 COPIED = (
-    "triton_compile",
-    "torch_compile",
     "name",
     "capability",
     "uuid",
@@ -53,6 +51,7 @@ COPIED = (
     "bf16_tolerance",
     "amp_dtype",
     "amp_loss",
+    "amp_grad_scaler",
     "conv_rel_err",
     "cudnn_version",
     "clock_event_reasons_under_load",
@@ -105,8 +104,14 @@ def facts_from_run(run: SmokeRun, ctx: ProbeContext) -> Facts:
     driver_status = _driver_facts(facts, run.driver)
     _stub_library_facts(facts, ctx.env)
     framework_status = _framework_facts(facts, run)
-    counts = [facts.get(f"smoke.{lvl}_level.device_count") for lvl in ("driver", "framework")]
-    facts.set("smoke.device_count", max((c for c in counts if isinstance(c, int)), default=0))
+    _compile_facts(facts, run)
+    reported = [facts.get(f"smoke.{level}_level.device_count") for level in ("driver", "framework")]
+    counts = [count for count in reported if isinstance(count, int)]
+    if counts:
+        facts.set("smoke.device_count", max(counts))
+    else:  # not "no GPU found": the run never got as far as counting them
+        why = facts.get("smoke.driver_level.error") or "neither level reported how many GPUs it saw"
+        facts.mark_unknown("smoke.device_count", f"the smoke run did not reach the GPUs ({why})")
     _overall(facts, run, driver_status, framework_status)
     return facts
 
@@ -176,13 +181,48 @@ def _framework_facts(facts: Facts, run: SmokeRun) -> str:
     facts.set(f"{prefix}.error_step", child.last_step if child.timed_out else result.get("error_step"))
     facts.set(f"{prefix}.seconds", round(child.seconds, 2))
     facts.set(f"{prefix}.last_step", child.last_step)
-    for key in ("torch_version", "cuda_available", "device_count", "import_seconds", "cuda_init_seconds", "nvml_error"):
+    reported = ("torch_version", "cuda_available", "device_count", "import_seconds", "cuda_init_seconds", "nvml_error")
+    for key in reported:
         if key in result:
             facts.set(f"{prefix}.{key}", result[key])
     # per-GPU records arrive as each GPU finishes, so a later hang keeps earlier figures
     for device in result.get("devices") or child.parsed.devices:
         _device_facts(facts, device, result.get("nvml_error"))
     return status
+
+
+def _compile_facts(facts: Facts, run: SmokeRun) -> None:
+    """The compile level's run, and each GPU's ``triton_compile`` and ``torch_compile``: ``ok``,
+    ``wrong result`` or Triton's or Inductor's own error; unknown with the reason where it did not run."""
+    prefix = "smoke.compile_level"
+    child = run.compiled
+    result = (child.result if child is not None else None) or {}
+    if child is None:
+        facts.set(f"{prefix}.status", "skipped")
+        why = f"the compile level did not run: {run.compile_skipped}"
+    else:
+        facts.set(f"{prefix}.status", "timeout" if child.timed_out else str(result.get("status") or "failed"))
+        facts.set(f"{prefix}.seconds", round(child.seconds, 2))
+        facts.set(f"{prefix}.last_step", child.last_step)
+        why = child.error or result.get("error") or "the compile level did not report it"
+    facts.set(f"{prefix}.error", run.compile_skipped if child is None else child.error or result.get("error"))
+    for key in ("import_seconds", "compile_seconds", "compile_cache", "compile_cache_error"):
+        if key in result:
+            facts.set(f"{prefix}.{key}", result[key])
+    devices = {int(d["index"]): d for d in (result.get("devices") or (child.parsed.devices if child else ()))}
+    count = facts.get("smoke.framework_level.device_count")
+    count = count if isinstance(count, int) else 0
+    for i in range(max(count, max(devices, default=-1) + 1)):
+        device = devices.get(i) or {}
+        for key in ("triton_compile", "torch_compile"):
+            if key in device:
+                facts.set(indexed("smoke", i, key), device[key])
+            else:
+                facts.mark_unknown(indexed("smoke", i, key), str(device.get("error") or why))
+        if isinstance(device.get("step_seconds"), dict):
+            earlier = facts.get(indexed("smoke", i, "step_seconds"))
+            steps = dict(earlier) if isinstance(earlier, dict) else {}
+            facts.set(indexed("smoke", i, "step_seconds"), {**steps, **device["step_seconds"]})
 
 
 def _device_facts(facts: Facts, device: dict[str, Any], nvml_error: str | None) -> None:

@@ -4,9 +4,10 @@ killed at the limit still says which step was running, and keeps the figures of 
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,8 @@ from cuda_doctor.base import children, process
 from cuda_doctor.base.childside.script import HANG_VARIABLE as HANG_VARIABLE  # test-only: the child sleeps at that step
 from cuda_doctor.base.process import CommandResult
 from cuda_doctor.core.probe import ProbeContext
-from cuda_doctor.framework.probe import TORCH_CHILD
+from cuda_doctor.framework.compile.probe import COMPILE_CHILD, start_smoke_child
+from cuda_doctor.framework.probe import TORCH_CHILD, is_payload
 
 #: Called with ("driver" | "framework", step label) whenever a child starts a step.
 ProgressCallback = Callable[[str, str], None]
@@ -41,6 +43,8 @@ class ParsedOutput:
     devices: tuple[dict[str, Any], ...] = ()
     result: dict[str, Any] | None = None
     truncated: bool = False  # the output ended in the middle of a line
+    #: ``{"step": …, "error": …}`` of each step that failed, said as it failed (before any crash).
+    failures: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,8 @@ class SmokeRun:
     framework: ChildRun | None = None
     framework_skipped: str | None = None  # why the framework level did not run
     seconds: float = 0.0
+    compiled: ChildRun | None = None  # the compile level: a Triton kernel and torch.compile per GPU
+    compile_skipped: str | None = None  # why the compile level did not run
 
 
 def parse_output(text: str) -> ParsedOutput:
@@ -85,15 +91,18 @@ def parse_output(text: str) -> ParsedOutput:
 def parse_records(records: Iterable[dict[str, Any]]) -> ParsedOutput:
     steps: list[str] = []
     devices: list[dict[str, Any]] = []
+    failures: list[dict[str, Any]] = []
     result: dict[str, Any] | None = None
     for record in records:
         if isinstance(record.get("step"), str):
             steps.append(record["step"])
         elif isinstance(record.get("device"), dict):
             devices.append(record["device"])
+        elif isinstance(record.get("failure"), dict):
+            failures.append(record["failure"])
         elif is_result(record):
             result = record["result"]
-    return ParsedOutput(tuple(steps), tuple(devices), result)
+    return ParsedOutput(tuple(steps), tuple(devices), result, failures=tuple(failures))
 
 
 def is_result(record: dict[str, Any]) -> bool:
@@ -171,7 +180,22 @@ def _with_error(
     last = _stderr_detail(run.stderr_tail)
     detail = f": {last}" if last else ""
     where = f" while running: {step}" if step else ""
-    return replace(run, error=f"the {run.level}-level smoke child exited with status {run.returncode}{where}{detail}")
+    ended = f"the {run.level}-level smoke child {exit_words(run.returncode)}{where}"
+    if run.parsed.failures:  # what failed first is the cause; the crash came after it
+        first = run.parsed.failures[0]
+        return replace(run, error=f"{first.get('step')} failed: {first.get('error')} (then {ended}{detail})")
+    return replace(run, error=f"{ended}{detail}")
+
+
+def exit_words(returncode: int | None) -> str:
+    """``exited with status 3``, ``was killed by signal SIGSEGV (status -11)``."""
+    if returncode is not None and returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = str(-returncode)
+        return f"was killed by signal {name} (status {returncode})"
+    return f"exited with status {returncode}"
 
 
 def library_candidates(ctx: ProbeContext) -> tuple[list[str], bool]:
@@ -185,7 +209,8 @@ def library_candidates(ctx: ProbeContext) -> tuple[list[str], bool]:
 
 
 def run_smoke(ctx: ProbeContext, progress: ProgressCallback | None = None) -> SmokeRun:
-    """Both levels within ``ctx.smoke_timeout`` s; the framework level starts once the driver level found libcuda."""
+    """The three levels within ``ctx.smoke_timeout`` s: the framework level starts once the driver
+    level found libcuda; the compile level gets the GPUs once the framework level is done."""
     limit = float(ctx.smoke_timeout)
     start = time.monotonic()
     torch = ctx.handoff.take(TORCH_CHILD)
@@ -213,6 +238,7 @@ def run_smoke(ctx: ProbeContext, progress: ProgressCallback | None = None) -> Sm
 
     thread = threading.Thread(target=driver_level, name="smoke-driver", daemon=True)
     thread.start()
+    compiler = ctx.handoff.take(COMPILE_CHILD)  # left by the compile probe, importing since phase 1
     found_driver.wait(timeout=limit + 10)
     left = limit - (time.monotonic() - start)
     skipped = _why_no_framework_level(runs.get("driver"), ctx.python, limit, left)
@@ -225,7 +251,54 @@ def run_smoke(ctx: ProbeContext, progress: ProgressCallback | None = None) -> Sm
     driver = runs.get("driver") or ChildRun(
         "driver", ParsedOutput(), time.monotonic() - start, error="the driver-level child did not finish"
     )
-    return SmokeRun(limit, driver, framework, skipped, time.monotonic() - start)
+    left = limit - (time.monotonic() - start)
+    compile_skipped = skipped or _why_no_compile_level(framework, limit, left)
+    compiled: ChildRun | None = None
+    if compile_skipped is None:
+        compiler = compiler or start_smoke_child(ctx, left)
+        if compiler is None:
+            compile_skipped = "cannot read the compile level's source"
+        else:
+            compiled = _compile_level(ctx, compiler, left, limit, progress)
+    elif compiler is not None:
+        compiler.stop()
+    run = SmokeRun(limit, driver, framework, skipped, time.monotonic() - start)
+    return replace(run, compiled=compiled, compile_skipped=compile_skipped)
+
+
+def _why_no_compile_level(framework: ChildRun | None, limit: float, left: float) -> str | None:
+    result = framework.result if framework is not None else None
+    if result is None:
+        return "the framework level gave no result"
+    if result.get("status") == "no_torch":
+        return "torch is not installed"
+    if not result.get("cuda_available") or not result.get("device_count"):
+        return "torch found no GPU to compile for"
+    if left < _MIN_FRAMEWORK_SECONDS:
+        return f"no time left of the {limit:g} s smoke limit"
+    return None
+
+
+def _compile_level(
+    ctx: ProbeContext, child: children.Child, left: float, limit: float, progress: ProgressCallback | None
+) -> ChildRun:
+    """Hand the GPUs to the compile-level child and read what it compiled within ``left`` s."""
+
+    def on_step(step: str) -> None:
+        if progress is not None:
+            progress("compile", step)
+
+    sent = time.monotonic()
+    child.on_step = on_step
+    child.give_more_time(left)
+    if child.wait_for(lambda record: record.get("ready") is True) is not None:
+        child.send({"go": True})
+    run = result_run("compile", child)
+    if run is None:
+        run = child_run("compile", child.finish(), limit, ctx.python, script="the compile-level smoke script")
+    else:  # Inductor's worker processes and the interpreter's teardown end while the check goes on
+        ctx.handoff.let_end(child, END_GRACE)
+    return replace(run, seconds=time.monotonic() - sent)
 
 
 def _why_no_framework_level(driver: ChildRun | None, python: str, limit: float, left: float) -> str | None:
@@ -253,7 +326,8 @@ def _framework_level(
             progress("framework", step)
 
     # the driver-level child may still hold its context: the GPU's other processes exclude it
-    config = json.dumps({"size": 4096, "ours": process.running_pids()})
+    settings: dict[str, Any] = {"size": 4096, "ours": process.running_pids()}
+    config = json.dumps(settings)
     if torch is None:
         source = script_source("framework")
         result = children.run(
@@ -262,6 +336,9 @@ def _framework_level(
         return child_run("framework", result, limit, ctx.python, first)
     if torch.result is not None:  # it ended in the framework probe (a hang or a crash at the import)
         return child_run("framework", torch.result, torch.limit, ctx.python)
+    earlier = cuda_start_error(torch.seen(is_payload))
+    if earlier is not None:
+        config = json.dumps({**settings, "cuda_start_error": earlier})
     sent = time.monotonic()
     torch.on_step = on_step
     torch.give_more_time(left)
@@ -272,6 +349,18 @@ def _framework_level(
     else:  # its context torn down while the next probe runs
         ctx.handoff.let_end(torch, END_GRACE)
     return replace(run, seconds=time.monotonic() - sent)
+
+
+def cuda_start_error(payload: Mapping[str, Any] | None) -> str | None:
+    """How CUDA failed to start in the framework probe's child, which the smoke script must not
+    start again (a second start after a failed one can crash the process); None if it did not fail."""
+    if payload is None:
+        return None
+    values, unknown = payload.get("values"), payload.get("unknown")
+    if not isinstance(values, dict) or not isinstance(unknown, dict) or not values.get("torch.device_count"):
+        return None
+    reason = unknown.get("torch.device_capabilities")  # asking for them starts CUDA
+    return reason if isinstance(reason, str) else None
 
 
 def _not_started(ctx: ProbeContext, torch: children.Child, limit: float) -> SmokeRun:

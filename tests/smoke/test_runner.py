@@ -14,7 +14,7 @@ from cuda_doctor.core.pipeline import collect
 from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.framework.probe import FrameworkProbe
 from cuda_doctor.smoke.probe import SmokeProbe
-from cuda_doctor.smoke.runner import HANG_VARIABLE, parse_output, result_run, run_smoke
+from cuda_doctor.smoke.runner import HANG_VARIABLE, cuda_start_error, parse_output, result_run, run_smoke
 from tests.conftest import gone, wait_until
 
 
@@ -299,3 +299,25 @@ def test_a_childs_result_is_read_before_it_ends(clean_env: dict[str, str]) -> No
     quiet = children.Child(sys.executable, "print('no records')", env=clean_env, timeout=600)
     assert result_run("framework", quiet) is None  # its output ended without one: how it ended says why
     assert quiet.finish().returncode == 0
+
+
+def test_a_failure_said_before_a_crash_is_the_error(clean_env: dict[str, str], tmp_path: Path) -> None:
+    """On an H200 the child died of SIGSEGV after torch had raised, and all the checklist said was the status."""
+    said = json.dumps({"failure": {"step": "load libcuda", "error": "ValueError: Unrecognized key x"}})
+    python = _script(tmp_path, "python-crash", f"echo '{{\"step\": \"load libcuda\"}}'\necho '{said}'\nkill -SEGV $$")
+    facts = SmokeProbe().collect(ProbeContext(root=tmp_path, env=clean_env, python=python))
+    assert facts.get("smoke.driver_level.error") == (
+        "load libcuda failed: ValueError: Unrecognized key x (then the driver-level smoke child was killed by"
+        " signal SIGSEGV (status -11) while running: load libcuda)"
+    )
+
+
+def test_cuda_that_failed_to_start_in_the_framework_probe_is_not_started_again() -> None:
+    payload = {
+        "values": {"torch.device_count": 1},
+        "unknown": {"torch.device_capabilities": "ValueError: Unrecognized key 'x' in CUDA allocator config."},
+    }
+    assert cuda_start_error(payload) == "ValueError: Unrecognized key 'x' in CUDA allocator config."
+    assert cuda_start_error({"values": {"torch.device_count": 0}, "unknown": {}}) is None
+    assert cuda_start_error({"values": {"torch.device_count": 1}, "unknown": {}}) is None
+    assert cuda_start_error(None) is None

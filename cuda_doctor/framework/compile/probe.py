@@ -28,6 +28,9 @@ from cuda_doctor.framework.compile.mounts import (
 )
 
 CHILD_SCRIPT = Path(__file__).with_name("_child.py")
+SMOKE_CHILD_SCRIPT = Path(__file__).with_name("smoke_child.py")
+#: The smoke run's compile-level child, left by this probe for the smoke probe (``Handoff``).
+COMPILE_CHILD = "compile"
 #: The caches whose mounts are read: Triton's own, and Inductor's (which holds Triton's kernels
 #: under torch.compile unless TRITON_CACHE_DIR is set).
 CACHES = ("triton_cache", "inductor_cache")
@@ -61,6 +64,11 @@ class CompileProbe:
         return self.child_timeout(ctx) + 10  # then killing and reading it
 
     def collect(self, ctx: ProbeContext) -> Facts:
+        if ctx.smoke and ctx.handoff.accepting and spare_cores():
+            # its imports overlap this phase and the smoke run's first levels (docs/compile.md)
+            child = start_smoke_child(ctx, ctx.smoke_timeout + self.deadline(ctx) + 60)
+            if child is not None:
+                ctx.handoff.leave(COMPILE_CHILD, child)
         facts = self.toolchain(ctx)
         collect_caches(facts, ctx)
         return facts
@@ -87,6 +95,35 @@ class CompileProbe:
             on_step=None if report is None else lambda step: report("compile", step),
         )
         return interpret(result, ctx.python, timeout)
+
+
+def spare_cores() -> bool:
+    """Four cores or more: a child importing torch beside the others leaves their timings alone."""
+    try:
+        return len(os.sched_getaffinity(0)) >= 4
+    except (AttributeError, OSError):
+        return (os.cpu_count() or 1) >= 4
+
+
+def compile_cache_root(env: Mapping[str, str]) -> str | None:
+    """Where the compile level keeps its toolchain folders: ``$XDG_CACHE_HOME/cuda-doctor/compile``
+    (``~/.cache`` without it); None without either, and it compiles in a temporary folder."""
+    base = env.get("XDG_CACHE_HOME") or (os.path.join(env["HOME"], ".cache") if env.get("HOME") else None)
+    return os.path.join(base, "cuda-doctor", "compile") if base else None
+
+
+def start_smoke_child(ctx: ProbeContext, timeout: float) -> children.Child | None:
+    """The smoke run's compile-level child: it imports torch.compile's machinery, then waits for
+    ``{"go": true}`` before it touches a GPU; None when its source cannot be read."""
+    try:
+        source = children.compose(SMOKE_CHILD_SCRIPT)
+    except OSError:
+        return None  # the smoke run starts it again and says why it could not
+    config = json.dumps({"compile_cache": compile_cache_root(ctx.env)})
+    start_timeout = children.start_timeout(ctx.timeout, timeout)
+    return children.Child(
+        ctx.python, source, [config], env=ctx.env, timeout=timeout, start_timeout=start_timeout, stdin=True
+    )
 
 
 def interpret(result: CommandResult, python: str, timeout: float) -> Facts:

@@ -1,4 +1,4 @@
-"""Where the smoke run's compile step compiles: its toolchain folder in cuda-doctor's cache, else a
+"""Where the smoke run's compile level compiles: its toolchain folder in cuda-doctor's cache, else a
 temporary folder; never the user's Triton or Inductor cache."""
 
 from __future__ import annotations
@@ -7,16 +7,16 @@ import os
 import shutil
 from pathlib import Path
 
-from cuda_doctor.smoke import framework_level
-from cuda_doctor.smoke.runner import compile_cache_root
+from cuda_doctor.framework.compile import smoke_child
+from cuda_doctor.framework.compile.probe import compile_cache_root
 
 
 def test_the_toolchain_folder_is_kept_and_reused(tmp_path: Path) -> None:
     config = {"compile_cache": str(tmp_path / "compile")}
     first: dict[str, object] = {}
-    folder, temporary = framework_level.compile_folder(config, first, "2.9.1")
+    folder, temporary = smoke_child.compile_folder(config, first, "2.9.1")
     second: dict[str, object] = {}
-    again, temporary_again = framework_level.compile_folder(config, second, "2.9.1")
+    again, temporary_again = smoke_child.compile_folder(config, second, "2.9.1")
     assert folder == again and folder is not None and folder.startswith(str(tmp_path / "compile"))
     assert (temporary, temporary_again) == (False, False)
     assert (first["compile_cache"], second["compile_cache"]) == ("new", "reused")
@@ -27,7 +27,7 @@ def test_a_refused_cache_falls_back_to_a_temporary_folder(tmp_path: Path) -> Non
     root.mkdir()
     root.chmod(0o777)
     result: dict[str, object] = {}
-    folder, temporary = framework_level.compile_folder({"compile_cache": str(root)}, result, "2.9.1")
+    folder, temporary = smoke_child.compile_folder({"compile_cache": str(root)}, result, "2.9.1")
     assert folder is not None and temporary is True
     try:
         assert not folder.startswith(str(root))
@@ -35,10 +35,6 @@ def test_a_refused_cache_falls_back_to_a_temporary_folder(tmp_path: Path) -> Non
         assert "only this user can write" in str(result["compile_cache_error"])
     finally:
         shutil.rmtree(folder)
-
-
-def test_no_compile_step_no_folder() -> None:
-    assert framework_level.compile_folder({"compile": False}, {}, "2.9.1") == (None, False)
 
 
 def test_the_cache_root_follows_the_probed_environment(tmp_path: Path) -> None:
