@@ -10,12 +10,15 @@ the directory, read every report keeping what the comparison needs (worker proce
 measured with the standard library's JSON decoder and, when installed, with msgspec (the
 `fast` extra); the table gives the median of the runs: the wall time, the CPU time of the
 process and its workers, and the critical path (this process's CPU time and one worker's
-share of theirs: the wall time on an idle machine with a CPU per worker), and at the end the
-rendering time of the text, JSON and HTML output.  The files are in the page cache (just written), as after
-gathering them; the machine's load average is printed, since other work on it slows every figure.
+share of theirs: the wall time on an idle machine with a CPU per worker), and at the end, for the
+largest N, each output side by side (text, text of every node, Markdown, JSON, HTML): the time
+to render it, and the wall time of the whole `fleet` command that writes it.  The files are in
+the page cache (just written), as after gathering them; the machine's load average is printed,
+since other work on it slows every figure.
 
     python benchmarks/fleet_scale.py                    # N = 100, 1000, 3000, 10000; 3 runs each
     python benchmarks/fleet_scale.py 100 1000 --runs 1 --jobs 1
+    python benchmarks/fleet_scale.py 20000 --runs 1     # the text output against the HTML one
 """
 
 from __future__ import annotations
@@ -187,12 +190,38 @@ def measure(directory: str, decoder: str, jobs: int, render: bool) -> dict[str, 
     if render:
         from cuda_doctor.report.compare import render_fleet
 
-        for fmt in ("text", "json", "html"):
+        for name, (fmt, all_nodes) in RENDERINGS.items():
             began = time.perf_counter()
-            text = render_fleet(fleet, fmt, color=False, width=None, all_nodes=False)
-            out[f"render_{fmt}"] = time.perf_counter() - began
-            out[f"size_{fmt}_mb"] = len(text.encode()) / 1e6
+            text = render_fleet(fleet, fmt, color=False, width=None, all_nodes=all_nodes)
+            out[f"render {name}"] = time.perf_counter() - began
+            out[f"size {name}"] = len(text.encode()) / 1e6
     return out
+
+
+#: What is rendered and run end to end: name → (--format, --all-nodes).  HTML always lists every node.
+RENDERINGS = {
+    "text": ("text", False),
+    "text --all-nodes": ("text", True),
+    "markdown": ("markdown", False),
+    "json": ("json", False),
+    "html": ("html", False),
+}
+
+
+def run_command(directory: Path, fmt: str, all_nodes: bool, runs: int, jobs: int) -> float:
+    """The median wall time of ``cuda-doctor fleet DIR --format FMT -o FILE``, a fresh process each run."""
+    argv = [sys.executable, "-m", "cuda_doctor", "fleet", str(directory), "--format", fmt, "--jobs", str(jobs)]
+    argv += ["--all-nodes"] if all_nodes else []
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    times = []
+    with tempfile.TemporaryDirectory(prefix="fleet-out-") as out:
+        for _ in range(runs):
+            began = time.perf_counter()
+            proc = subprocess.run([*argv, "-o", f"{out}/fleet.{fmt}"], capture_output=True, text=True, env=env)
+            times.append(time.perf_counter() - began)
+            if proc.returncode != 0:
+                raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stderr}")
+    return statistics.median(times)
 
 
 def _cpu() -> tuple[float, float]:
@@ -264,10 +293,14 @@ def main(argv: list[str]) -> None:
             print(f"{line} {last['differing']:>7} {last['outliers']:>9}", flush=True)
         biggest = Path(tmp) / f"n{max(args.sizes)}"
         r = run_child(biggest, names[-1], args.jobs, render=True)
-        print(f"rendering {max(args.sizes)} nodes (s, MB):", end="")
-        for fmt in ("text", "json", "html"):
-            print(f" {fmt} {r[f'render_{fmt}']:.3f} ({r[f'size_{fmt}_mb']:.1f} MB)", end="")
-        print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
+        print(f"\n{max(args.sizes)} nodes, each output side by side: rendering it (in one process, after")
+        print("reading and comparing), and the whole command (`fleet DIR --format … -o FILE`, median of")
+        print(f"{args.runs} fresh processes: reading and comparing included, the same for every format)")
+        print(f"{'output':<18} {'render s':>9} {'MB':>6} {'command s':>10}")
+        for name, (fmt, all_nodes) in RENDERINGS.items():
+            whole = run_command(biggest, fmt, all_nodes, args.runs, args.jobs)
+            print(f"{name:<18} {r[f'render {name}']:>9.3f} {r[f'size {name}']:>6.1f} {whole:>10.2f}", flush=True)
+        print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
 if __name__ == "__main__":

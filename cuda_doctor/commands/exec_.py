@@ -17,7 +17,7 @@ from cuda_doctor.watch.child import EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND
 EXIT_REFUSED = 1
 
 
-@click.command("exec", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command("exec", context_settings={"allow_interspersed_args": False})
 @severity_option("Lowest severity that stops CMD from starting (default: error, or fail-on from config).")
 @click.option("--warn-only", is_flag=True, help="Print the findings but start CMD anyway.")
 @click.option(

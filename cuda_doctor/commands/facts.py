@@ -7,9 +7,18 @@ from pathlib import Path
 
 import click
 
-from cuda_doctor.commands.options import file_option, format_option, python_option, refuse_fast_python, timeout_option
+from cuda_doctor.commands.options import (
+    PYTHON_DEFAULT,
+    file_option,
+    format_option,
+    inspected_python,
+    python_option,
+    refuse_fast_python,
+    timeout_option,
+)
 from cuda_doctor.commands.output import echo_or_write
 from cuda_doctor.core.checkreport import Report
+from cuda_doctor.core.interpreter import record as record_interpreter
 from cuda_doctor.core.pipeline import derive_all, gather, import_derivers
 from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.report.facts import FORMATS, render
@@ -20,7 +29,7 @@ from cuda_doctor.report.progress import progress_line
 @format_option(FORMATS)
 @click.option("--fast", is_flag=True, help="No framework import and no GPU work.")
 @click.option("--no-smoke", is_flag=True, help="Skip the GPU smoke run.")
-@python_option("Interpreter whose framework to inspect.")
+@python_option("Interpreter whose framework to inspect." + PYTHON_DEFAULT)
 @timeout_option("Seconds each probe's external call may take.")
 @click.option(
     "--derived/--no-derived", default=True, show_default=True, help="Include facts derived from the knowledge tables."
@@ -34,10 +43,15 @@ def command(
     The JSON form can be judged later, anywhere: `cuda-doctor check --facts FILE`.
     """
     refuse_fast_python(fast, python)
-    ctx = ProbeContext(python=python or sys.executable, timeout=timeout, fast=fast, smoke=not (fast or no_smoke))
+    chosen = None if fast else inspected_python(python, timeout)
+    ctx = ProbeContext(
+        python=chosen.path if chosen else sys.executable, timeout=timeout, fast=fast, smoke=not (fast or no_smoke)
+    )
     with progress_line(fmt == "text" and output is None) as line:
         prepare = import_derivers if derived and not fast else None
         facts = gather(ctx if line is None else ctx.but(step_progress=line.step), progress=line, while_waiting=prepare)
+    if chosen is not None:
+        record_interpreter(facts, chosen)
     problems = derive_all(facts) if derived else []
     report = Report(facts=facts, results=[], command="facts", problems=problems)
     terminal = sys.stdout.isatty() and output is None

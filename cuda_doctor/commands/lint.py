@@ -22,7 +22,7 @@ from cuda_doctor.report.lint import FORMATS, render
 @click.command("lint")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @options.format_option(FORMATS)
-@options.selection
+@options.lint_selection
 @options.fail_on_option
 @options.config_option
 @options.file_option("--output", "-o", help="Write the report to this file instead of stdout.")

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from cuda_doctor.base.errors import UserError
+
+if TYPE_CHECKING:
+    from cuda_doctor.core.interpreter import Interpreter
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -30,14 +33,28 @@ def _split(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -
     return tuple(part.strip().upper() for item in value for part in item.split(",") if part.strip())
 
 
-def selection(func: F) -> F:
-    """``--select`` and ``--ignore``."""
-    for name, help in (
-        ("--ignore", "Skip these rules (ids, id prefixes such as CD5, or categories). Repeatable or comma-separated."),
-        ("--select", "Run only these rules (ids, id prefixes such as CD1, or categories)."),
-    ):
-        func = click.option(name, multiple=True, callback=_split, metavar="RULE", help=help)(func)
-    return func
+def selection_options(ignored: str, selected: str, categories: str = "") -> Callable[[F], F]:
+    """``--select`` and ``--ignore``, their help naming examples the command accepts."""
+    also = f"; categories: {categories}" if categories else ", or categories"
+
+    def decorate(func: F) -> F:
+        for name, help in (
+            (
+                "--ignore",
+                f"Skip these rules (ids, id prefixes such as {ignored}{also}). Repeatable or comma-separated.",
+            ),
+            ("--select", f"Run only these rules (ids, id prefixes such as {selected}{also})."),
+        ):
+            func = click.option(name, multiple=True, callback=_split, metavar="RULE", help=help)(func)
+        return func
+
+    return decorate
+
+
+#: The environment checks' selection (``check``, ``smoke``…): their ids are CDnnn.
+selection = selection_options("CD5", "CD1")
+#: The lint checks' selection: their ids are CDLnnn.
+lint_selection = selection_options("CDL0", "CDL1", "code, docker, dependencies")
 
 
 config_option = click.option(
@@ -71,8 +88,33 @@ def smoke_timeout_option(help: str) -> Callable[[F], F]:
     return click.option("--smoke-timeout", type=Seconds(1, 3600), default=30.0, show_default=True, help=help)
 
 
+#: What ``--python`` defaults to where ``inspected_python`` chooses: said once for those commands.
+PYTHON_DEFAULT = (
+    " Default: cuda-doctor's own interpreter when it has torch, TensorFlow or JAX, else the first that"
+    " has one of the activated venv or conda environment and python3/python on PATH."
+)
+
+
 def python_option(help: str) -> Callable[[F], F]:
     return click.option("--python", "python", type=click.Path(dir_okay=False), default=None, help=help)
+
+
+def inspected_python(python: str | None, timeout: float) -> Interpreter:
+    """The interpreter whose framework is inspected: ``--python`` (checked to be one), else
+    cuda-doctor's own when it has a framework, else the one the user trains with, when found."""
+    import os
+    import sys
+
+    from cuda_doctor.core.interpreter import choose, frameworks_here
+
+    return choose(
+        python,
+        running=sys.executable,
+        running_prefix=sys.prefix,
+        env=os.environ,
+        timeout=timeout,
+        running_frameworks=frameworks_here() if python is None else None,
+    )
 
 
 def refuse_fast_python(fast: bool, python: str | None) -> None:

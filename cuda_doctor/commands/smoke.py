@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -11,6 +10,7 @@ from cuda_doctor.commands import options
 from cuda_doctor.commands.check import emit
 from cuda_doctor.core.checkreport import Report
 from cuda_doctor.core.config import Config, load_config
+from cuda_doctor.core.interpreter import record as record_interpreter
 from cuda_doctor.core.pipeline import collect, judge_facts
 from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.gpu.probe import PROBE as GPU_PROBE
@@ -26,7 +26,9 @@ NCCL_RULES = ("CD8",)
 @click.command("smoke")
 @options.format_option(FORMATS)
 @options.smoke_timeout_option("Seconds the whole smoke run may take before its child process is killed.")
-@options.python_option("Run the smoke test with this interpreter's framework (it needs no cuda-doctor).")
+@options.python_option(
+    "Run the smoke test with this interpreter's framework (it needs no cuda-doctor)." + options.PYTHON_DEFAULT
+)
 @options.timeout_option("Seconds the GPU probe's NVML / nvidia-smi calls may take.")
 @options.file_option("--save", help="Also write the full JSON report to this file.")
 @click.option(
@@ -56,9 +58,11 @@ def command(
     (when jax is installed) a jitted bf16 matmul on every GPU JAX has, in a child of its own.
     """
     config = load_config(config_path, Path.cwd())
-    ctx = ProbeContext(python=python or sys.executable, timeout=timeout, smoke_timeout=smoke_timeout, nccl=nccl)
+    chosen = options.inspected_python(python, timeout)
+    ctx = ProbeContext(python=chosen.path, timeout=timeout, smoke_timeout=smoke_timeout, nccl=nccl)
     with progress_line(fmt == "text") as line:
         report = run_smoke_check(ctx, config, line)
+    record_interpreter(report.facts, chosen)
     emit(report, fmt, verbose, fail_on or config.fail_on or "error", save)
 
 

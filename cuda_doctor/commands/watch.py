@@ -56,7 +56,7 @@ def _writable(ctx: click.Context, param: click.Parameter, value: Path | None) ->
     return value
 
 
-@click.command("watch", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command("watch", context_settings={"allow_interspersed_args": False})
 @click.option(
     "--interval",
     type=float,

@@ -8,6 +8,16 @@ from typing import Any
 
 from cuda_doctor.compare.coverage import NotRun, gap_of, not_run
 from cuda_doctor.compare.environment import EnvChange, diff_environment
+from cuda_doctor.compare.gpus import (
+    GROUP_FROM,
+    GpusOnlyIn,
+    Group,
+    gpus_only,
+    grouped,
+    natural_key,
+    subject_gpu,
+    without_own_index,
+)
 from cuda_doctor.compare.keys import KEY_FACTS, METRICS, SMOKE_CHECKS, key_fact, number, smoke_indices, state
 from cuda_doctor.core.reportfile import SavedReport
 from cuda_doctor.core.results import FINDING_RANK, Status
@@ -66,6 +76,11 @@ class CheckChange:
     after: Any
     worse: bool
 
+    @property
+    def check(self) -> str:
+        """What is checked, without its GPU: "convolution" of "GPU 3 convolution"."""
+        return SMOKE_CHECKS.get(self.name.partition(".")[2], self.label)
+
 
 @dataclass(frozen=True)
 class Diff:
@@ -79,6 +94,7 @@ class Diff:
     without_results: tuple[SavedReport, ...] = ()  # facts only: then rule outcomes are not compared
     environment: tuple[EnvChange, ...] = ()
     not_run: tuple[NotRun, ...] = ()  # GPU runs only one report made: their results are not compared
+    gpus_only: tuple[GpusOnlyIn, ...] = ()  # GPUs one report has and the other has not
 
     @property
     def rules_compared(self) -> bool:
@@ -159,7 +175,34 @@ def diff_reports(before: SavedReport, after: SavedReport, noise: float = DEFAULT
         without_results=without,
         environment=diff_environment(before, after),
         not_run=gaps,
+        gpus_only=gpus_only(before, after),
     )
+
+
+def rule_groups(diff: Diff, least: int = GROUP_FROM) -> list[Group[RuleFlip]]:
+    """The rule flips, those the same on many GPUs (rule, before, after, message) said once."""
+    return grouped(
+        diff.rules,
+        lambda r: subject_gpu(r.subject),
+        lambda r: (r.rule, r.before, r.after, without_own_index(r.message, subject_gpu(r.subject) or 0)),
+        least,
+    )
+
+
+def check_groups(diff: Diff, least: int = GROUP_FROM) -> list[Group[CheckChange]]:
+    """The smoke checks that changed, those the same on many GPUs (check, before, after) said once."""
+    return grouped(diff.checks, _check_gpu, lambda c: (c.name.partition(".")[2], repr(c.before), repr(c.after)), least)
+
+
+def figure_groups(diff: Diff, least: int = GROUP_FROM) -> list[Group[FigureChange]]:
+    """The smoke figures; those of many GPUs with one verdict (figure, verdict) said once."""
+    return grouped(diff.figures, lambda f: f.gpu, lambda f: (f.metric, f.verdict), least)
+
+
+def _check_gpu(change: CheckChange) -> int | None:
+    """``smoke[3].conv_ok`` → 3; None for ``smoke.status``."""
+    head = change.name.partition(".")[0]
+    return int(head[6:-1]) if head.startswith("smoke[") else None
 
 
 def _rule_flips(
@@ -170,7 +213,7 @@ def _rule_flips(
     new = {(r.rule_id, r.subject): r for r in after.results}
     left_out: Counter[str] = Counter()
     flips: list[RuleFlip] = []
-    for key in sorted(old.keys() | new.keys(), key=lambda k: (k[0], k[1] or "")):
+    for key in sorted(old.keys() | new.keys(), key=lambda k: (k[0], natural_key(k[1] or ""))):
         a, b = old.get(key), new.get(key)
         sa, sb = (a.status if a else None), (b.status if b else None)
         shown = b if b is not None else a
@@ -182,7 +225,7 @@ def _rule_flips(
         else:
             flips.append(RuleFlip(key[0], key[1], shown.title, sa, sb, _direction(sa, sb), shown.message))
     order = {"worse": 0, "better": 1, "changed": 2}
-    flips.sort(key=lambda f: (order[f.direction], -_rank(f.after), f.rule, f.subject or ""))
+    flips.sort(key=lambda f: (order[f.direction], -_rank(f.after), f.rule, natural_key(f.subject or "")))
     return tuple(flips), tuple(replace(g, rules=left_out[g.probe]) for g in gaps)
 
 

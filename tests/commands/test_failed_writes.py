@@ -4,6 +4,7 @@ byte for byte as it was and no temporary file behind."""
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -87,6 +88,13 @@ def test_a_failed_write_keeps_the_previous_file(
         assert done.returncode == 0  # the watched command's own status: the report failing does not change it
     else:
         assert done.returncode == 2
+    if args[0] == "check":  # the summary tells the exit status the run ends with
+        if "json" in args:
+            summary = json.loads(done.stdout)["summary"]
+            assert (summary["exit_code"], summary["save_error"]) == (2, "cannot write keep.json: File too large")
+        else:
+            last = done.stdout.strip().splitlines()[-1]
+            assert last.endswith("but the report was not saved: cannot write keep.json: File too large (exit 2)")
 
 
 def test_lint_keeps_the_findings_when_the_file_cannot_be_written(

@@ -167,7 +167,9 @@ def test_deeply_nested_toml_and_json_from_outside_end_as_answers(tmp_path: Path)
 
 def test_a_child_printing_deeply_nested_json_is_no_traceback(tmp_path: Path) -> None:
     python = tmp_path / "python"
-    python.write_text(f"#!/bin/sh\necho '{'[' * 100_000}'\necho '{{\"a\": {'[' * 100_000}'\n")
+    # it answers --python's check as a Python 3 would (that line first), then the nested JSON
+    answer = 'cuda-doctor-interpreter {"version": [3, 12, 3], "frameworks": []}'
+    python.write_text(f"#!/bin/sh\necho '{answer}'\necho '{'[' * 100_000}'\necho '{{\"a\": {'[' * 100_000}'\n")
     python.chmod(0o755)
     env = {**os.environ, "CUDA_DOCTOR_DISABLE_NVML": "1", "PATH": "/usr/bin:/bin"}
     proc = run_doctor(["check", "--no-smoke", "--python", str(python), "--format", "json"], cwd=tmp_path, env=env)

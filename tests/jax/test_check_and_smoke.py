@@ -52,9 +52,9 @@ def test_cpu_only_jax_on_an_h200_fails_with_the_plugin_this_driver_runs(
     assert found["CD241"]["commands"] == [f'{counted} -m pip install -U "jax[cuda13]"']
     assert "jax[cuda12] also runs here (drivers ≥ 525.60.13)" in found["CD241"]["fix"]
     assert found["CD243"]["status"] == "pass"
-    # the torch probe's child, the compile toolchain probe's, the JAX child (phase 1 and 2) and the
-    # driver-level smoke child: jax imported once
-    assert len(log.read_text().split()) == 4
+    # the check that --python is a Python interpreter, the torch probe's child, the compile toolchain
+    # probe's, the JAX child (phase 1 and 2) and the driver-level smoke child: jax imported once
+    assert len(log.read_text().split()) == 5
     checklist = doctor(["check", "--python", str(jax_cpu_python)], env, tmp_path).stdout
     assert "jax 0.10.2 (CPU-only)" in checklist.splitlines()[0]
     markdown = doctor(["check", "--format", "markdown", "--python", str(jax_cpu_python)], env, tmp_path).stdout

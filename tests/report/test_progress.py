@@ -148,13 +148,17 @@ def test_an_interpreter_that_never_starts_is_not_given_a_smoke_run(fake_nvidia_s
     )
     assert time.monotonic() - started < 120
     assert "the smoke run was skipped" in proc.stdout, proc.stdout
-    # the framework probe's start, the JAX probe's and the compile toolchain probe's, and no smoke children
-    assert log.read_text().count("started") == 3
+    # the check that --python is an interpreter (not refused: it may only be slow), the framework
+    # probe's start, the JAX probe's and the compile toolchain probe's, and no smoke children
+    assert log.read_text().count("started") == 4
 
 
 def test_an_interpreter_that_quotes_the_probe_is_cut(fake_nvidia_smi: Any, tmp_path: Path) -> None:
+    # answers the check that --python is a Python interpreter as one would, then quotes every probe
+    answer = 'cuda-doctor-interpreter {"version": [3, 12, 3], "frameworks": []}'
+    quoting = interpreter(tmp_path, "quoting-python", f"#!/bin/sh\necho '{answer}'\nexec /bin/ls \"$@\"\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "cuda_doctor", "check", "--python", "/bin/ls"],
+        [sys.executable, "-m", "cuda_doctor", "check", "--python", str(quoting)],
         capture_output=True,
         text=True,
         env=doctor_env(fake_nvidia_smi, tmp_path),

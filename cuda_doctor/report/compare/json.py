@@ -39,6 +39,7 @@ def render_diff(diff: Diff, **_: Any) -> str:
         "facts": [asdict(f) for f in diff.facts],
         "environment": [asdict(e) for e in diff.environment],
         "not_run": [asdict(g) for g in diff.not_run],
+        "gpus_only": [asdict(only) for only in diff.gpus_only],
         "rules": [asdict(r) for r in diff.rules],  # a status is a str: written as its value
         "figures": [asdict(f) for f in diff.figures],
         "checks": [asdict(c) for c in diff.checks],

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from cuda_doctor.compare.diff import Diff
+from cuda_doctor.compare.diff import Diff, check_groups, figure_groups, rule_groups
 from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet, Node
+from cuda_doctor.compare.gpus import GROUP_FROM
 from cuda_doctor.report import Markup, md_cell, md_text, printable
 from cuda_doctor.report.compare import wording
 
@@ -35,8 +36,11 @@ def _quote(note: str, end: str = ".") -> list[str]:
     return [f"> {md_text(note[0].upper() + note[1:])}{end}", ""]
 
 
-def render_diff(diff: Diff, **_: Any) -> str:
+def render_diff(diff: Diff, *, verbose: bool = False, **_: Any) -> str:
+    """``verbose``: every GPU's row (else a difference many GPUs share is one row)."""
     b, a = diff.before, diff.after
+    least = 1 << 30 if verbose else GROUP_FROM
+    rule_rows, check_rows, figure_rows = rule_groups(diff, least), check_groups(diff, least), figure_groups(diff, least)
     title = b.host if diff.same_host else f"{b.host} → {a.host}"
     out = [f"## cuda-doctor diff: {md_text(title)}" if title else "## cuda-doctor diff", ""]
     out += [f"**{md_text(wording.diff_verdict(diff))}** (noise band ±{diff.noise:.0%})", ""]
@@ -53,6 +57,10 @@ def render_diff(diff: Diff, **_: Any) -> str:
         out += _quote(skipped)
     for gap in diff.not_run:
         out += _quote(wording.not_run_note(gap))
+    for only in diff.gpus_only:
+        out += _quote(wording.gpus_only_note(only))
+    if any(wording.is_grouped(groups) for groups in (rule_rows, check_rows, figure_rows)):
+        out += _quote(wording.GROUPED_NOTE)
     side, env = wording.fact_side, wording.env_side
     status, value = wording.status_text, wording.config_value
     facts = [[f.label, side(f, False), side(f, True), _bold(wording.fact_note(f))] for f in diff.facts]
@@ -63,18 +71,27 @@ def render_diff(diff: Diff, **_: Any) -> str:
     ]
     out += _section("Environment", ["variable", "before", "after", ""], environment)
     directions = {"worse": Markup("**worse**"), "better": "better", "changed": ""}
-    rules = [
-        [r.rule, r.subject or "", status(r.before), status(r.after), directions[r.direction], r.message]
-        for r in diff.rules
-    ]
+    rules = []
+    for rule_group in rule_rows:
+        r = rule_group.first
+        subject = wording.group_subject(rule_group, r.subject)
+        message = wording.group_message(rule_group)
+        rules.append([r.rule, subject, status(r.before), status(r.after), directions[r.direction], message])
     out += _section("Rule outcomes that changed", ["rule", "subject", "before", "after", "", "message"], rules)
-    checks = [[c.label, value(c.before), value(c.after), Markup("**broken**") if c.worse else ""] for c in diff.checks]
+    checks = []
+    for check_group in check_rows:
+        c = check_group.first
+        label = c.label if len(check_group.members) == 1 else f"{wording.group_subject(check_group, None)} {c.check}"
+        checks.append([label, value(c.before), value(c.after), Markup("**broken**") if c.worse else ""])
     out += _section("Smoke checks", ["check", "before", "after", ""], checks)
     figures = []
-    for f in diff.figures:
+    for figure_group in figure_rows:
+        f = figure_group.first
         note = wording.FIGURE_NOTES[f.verdict]
-        values = [wording.figure_value(f.before), wording.figure_value(f.after), wording.ratio(f.ratio)]
-        figures.append([str(f.gpu), f"{f.label} ({f.unit})", *values, _bold(note, f.verdict == "slower")])
+        spans = [wording.figure_span(figure_group, False), wording.figure_span(figure_group, True)]
+        values = [*spans, wording.ratio_span(figure_group)]
+        gpus = wording.group_gpus(figure_group)
+        figures.append([gpus, f"{f.label} ({f.unit})", *values, _bold(note, f.verdict == "slower")])
     out += _section("Smoke figures", ["GPU", "figure", "before", "after", "ratio", ""], figures)
     return _joined(out)
 

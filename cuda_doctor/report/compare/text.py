@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import COLOR_SYSTEMS, Console
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from cuda_doctor.compare.diff import Diff
+from cuda_doctor.compare.diff import Diff, check_groups, figure_groups, rule_groups
 from cuda_doctor.compare.fleet import CONFIG_LABELS, Fleet, Node
+from cuda_doctor.compare.gpus import GROUP_FROM
 from cuda_doctor.report import printable
 from cuda_doctor.report.compare import wording
 
 #: Above this many nodes, the node table lists only the ones with something to say.
 NODE_TABLE_LIMIT = 50
+#: Tables longer than this are laid out here, one line per row (rich's layout is too slow for them).
+RICH_TABLE_ROWS = 200
 
-Row = Sequence[str | Text]  # a table row: plain cells are escaped when printed, Text cells already are
+#: A cell's text (escaped already) and its style: cheaper than ``Text`` in a table of 20,000 rows.
+Styled = tuple[str, str]
+Row = Sequence[str | Text | Styled]  # a table row: plain cells are escaped when printed, the others already are
 _MARK = {"worse": ("✗", "red"), "better": ("✓", "green"), "changed": ("•", "yellow")}
 
 
@@ -40,45 +47,111 @@ def _section(con: Console, title: str, style: str = "bold") -> None:
 
 
 def _print_table(con: Console, columns: tuple[str, ...], rows: Sequence[Row], header: bool = True) -> None:
+    if len(rows) > RICH_TABLE_ROWS:
+        _print_long_table(con, columns, rows, header)
+        return
     table = Table(*columns, box=None, pad_edge=False, show_header=header, header_style="bold")
     for row in rows:
-        table.add_row(*(cell if isinstance(cell, Text) else printable(cell) for cell in row))
+        table.add_row(*(_rich_cell(cell) for cell in row))
     con.print(table)
 
 
-def render_diff(diff: Diff, *, color: bool = False, width: int | None = 120) -> str:
+def _rich_cell(cell: str | Text | Styled) -> str | Text:
+    if isinstance(cell, tuple):
+        return Text(cell[0], style=cell[1])
+    return cell if isinstance(cell, Text) else printable(cell)
+
+
+def _print_long_table(con: Console, columns: tuple[str, ...], rows: Sequence[Row], header: bool) -> None:
+    """A table laid out as rich lays out ``_print_table``'s (columns two spaces apart), one line per
+    row, never wrapped: rich measures and wraps every cell, which for 20,000 nodes took 20 s."""
+    cells = [[_cell(c) for c in row] for row in rows]
+    if header:
+        cells.insert(0, [(title, "bold", cell_len(title)) for title in columns])
+    widths = [max((row[i][2] for row in cells if i < len(row)), default=0) for i in range(len(columns))]
+    styled = _ansi_styler(con)
+    lines = []
+    for row in cells:
+        parts = [
+            styled(text, style) + " " * (width - size) for (text, style, size), width in zip(row, widths, strict=False)
+        ]
+        lines.append("  ".join(parts).rstrip())
+    con.file.write("\n".join(lines) + "\n")
+
+
+def _cell(cell: str | Text | Styled) -> tuple[str, str, int]:
+    """(text with its controls escaped, style, width in terminal cells)."""
+    if isinstance(cell, tuple):
+        text, style = cell
+    elif isinstance(cell, Text):
+        text, style = cell.plain, str(cell.style)
+    else:
+        text, style = printable(cell), ""
+    return text, style, len(text) if text.isascii() else cell_len(text)
+
+
+def _ansi_styler(con: Console) -> Callable[[str, str], str]:
+    """``(text, style) → text`` as this console writes it: with the style's escape codes on a
+    colour terminal, plain otherwise (each style parsed once)."""
+    if con.no_color or con.color_system is None:
+        return lambda text, style: text
+    system = COLOR_SYSTEMS[con.color_system]
+    parsed: dict[str, Style] = {}
+
+    def styled(text: str, style: str) -> str:
+        if not style or not text:
+            return text
+        if style not in parsed:
+            parsed[style] = Style.parse(style)
+        return parsed[style].render(text, color_system=system)
+
+    return styled
+
+
+def render_diff(diff: Diff, *, color: bool = False, width: int | None = 120, verbose: bool = False) -> str:
+    """``verbose``: every GPU's line, however many (else a difference many GPUs share is one line)."""
     buffer = io.StringIO()
     con = _console(color, width, buffer)
-    _diff_header(con, diff)
+    least = 1 << 30 if verbose else GROUP_FROM  # verbose: no group is ever large enough
+    rules, checks, figures = rule_groups(diff, least), check_groups(diff, least), figure_groups(diff, least)
+    _diff_header(con, diff, grouped=any(wording.is_grouped(g) for g in (rules, checks, figures)))
     _diff_configuration(con, diff)
-    if diff.rules:
+    if rules:
         _section(con, "Rule outcomes that changed")
         rows: list[Row] = []
-        for r in diff.rules:
+        for rule_group in rules:
+            r = rule_group.first
             mark, style = _MARK[r.direction]
             was, now = wording.status_text(r.before), _text(wording.status_text(r.after), style=style)
-            rows.append([_text(f"  {mark}", style=style), r.rule, r.subject or "", was, "→", now, r.message])
+            subject = wording.group_subject(rule_group, r.subject)
+            message = wording.group_message(rule_group)
+            rows.append([_text(f"  {mark}", style=style), r.rule, subject, was, "→", now, message])
         _print_table(con, ("", "rule", "subject", "before", "", "after", "message"), rows)
-    if diff.checks:
+    if checks:
         _section(con, "Smoke checks")
-        for c in diff.checks:
+        for check_group in checks:
+            c = check_group.first
             change = f"{wording.config_value(c.before)} → {wording.config_value(c.after)}"
-            con.print(_text(f"  {c.label}: {change}", style="red" if c.worse else "yellow"))
-    if diff.figures:
+            label = (
+                c.label if len(check_group.members) == 1 else f"{wording.group_subject(check_group, None)} {c.check}"
+            )
+            con.print(_text(f"  {label}: {change}", style="red" if c.worse else "yellow"))
+    if figures:
         _section(con, f"Smoke figures (noise band ±{diff.noise:.0%})")
         rows = []
-        for fig in diff.figures:
+        for figure_group in figures:
+            fig = figure_group.first
             style = {"slower": "red", "faster": "green"}.get(fig.verdict, "")
-            before, after = wording.figure_value(fig.before), wording.figure_value(fig.after)
-            ratio = _text(wording.ratio(fig.ratio), style=style)
+            before, after = wording.figure_span(figure_group, False), wording.figure_span(figure_group, True)
+            ratio = _text(wording.ratio_span(figure_group), style=style)
             note = _text(wording.FIGURE_NOTES[fig.verdict], style=style or "dim")
-            rows.append(["", str(fig.gpu), fig.label, before, after, fig.unit, ratio, note])
+            rows.append(["", wording.group_gpus(figure_group), fig.label, before, after, fig.unit, ratio, note])
         _print_table(con, ("", "GPU", "figure", "before", "after", "unit", "ratio", ""), rows)
     _section(con, wording.diff_verdict(diff), "bold red" if diff.worse else "bold green")
     return buffer.getvalue()
 
 
-def _diff_header(con: Console, diff: Diff) -> None:
+def _diff_header(con: Console, diff: Diff, grouped: bool = False) -> None:
     b, a = diff.before, diff.after
     title = b.host if diff.same_host else f"{b.host} → {a.host}"
     con.print(Text.assemble(("cuda-doctor diff", "bold"), printable(f" {title}") if title else ""))
@@ -94,6 +167,10 @@ def _diff_header(con: Console, diff: Diff) -> None:
         con.print(_text(f"  ! {skipped}", style="yellow"))
     for gap in diff.not_run:
         con.print(_text(f"  ! {wording.not_run_note(gap)}", style="yellow"))
+    for only in diff.gpus_only:
+        con.print(_text(f"  ! {wording.gpus_only_note(only)}", style="yellow"))
+    if grouped:
+        con.print(_text(f"  ({wording.GROUPED_NOTE})", style="dim"))
 
 
 def _diff_configuration(con: Console, diff: Diff) -> None:
@@ -117,7 +194,10 @@ def _node_row(node: Node, flagged: set[str]) -> Row:
     c, value = node.config, wording.config_value
     failing = ", ".join(node.failing)
     config = [value(c.driver), value(c.torch), value(c.nccl), wording.gpus_text(c.gpu_count, c.gpu_model)]
-    marks = [_text(failing or "—", "red" if failing else "dim"), _text("!" if node.host in flagged else "", "yellow")]
+    marks: list[Styled] = [
+        (printable(failing or "—"), "red" if failing else "dim"),
+        ("!" if node.host in flagged else "", "yellow"),
+    ]
     return [node.host, *config, *marks]
 
 

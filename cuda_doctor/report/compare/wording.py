@@ -6,8 +6,9 @@ from collections.abc import Sized
 from typing import Any
 
 from cuda_doctor.compare.coverage import NotRun
-from cuda_doctor.compare.diff import Diff, FactChange
+from cuda_doctor.compare.diff import Diff, FactChange, FigureChange, RuleFlip
 from cuda_doctor.compare.fleet import Fleet, Outlier
+from cuda_doctor.compare.gpus import GpusOnlyIn, Group, index_ranges, without_own_index
 from cuda_doctor.compare.keys import show
 from cuda_doctor.core.results import Status
 from cuda_doctor.report import count
@@ -137,3 +138,61 @@ def gpus_text(gpu_count: Any, model: Any) -> str:
 def outlier_text(o: Outlier) -> str:
     z = "" if o.z is None else f", robust z {o.z:+.1f}"
     return f"{o.label} {o.value:.4g} {o.unit} = {o.ratio:.2f}× the median {o.median:.4g} of {o.gpu_model}{z}"
+
+
+def gpus_only_note(only: GpusOnlyIn) -> str:
+    """ "299 GPUs only in AFTER (b.json): GPU 1–299, all NVIDIA H200"."""
+    n = len(only.gpus)
+    if len(only.models) == 1:
+        model = only.models[0][0]
+        models = f"an {model}" if n == 1 and model[:1].upper() in "AEIOU" else model if n == 1 else f"all {model}"
+    else:
+        models = ", ".join(f"{many}× {model}" for model, many in only.models)
+    gpus = "GPU" if n == 1 else "GPUs"
+    return f"{count(n, 'GPU')} only in {only.side.upper()} ({only.path}): {gpus} {index_ranges(only.gpus)}, {models}"
+
+
+GROUPED_NOTE = "a difference that is the same on several GPUs is said once; -v lists every GPU's line"
+
+
+def is_grouped(groups: list[Group[Any]]) -> bool:
+    return any(len(group.members) > 1 for group in groups)
+
+
+def group_subject(group: Group[Any], subject: str | None) -> str:
+    """The subject of a row: its own, or ``GPU 1–299 (299 GPUs)`` for a group."""
+    if len(group.members) == 1:
+        return subject or ""
+    return f"GPU {index_ranges(group.gpus)} ({len(group.gpus)} GPUs)"
+
+
+def group_gpus(group: Group[Any]) -> str:
+    """A group's GPU column: ``3``, or ``1–299``."""
+    return index_ranges(group.gpus)
+
+
+def group_message(group: Group[RuleFlip]) -> str:
+    """A rule's message, said of every GPU of a group: "each GPU has retired pages pending"."""
+    first = group.first
+    if len(group.members) == 1 or not group.gpus:
+        return first.message
+    return without_own_index(first.message, group.gpus[0]).replace("GPU #", "each GPU")
+
+
+def figure_span(group: Group[FigureChange], after: bool) -> str:
+    """A group's figure before or after: one value, or the lowest–highest."""
+    values = [f.after if after else f.before for f in group.members]
+    known = sorted(v for v in values if v is not None)
+    if not known:
+        return figure_value(None)
+    low, high = figure_value(known[0]), figure_value(known[-1])
+    missing = " (and —)" if len(known) < len(values) else ""
+    return (low if low == high else f"{low}–{high}") + missing
+
+
+def ratio_span(group: Group[FigureChange]) -> str:
+    ratios = sorted(f.ratio for f in group.members if f.ratio is not None)
+    if not ratios:
+        return ratio(None)
+    low, high = ratio(ratios[0]), ratio(ratios[-1])
+    return low if low == high else f"{low[:-1]}–{high}"
