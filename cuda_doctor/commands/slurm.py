@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from cuda_doctor.commands.options import F, Seconds, config_option, fail_on_option, selection
+from cuda_doctor.commands.options import F, Seconds, config_option, fail_on_option, format_option, selection
+from cuda_doctor.report.check import FORMATS as CHECK_FORMATS
 
 
 @click.group("slurm")
@@ -76,6 +77,69 @@ def prolog(**options: Any) -> None:
     """
     outcome, _ = _run_hook(**options)
     sys.exit(1 if outcome == "FAIL" else 0)
+
+
+@command.command("pre-job")
+@click.option(
+    "--deadline", type=Seconds(1, 3600), default=60.0, show_default=True, help="Seconds every node has to join."
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["auto", "gloo", "nccl", "none"]),
+    default="auto",
+    show_default=True,
+    help="The all-reduce's backend (auto: NCCL when every node has a GPU, else Gloo).",
+)
+@click.option(
+    "--allreduce-timeout",
+    type=Seconds(5, 3600),
+    default=120.0,
+    show_default=True,
+    help="Seconds the all-reduce may take.",
+)
+@click.option("--ports", metavar="LOW-HIGH", default=None, help="The job's port range to test between the nodes.")
+@click.option("--python", "python", default=None, help="The job's interpreter, whose torch runs the all-reduce.")
+@format_option(CHECK_FORMATS)
+@fail_on_option
+@click.option("-v", "--verbose", is_flag=True, help="Show passing checks too.")
+def pre_job(
+    deadline: float,
+    backend: str,
+    allreduce_timeout: float,
+    ports: str | None,
+    python: str | None,
+    fmt: str,
+    fail_on: str | None,
+    verbose: bool,
+) -> None:
+    """Before a multi-node job's work: check its nodes against each other, from its batch script.
+
+    Runs `cuda-doctor nodes` as one srun task per node of the job (the same nodes, driver,
+    network and interpreter the job's own srun will use) and prints rank 0's checklist.
+    In a batch script: `cuda-doctor slurm pre-job && srun python train.py`.  Exit status: 0
+    nothing at --fail-on, 1 findings (the nodes to leave out are named on stderr), 2 no
+    verdict (not inside a job, or srun gave no report).
+    """
+    from cuda_doctor.core.results import Severity
+    from cuda_doctor.report.check import render
+    from cuda_doctor.slurm.prejob import run_prejob
+
+    interpreter = python or sys.executable
+    args = ["--deadline", f"{deadline:g}", "--backend", backend, "--allreduce-timeout", f"{allreduce_timeout:g}"]
+    args += ["--python", interpreter] + (["--ports", ports] if ports else [])
+    args += ["--fail-on", fail_on] if fail_on else []
+    outcome = run_prejob(dict(os.environ), sys.executable, args, budget=deadline + allreduce_timeout + 30)
+    if outcome.report is None:
+        click.echo(f"cuda-doctor slurm pre-job: no verdict: {outcome.problem}", err=True)
+        sys.exit(2)
+    level = fail_on or "error"
+    click.echo(render(outcome.report, fmt, verbose=verbose, terminal=sys.stdout.isatty(), fail_on=level), nl=False)
+    code = outcome.report.exit_code(Severity(level))
+    suspects = outcome.report.facts.get("nodes.suspects")
+    if code == 1 and isinstance(suspects, list) and suspects:
+        names = ",".join(str(s) for s in suspects)
+        click.echo(f"cuda-doctor slurm pre-job: to run without them: srun --exclude={names} …", err=True)
+    sys.exit(code)
 
 
 @command.command("script")
