@@ -4,5 +4,8 @@ from __future__ import annotations
 
 COMMANDS: dict[str, str] = {
     name: f"cuda_doctor.commands.{'exec_' if name == 'exec' else name}"  # exec_: not the builtin's name
-    for name in ("check", "facts", "rules", "explain", "diff", "fleet", "watch", "exec", "smoke", "lint", "slurm")
+    for name in (
+        *("check", "facts", "rules", "explain", "diff", "fleet", "watch", "exec", "smoke", "lint", "slurm"),
+        "nodes",
+    )
 }

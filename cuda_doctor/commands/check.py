@@ -9,8 +9,10 @@ import click
 
 from cuda_doctor.base.errors import UserError
 from cuda_doctor.commands import options
+from cuda_doctor.commands.output import echo_or_write
 from cuda_doctor.core.checkreport import Report
 from cuda_doctor.core.config import load_config
+from cuda_doctor.core.interpreter import record as record_interpreter
 from cuda_doctor.core.pipeline import rejudge, run_check
 from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.core.results import Severity
@@ -33,7 +35,7 @@ def _non_empty(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 )
 @click.option("--no-smoke", is_flag=True, help="Skip the GPU smoke run.")
 @options.smoke_timeout_option("Seconds the smoke run may take before it is killed.")
-@options.python_option("Judge the framework of this interpreter instead of the current one (it needs no cuda-doctor).")
+@options.python_option("Judge the framework of this interpreter (it needs no cuda-doctor)." + options.PYTHON_DEFAULT)
 @options.file_option("--facts", "facts_file", help="Judge a saved report or facts file instead of this machine.")
 @click.option(
     "--image",
@@ -61,6 +63,12 @@ def _non_empty(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 @options.file_option(
     "--save", help="Also write the full JSON report to this file (for `cuda-doctor diff` and `fleet`)."
 )
+@options.file_option(
+    "--output",
+    "-o",
+    help="Write the report in --format to this file instead of stdout, whole or not at all (renamed into "
+    "place: e.g. --format prometheus -o /var/lib/node_exporter/textfile/cuda_doctor.prom).",
+)
 @options.selection
 @options.fail_on_option
 @options.config_option
@@ -77,6 +85,7 @@ def command(
     nccl: bool,
     timeout: float,
     save: Path | None,
+    output: Path | None,
     select: tuple[str, ...],
     ignore: tuple[str, ...],
     fail_on: str | None,
@@ -92,14 +101,16 @@ def command(
     fail_on = fail_on or config.fail_on or "error"
     if facts_file is not None:
         _only_judging(python=python, fast=fast, images=images, run_image=run_image, nccl=nccl)
-        emit(rejudge(facts_file, config, select=select, ignore=ignore), fmt, verbose, fail_on, save)
+        emit(rejudge(facts_file, config, select=select, ignore=ignore), fmt, verbose, fail_on, save, output)
         return
     options.refuse_fast_python(fast, python)
     if nccl and (fast or no_smoke):
         used = "--fast" if fast else "--no-smoke"
         raise UserError(f"--nccl runs work on the GPU: it cannot be combined with {used}")
+    # --fast imports no framework: no interpreter is inspected, so none is looked for
+    chosen = None if fast else options.inspected_python(python, timeout)
     ctx = ProbeContext(
-        python=python or sys.executable,
+        python=chosen.path if chosen else sys.executable,
         timeout=timeout,
         fast=fast,
         smoke=not (no_smoke or fast),
@@ -116,7 +127,9 @@ def command(
             if line is not None:
                 ctx = ctx.but(step_progress=line.step)  # the framework probe's and the smoke run's steps
             report = run_check(ctx, config, select=select, ignore=ignore, progress=line)
-        emit(report, fmt, verbose, fail_on, save)
+        if chosen is not None:
+            record_interpreter(report.facts, chosen)
+        emit(report, fmt, verbose, fail_on, save, output)
 
 
 def _only_judging(**given: object) -> None:
@@ -126,16 +139,22 @@ def _only_judging(**given: object) -> None:
         raise click.UsageError(f"{', '.join(used)} cannot be combined with --facts (nothing is probed)")
 
 
-def emit(report: Report, fmt: str, verbose: bool, fail_on: str, save: Path | None) -> None:
+def emit(report: Report, fmt: str, verbose: bool, fail_on: str, save: Path | None, output: Path | None = None) -> None:
     severity = Severity(fail_on)
-    code = report.exit_code(severity)  # 2 when there is no verdict, in every format
-    # the checklist first (a failed save must not lose it), and the save even when printing fails
-    try:
-        click.echo(render(report, fmt, verbose=verbose, terminal=sys.stdout.isatty(), fail_on=fail_on), nl=False)
-    finally:
-        if save is not None:
-            from cuda_doctor.commands.output import write_file
-            from cuda_doctor.report.check.json import render_json
+    # the save first, so that the summary's exit status is the one this run ends with; a failed
+    # save loses nothing: the checklist is still printed, then the error
+    if save is not None:
+        from cuda_doctor.commands.output import try_write
+        from cuda_doctor.report.check.json import render_json
 
-            write_file(save, render_json(report, severity))
+        why = try_write(save, render_json(report, severity))
+        if why is not None:
+            report.save_error = f"cannot write {save}: {why}"
+    code = report.exit_code(severity)  # 2 when there is no verdict or the save failed, in every format
+    try:
+        terminal = output is None and sys.stdout.isatty()
+        echo_or_write(render(report, fmt, verbose=verbose, terminal=terminal, fail_on=fail_on), output)
+    finally:
+        if report.save_error is not None:
+            click.echo(f"cuda-doctor: error: --save: {report.save_error}", err=True)
     sys.exit(code)

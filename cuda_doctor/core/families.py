@@ -37,6 +37,7 @@ PROBES: dict[str, ProbeEntry] = {
     "docker": ProbeEntry("cuda_doctor.container.docker", 1),
     "kernel": ProbeEntry("cuda_doctor.host.kernel_module", 1),
     "kernel_log": ProbeEntry("cuda_doctor.host.kernel_log", 1, fast=True),
+    "network": ProbeEntry("cuda_doctor.network.probe", 1, fast=True),  # sysfs reads: milliseconds
     # JAX's backend and its smoke step, never beside the torch smoke run: first, so that the JAX
     # child's end (its contexts torn down) overlaps the torch run's start
     "jax_gpu": ProbeEntry("cuda_doctor.jax.gpu_probe", 2),
@@ -45,7 +46,7 @@ PROBES: dict[str, ProbeEntry] = {
 }
 #: Phase-1 probes that start a child of the target interpreter (an import of torch or jax that
 #: takes seconds): loaded and started first, before the other probes' modules are imported.
-STARTED_FIRST = ("framework", "jax")
+STARTED_FIRST = ("framework", "jax", "compile")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +83,12 @@ FAMILIES: dict[str, Family] = {
     "pci": Family(None, "the GPUs on the PCI bus"),
     "kernel_log": Family("kernel_log", "the kernel log"),
     "xid": Family(None, "the kernel log's Xid events"),
+    "net": Family("network", "the network"),
     "smoke": Family("smoke", "the GPU smoke run", "GPU"),
     "nccl": Family("nccl", "NCCL and the links between the GPUs"),
     "nvlink": Family("nccl", "NVLink", "GPU"),
     "probe": Family(None, "the probes"),
+    "nodes": Family(None, "the nodes of a multi-node job (`cuda-doctor nodes` checks them)"),
 }
 
 #: Every deriver in the order it runs, with the fact-name prefixes it reads: it runs (and is
@@ -102,6 +105,7 @@ DERIVERS: list[tuple[str, tuple[str, ...]]] = [
     ("cuda_doctor.host.xid:derive", ("kernel_log.",)),
     ("cuda_doctor.host.xid:derive_live", ("smoke.xid_events",)),
     ("cuda_doctor.host.devices:derive", ("kernel.",)),
+    ("cuda_doctor.network.derive:derive", ("net.",)),
     ("cuda_doctor.container.derive:derive", ("container.cuda_version", "container.nvidia_require", "image[")),
     ("cuda_doctor.smoke.expected:derive", ("smoke",)),
     ("cuda_doctor.jax.derive:derive", ("jax.",)),
