@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -100,8 +101,9 @@ def choose(
     caller knows (``frameworks_here``), else it is asked like any candidate.  A ``given`` path
     that is not a Python interpreter is a ``UserError``."""
     if given is not None:
-        validate(given, env, timeout)
-        return Interpreter(given, "given", "given with --python")
+        path = on_path(given, env)
+        validate(path, env, timeout)
+        return Interpreter(path, "given", "given with --python" + (f" ({given} on PATH)" if path != given else ""))
     if running_frameworks is None:
         running_frameworks = probe(running, env, start_timeout(timeout, SEARCH_BUDGET)).frameworks
     if running_frameworks:
@@ -183,6 +185,17 @@ def probe(python: str, env: Mapping[str, str], timeout: float) -> Probed:
     except (ValueError, KeyError, TypeError):
         return Probed(problem=f"it answered something else: {line[:200]!r}")
     return Probed(version, frameworks)
+
+
+def on_path(given: str, env: Mapping[str, str]) -> str:
+    """``--python python3`` is the ``python3`` the environment's PATH finds, as a shell would run it;
+    a name with a slash is a path as it is."""
+    if os.sep in given:
+        return given
+    found = shutil.which(given, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise UserError(f"--python {given}: not found on PATH")
+    return found
 
 
 def validate(path: str, env: Mapping[str, str], timeout: float) -> None:

@@ -3,6 +3,7 @@ be fine).  When both fail, the verdict that says more wins; NVML's own reason st
 
 from __future__ import annotations
 
+import os
 from typing import Any, NamedTuple
 
 from cuda_doctor.base.process import running_pids
@@ -29,7 +30,9 @@ class GpuProbe(NamedTuple):
         return 4 * ctx.timeout + 5
 
     def collect(self, ctx: ProbeContext) -> Facts:
-        ours = set(running_pids())  # cuda-doctor's children when the reading starts, and at its end
+        # cuda-doctor's children when the reading starts, and at its end; and this process, which
+        # holds a GPU when a training script asks through the API (cuda_doctor.require)
+        ours = {os.getpid(), *running_pids()}
         facts = self._collect(ctx)
         leave_out(facts, ours | set(running_pids()))
         return facts
@@ -66,7 +69,7 @@ class GpuProbe(NamedTuple):
 
 
 def leave_out(facts: Facts, pids: set[int]) -> None:
-    """Take cuda-doctor's own children (the JAX child, say) out of ``gpu[i].processes``."""
+    """Take cuda-doctor's own processes (the JAX child, say) out of ``gpu[i].processes``."""
     for i in facts.indices("gpu"):
         procs = facts.get(indexed("gpu", i, "processes"))
         if not isinstance(procs, list):

@@ -175,6 +175,13 @@ def test_given_python_is_validated(own: Path, tmp_path: Path) -> None:
     assert chosen(own, {"PATH": ""}, given=str(own)) == (str(own), "given", "given with --python")
 
 
+def test_a_given_name_is_the_one_the_path_finds(own: Path) -> None:
+    env = {"PATH": str(own.parent)}
+    assert chosen(own, env, given=own.name) == (str(own), "given", f"given with --python ({own.name} on PATH)")
+    with pytest.raises(UserError, match=r"--python python3\.99: not found on PATH"):
+        chosen(own, env, given="python3.99")
+
+
 def test_the_choice_is_recorded() -> None:
     facts = Facts()
     record(facts, Interpreter("/envs/train/bin/python", "found", "the activated conda environment"))

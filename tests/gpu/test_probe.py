@@ -156,6 +156,17 @@ def test_cuda_doctors_own_children_are_not_processes_on_the_gpu(make_nvml: MakeN
     assert facts.get("gpu[0].process_count") == 1
 
 
+def test_the_process_that_asks_is_not_another_process_on_the_gpu(make_nvml: MakeNvml) -> None:
+    # a training script asking through the API already holds its GPU
+    fake = make_nvml()
+    fake.readings["processes"] = [
+        SimpleNamespace(pid=os.getpid(), usedGpuMemory=600 << 20),
+        SimpleNamespace(pid=4242, usedGpuMemory=1 << 30),
+    ]
+    facts = GpuProbe(nvml=fake.module()).collect(ProbeContext(env={"PATH": os.defpath}))
+    assert [proc["pid"] for proc in facts.get("gpu[0].processes")] == [4242]
+
+
 def test_nvidia_smi_too_leaves_out_cuda_doctors_own_children(
     fake_nvidia_smi: Any, own_child: int, tmp_path: Path
 ) -> None:
