@@ -105,7 +105,9 @@ def facts_from_run(run: SmokeRun, ctx: ProbeContext) -> Facts:
     _stub_library_facts(facts, ctx.env)
     framework_status = _framework_facts(facts, run)
     _compile_facts(facts, run)
-    reported = [facts.get(f"smoke.{level}_level.device_count") for level in ("driver", "framework")]
+    reported = [facts.get("smoke.driver_level.device_count")]
+    if facts.get("smoke.framework_level.cuda_available") is True:  # torch says 0 when CUDA did not start
+        reported.append(facts.get("smoke.framework_level.device_count"))
     counts = [count for count in reported if isinstance(count, int)]
     if counts:
         facts.set("smoke.device_count", max(counts))
@@ -210,9 +212,8 @@ def _compile_facts(facts: Facts, run: SmokeRun) -> None:
         if key in result:
             facts.set(f"{prefix}.{key}", result[key])
     devices = {int(d["index"]): d for d in (result.get("devices") or (child.parsed.devices if child else ()))}
-    count = facts.get("smoke.framework_level.device_count")
-    count = count if isinstance(count, int) else 0
-    for i in range(max(count, max(devices, default=-1) + 1)):
+    # every GPU the other levels named gets the compile results, or why there are none
+    for i in sorted({*facts.indices("smoke"), *devices}):
         device = devices.get(i) or {}
         for key in ("triton_compile", "torch_compile"):
             if key in device:

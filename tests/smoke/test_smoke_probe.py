@@ -74,3 +74,28 @@ def test_no_torch_is_a_skipped_framework_level() -> None:
     assert facts.get("smoke.framework_level.error") == (
         "torch is not installed for /venv/bin/python (ModuleNotFoundError: No module named 'torch')"
     )
+
+
+def test_a_stub_libcuda_counts_no_gpu_as_none_found() -> None:
+    """Seen on an H200 with the toolkit's stub first on LD_LIBRARY_PATH: cuInit fails before the
+    driver level counts, and torch, whose CUDA did not start, says 0: the count is unknown, not 0."""
+    failed = {
+        "status": "failed",
+        "error": "cuInit failed: CUDA_ERROR_STUB_LIBRARY (34)",
+        "error_name": "CUDA_ERROR_STUB_LIBRARY",
+        "devices": [],
+    }
+    driver = ChildRun("driver", ParsedOutput(("cuInit",), (), failed), 0.5, 0)
+    torch = {
+        "status": "failed",
+        "error": "torch.cuda.is_available() is False",
+        "cuda_available": False,
+        "device_count": 0,
+        "devices": [],
+    }
+    framework = ChildRun("framework", ParsedOutput(("cuda init",), (), torch), 2.0, 0)
+    facts = facts_from_run(SmokeRun(30.0, driver, framework), ProbeContext(env={}))
+    assert facts.get("smoke.device_count") is None
+    assert facts.reason("smoke.device_count") == (
+        "the smoke run did not reach the GPUs (cuInit failed: CUDA_ERROR_STUB_LIBRARY (34))"
+    )

@@ -14,8 +14,8 @@ from cuda_doctor.base.atomic import write_text
 from cuda_doctor.base.paths import cache_dir
 from cuda_doctor.base.reading import read_bytes
 
-#: 2: device code of ``.nv_fatbin`` only (1 also counted ``__nv_relfatbin``'s PTX).
-SCHEMA = 2
+#: 3: device code of ``.nv_fatbin`` and ``__nv_relfatbin`` (2 read ``.nv_fatbin`` alone).
+SCHEMA = 3
 #: A cache file larger than this is not read (a fresh scan costs less than trusting it).
 CACHE_CAP = 64 << 20
 Stamp = list[int]

@@ -1,9 +1,11 @@
 """The device code of one ELF shared object, from its fatbin headers alone (payloads are skipped).
 
-Only ``.nv_fatbin`` holds what the CUDA runtime loads.  ``__nv_relfatbin`` holds each object's
-relocatable device code kept for device linking (``nvcc -rdc=true``): its PTX is never JIT-compiled
-at run time (the runtime loads the device-linked image in ``.nv_fatbin``, SASS only), and
-``cuobjdump --list-ptx`` does not list it; bitsandbytes' libraries carry PTX only there.
+Both sections count.  ``__nv_relfatbin`` holds each object's relocatable device code of an
+``nvcc -rdc=true`` build, and its PTX is JIT-compiled and linked when the library loads on a GPU
+that its SASS does not cover, although ``cuobjdump --list-ptx`` does not list it: on an H200
+(sm_90), a library built with ``-rdc=true`` for ``sm_80`` SASS and ``compute_80`` PTX, whose
+``.nv_fatbin`` holds the sm_80 SASS alone, launched its kernel without error.  bitsandbytes'
+libraries carry their PTX only there.
 
 Layout (little-endian) of the section, containers back to back, as checked against
 ``cuobjdump --list-elf --list-ptx``:
@@ -28,8 +30,7 @@ from dataclasses import dataclass, field
 from cuda_doctor.base.childside.elf import Section
 
 FATBIN_MAGIC = 0xBA55ED50
-#: The section the runtime loads (see the module's text for ``__nv_relfatbin``, which is not read).
-FATBIN_SECTIONS = (".nv_fatbin",)
+FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 KIND_PTX = 1
 KIND_ELF = 2
 CONTAINER_HEADER = 16
