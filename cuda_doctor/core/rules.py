@@ -748,13 +748,19 @@ def command_values(facts: Facts, bind: Callable[[str], str]) -> Callable[[str], 
 def _commands(
     templates: tuple[str, ...], facts: Facts, bind: Callable[[str], str]
 ) -> tuple[tuple[str, ...], str | None]:
-    """Rendered commands, leaving out any that need a fact we do not have (and saying why)."""
+    """Rendered commands, leaving out any that need a fact we do not have, or that is null (a
+    command never runs the word "none"), and saying why."""
     rendered: list[str] = []
     missing: str | None = None
     for template in templates:
-        unknown = [name for name in template_facts([template], bind) if not facts.has(name)]
+        names = template_facts([template], bind)
+        unknown = [name for name in names if not facts.has(name)]
         if unknown:
             missing = missing or facts.unknown_reason(unknown[0])
+            continue
+        empty = [name for name in names if facts.get(name) is None]
+        if empty:
+            missing = missing or f"{empty[0]} has no value here"
             continue
         rendered.append(render_template(template, command_values(facts, bind)))
     return tuple(rendered), missing

@@ -22,10 +22,11 @@ DECODING_ARGS = frozenset({"transform", "transforms", "processor", "vis_processo
 
 
 def loader_hits(scan: Scan, pretrained: bool = False, script: bool = True) -> list[Hit]:
-    """``pretrained``: a ``from_pretrained`` model is fine-tuned, its step long enough that pinning barely shows.
-    ``script``: the file is run (CDL009 judges only there: in a library module of several models and
-    loaders, which loader feeds the vision model is not known)."""
-    if not scan.loaders or not scan.uses_gpu:
+    """``pretrained``: the script calls ``from_pretrained``: a large pretrained model is fine-tuned, its
+    step long enough that neither loading in the main process (CDL008) nor pageable copies (CDL009)
+    are what the GPU waits on.  ``script``: the file is run (CDL009 judges only there: in a library
+    module of several models and loaders, which loader feeds the vision model is not known)."""
+    if not scan.loaders or not scan.uses_gpu or pretrained:
         return []
     hits: list[Hit] = []
     for loader in scan.loaders:
@@ -39,7 +40,7 @@ def loader_hits(scan: Scan, pretrained: bool = False, script: bool = True) -> li
         if not workers and dataset is not None and _decoding(scan, dataset, loader.function, call):
             pin = "" if pinned else " (with `pin_memory=True` for the host-to-device copies)"
             hits.append(Hit.make("CDL008", *position(call), detail="num_workers unset (defaults to 0)", pin=pin))
-        elif workers and not pinned and scan.vision_model and script and not pretrained:
+        elif workers and not pinned and scan.vision_model and script:
             # workers set: the author found loading heavy enough to move out of the main process
             size = batch if batch is not None else (call.args[1] if len(call.args) > 1 else None)
             small = type(size) is ast.Constant and isinstance(size.value, int) and size.value < SMALL_BATCH

@@ -46,10 +46,19 @@ def _json(rules: Sequence[Rule], overrides: Mapping[str, str]) -> str:
             "severity": overrides.get(rule.id, rule.severity.value),
             "rationale": rule.rationale.strip(),
             "links": list(rule.links),
+            "explains": _explained(rule),
         }
         for rule in rules
     ]
     return json.dumps(listed, indent=2) + "\n"
+
+
+def _explained(rule: Rule) -> list[str]:
+    """Every rule a finding of ``rule`` may explain, by the rule or by one of its outcomes."""
+    named = set(rule.explains)
+    for outcome in rule.outcomes:
+        named.update(outcome.explains or ())
+    return sorted(named)
 
 
 def render_rule_markdown(rule: Rule) -> str:

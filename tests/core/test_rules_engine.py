@@ -195,6 +195,29 @@ def test_for_each_binds_per_gpu_and_interpolates() -> None:
     assert results[1].evidence == {"gpu[1].temp": 90}
 
 
+def test_a_command_whose_fact_is_null_is_left_out_saying_why() -> None:
+    rule = parse_rule(
+        {
+            "id": "CDX003",
+            "title": "t",
+            "category": "gpu",
+            "rationale": "r",
+            "outcome": [
+                {
+                    "when": {"fact": "broken", "equals": True},
+                    "message": "broken",
+                    "fix": "Run this:",
+                    "commands": ["{fix_command}", "nvidia-smi -i {index}"],
+                }
+            ],
+        },
+        Path("CDX003.toml"),
+    )
+    [result] = judge([rule], Facts({"broken": True, "fix_command": None, "index": 0}))
+    assert result.commands == ("nvidia-smi -i 0",)  # never the word "none" as a command
+    assert result.fix == "Run this: (no command: fix_command has no value here)"
+
+
 def test_a_rule_that_breaks_becomes_an_error_result() -> None:
     broken = parse_rule(
         {

@@ -125,3 +125,12 @@ def test_mixed_consequences_and_counts_of_one_rule_on_several_gpus() -> None:
     )
     assert "        3 more checks failed or warned because of this: CD231 ×2, CD302" in lines
     assert "[✗] GPUs  (CD231 ×2, CD302 failed or warned because of CD101)" in lines
+
+
+def test_the_rule_list_in_json_says_what_each_rule_explains() -> None:
+    from cuda_doctor.core.rules import load_rules
+    from cuda_doctor.report.rules import render_rules
+
+    listed = {rule["id"]: rule for rule in json.loads(render_rules(load_rules(), "json"))}
+    assert listed["CD702"]["explains"] == ["CD111", "CD202", "CD245", "CD701", "CD703"]  # by its stub outcomes
+    assert listed["CD101"]["explains"] == []
