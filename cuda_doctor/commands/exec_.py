@@ -4,17 +4,25 @@ through ``os.execvp`` (CMD keeps the PID, so the container's signals and exit st
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from cuda_doctor.commands.options import config_option, severity_option, timeout_option
+from cuda_doctor.base.errors import UserError
+from cuda_doctor.commands.options import config_option, inspected_python, severity_option, timeout_option
 from cuda_doctor.watch.child import EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND
 
+if TYPE_CHECKING:
+    from cuda_doctor.core.interpreter import Interpreter
+
 EXIT_REFUSED = 1
+#: A program that is a Python interpreter by its name: python, python3, python3.12.
+_PYTHON_NAME = re.compile(r"python(\d+(\.\d+)*)?")
 
 
 @click.command("exec", context_settings={"allow_interspersed_args": False})
@@ -62,10 +70,19 @@ def command(
     level = fail_on or config.fail_on or "error"
     # what exec leaves out is said as exec's choice, not as an option the user never passed
     because = "exec runs no GPU smoke run" if with_framework else "exec runs the fast check"
+    chosen = _framework_python(program, timeout) if with_framework else None
     ctx = ProbeContext(
-        timeout=timeout, fast=not with_framework, smoke=False, skipped_because=f"at container start ({because})"
+        python=chosen.path if chosen is not None else sys.executable,
+        timeout=timeout,
+        fast=not with_framework,
+        smoke=False,
+        skipped_because=f"at container start ({because})",
     )
     report = run_check(ctx, config, command="exec")
+    if chosen is not None:
+        from cuda_doctor.core.interpreter import record
+
+        record(report.facts, chosen)
     click.echo(render(report, "text", verbose=False, terminal=sys.stderr.isatty(), fail_on=level), err=True, nl=False)
     code = report.exit_code(Severity(level))
     if code == EXIT_NO_VERDICT:  # only findings keep CMD from starting; say what was not checked
@@ -77,6 +94,22 @@ def command(
             sys.exit(EXIT_REFUSED)
         click.echo(f"cuda-doctor exec: starting {program} despite the findings (--warn-only)", err=True)
     _become(cmd)
+
+
+def _framework_python(program: str, timeout: float) -> Interpreter:
+    """The interpreter whose framework --with-framework judges: CMD's own when CMD is a Python
+    (``python train.py``), else the one ``check`` would inspect."""
+    from cuda_doctor.core.interpreter import Interpreter, validate
+
+    found = program if os.sep in program else shutil.which(program)
+    if found is None or not _PYTHON_NAME.fullmatch(os.path.basename(found)):
+        return inspected_python(None, timeout)
+    try:
+        validate(found, os.environ, timeout)
+    except UserError as exc:  # CMD will fail on its own; the framework judged is said to be another
+        other = inspected_python(None, timeout)
+        return Interpreter(other.path, other.how, f"{other.why}; CMD's {found} was not judged: {exc.format_message()}")
+    return Interpreter(found, "found", f"the interpreter CMD runs ({program})")
 
 
 def _resolve(program: str) -> tuple[str, int] | None:

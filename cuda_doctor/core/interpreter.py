@@ -55,7 +55,7 @@ found = set()
 for entry in sys.path:
     try:
         names = os.listdir(entry) if entry else []
-    except OSError:
+    except OSError:  # a zip file or a folder that is gone: nothing installed there to list
         continue
     for name in names:
         stem, dot, kind = name.rpartition(".")

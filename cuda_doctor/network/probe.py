@@ -133,7 +133,7 @@ def ipv6_addresses(root: Path) -> dict[str, list[str]]:
             continue
         try:
             address = socket.inet_ntop(socket.AF_INET6, bytes.fromhex(fields[0]))
-        except ValueError:
+        except ValueError:  # a line that is not the kernel's hex address: not an address
             continue
         found.setdefault(fields[5], []).append(address)
     return found

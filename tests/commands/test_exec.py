@@ -188,3 +188,14 @@ def test_a_wedged_nvml_does_not_keep_cmd_from_starting(
         exec_._become(("python", "train.py"))
     assert started == ["python"]
     assert "NVML did not shut down within 2 s; starting anyway" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_with_framework_judges_the_python_cmd_runs(tmp_path: Path, torch_cpu_python: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "pyproject.toml").write_text('[tool.cuda-doctor]\nselect = ["CD201"]\n')
+    proc = run(work, "--with-framework", "--warn-only", "--", str(torch_cpu_python), "-c", "raise SystemExit(5)")
+    assert proc.returncode == 5
+    assert "torch 2.13.0+cpu" in proc.stderr  # the CPU torch of CMD's interpreter, not this one's (none)
+    assert f"checked {torch_cpu_python}: the interpreter CMD runs" in proc.stderr
