@@ -12,7 +12,6 @@ from cuda_doctor.commands import options
 from cuda_doctor.commands.output import echo_or_write
 from cuda_doctor.core.checkreport import Report
 from cuda_doctor.core.config import load_config
-from cuda_doctor.core.interpreter import record as record_interpreter
 from cuda_doctor.core.pipeline import rejudge, run_check
 from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.core.results import Severity
@@ -127,8 +126,7 @@ def command(
             if line is not None:
                 ctx = ctx.but(step_progress=line.step)  # the framework probe's and the smoke run's steps
             report = run_check(ctx, config, select=select, ignore=ignore, progress=line)
-        if chosen is not None:
-            record_interpreter(report.facts, chosen)
+        options.record_interpreter(report.facts, chosen)
         emit(report, fmt, verbose, fail_on, save, output)
 
 

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING
 import click
 
 from cuda_doctor.base.errors import UserError
-from cuda_doctor.commands.options import config_option, inspected_python, severity_option, timeout_option
+from cuda_doctor.commands.options import (
+    config_option,
+    inspected_python,
+    record_interpreter,
+    severity_option,
+    timeout_option,
+)
 from cuda_doctor.watch.child import EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND
 
 if TYPE_CHECKING:
@@ -79,10 +85,7 @@ def command(
         skipped_because=f"at container start ({because})",
     )
     report = run_check(ctx, config, command="exec")
-    if chosen is not None:
-        from cuda_doctor.core.interpreter import record
-
-        record(report.facts, chosen)
+    record_interpreter(report.facts, chosen)
     click.echo(render(report, "text", verbose=False, terminal=sys.stderr.isatty(), fail_on=level), err=True, nl=False)
     code = report.exit_code(Severity(level))
     if code == EXIT_NO_VERDICT:  # only findings keep CMD from starting; say what was not checked

@@ -13,12 +13,12 @@ from cuda_doctor.commands.options import (
     format_option,
     inspected_python,
     python_option,
+    record_interpreter,
     refuse_fast_python,
     timeout_option,
 )
 from cuda_doctor.commands.output import echo_or_write
 from cuda_doctor.core.checkreport import Report
-from cuda_doctor.core.interpreter import record as record_interpreter
 from cuda_doctor.core.pipeline import derive_all, gather, import_derivers
 from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.report.facts import FORMATS, render
@@ -50,8 +50,7 @@ def command(
     with progress_line(fmt == "text" and output is None) as line:
         prepare = import_derivers if derived and not fast else None
         facts = gather(ctx if line is None else ctx.but(step_progress=line.step), progress=line, while_waiting=prepare)
-    if chosen is not None:
-        record_interpreter(facts, chosen)
+    record_interpreter(facts, chosen)
     problems = derive_all(facts) if derived else []
     report = Report(facts=facts, results=[], command="facts", problems=problems)
     terminal = sys.stdout.isatty() and output is None

@@ -11,6 +11,7 @@ import click
 from cuda_doctor.base.errors import UserError
 
 if TYPE_CHECKING:
+    from cuda_doctor.core.facts import Facts
     from cuda_doctor.core.interpreter import Interpreter
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -115,6 +116,16 @@ def inspected_python(python: str | None, timeout: float) -> Interpreter:
         timeout=timeout,
         running_frameworks=frameworks_here() if python is None else None,
     )
+
+
+def record_interpreter(facts: Facts, chosen: Interpreter | None) -> None:
+    """The interpreter chosen and why, as facts of the report; nothing under --fast, which chose
+    none (and imports none of the search)."""
+    if chosen is None:
+        return
+    from cuda_doctor.core.interpreter import record
+
+    record(facts, chosen)
 
 
 def refuse_fast_python(fast: bool, python: str | None) -> None:

@@ -10,7 +10,6 @@ from cuda_doctor.commands import options
 from cuda_doctor.commands.check import emit
 from cuda_doctor.core.checkreport import Report
 from cuda_doctor.core.config import Config, load_config
-from cuda_doctor.core.interpreter import record as record_interpreter
 from cuda_doctor.core.pipeline import collect, judge_facts
 from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.gpu.probe import PROBE as GPU_PROBE
@@ -62,7 +61,7 @@ def command(
     ctx = ProbeContext(python=chosen.path, timeout=timeout, smoke_timeout=smoke_timeout, nccl=nccl)
     with progress_line(fmt == "text") as line:
         report = run_smoke_check(ctx, config, line)
-    record_interpreter(report.facts, chosen)
+    options.record_interpreter(report.facts, chosen)
     emit(report, fmt, verbose, fail_on or config.fail_on or "error", save)
 
 

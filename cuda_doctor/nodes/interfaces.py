@@ -3,20 +3,17 @@ NCCL's and Gloo's interface variables matched against them, and the address a jo
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import socket
-import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cuda_doctor.base.reading import read_text
+from cuda_doctor.network.derive import MAX_SOCKET_ENTRIES, parse_spec, selects
+from cuda_doctor.network.probe import interfaces as interface_entries
+from cuda_doctor.network.probe import kernel_ipv4_addresses
 
-_SIOCGIFADDR = 0x8915  # linux/sockios.h: an interface's IPv4 address
 #: The variables that pick the interface a job's sockets use, in the order they are judged.
 IFNAME_VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
-_MAX_INTERFACES = 4096
 
 
 @dataclass(frozen=True)
@@ -27,60 +24,23 @@ class Interface:
     speed_mbps: int | None  # /sys/class/net/<name>/speed; None where the driver does not say
 
 
-def interfaces(sys_class_net: Path = Path("/sys/class/net")) -> list[Interface]:
-    """Every interface of this network namespace with its IPv4 address (no root needed)."""
-    found: list[Interface] = []
+def interfaces(root: Path = Path("/")) -> list[Interface]:
+    """Every interface of this network namespace with its first IPv4 address (no root needed),
+    read as the network probe reads them."""
     try:
-        names = [name for _index, name in socket.if_nameindex()][:_MAX_INTERFACES]
-    except OSError:
-        return found
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        for name in names:
-            state = _word(sys_class_net / name / "operstate")
-            found.append(Interface(name, _address(sock, name), state, _speed(sys_class_net, name)))
-    return found
-
-
-def _address(sock: socket.socket, name: str) -> str | None:
-    try:
-        packed = fcntl.ioctl(sock.fileno(), _SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
-    except OSError as exc:
-        if exc.errno in (errno.EADDRNOTAVAIL, errno.ENODEV):  # no IPv4 address, or gone meanwhile
-            return None
-        return None
-    return socket.inet_ntoa(packed[20:24])
-
-
-def _word(path: Path) -> str | None:
-    try:
-        return read_text(path, 4096, "an interface attribute").strip() or None  # sysfs says 4096 bytes
-    except (OSError, ValueError):
-        return None
-
-
-def _speed(root: Path, name: str) -> int | None:
-    text = _word(root / name / "speed")
-    try:
-        speed = int(text) if text is not None else None
-    except ValueError:
-        return None
-    return speed if speed is not None and speed > 0 else None  # -1: unknown (a link without carrier)
+        ipv4 = kernel_ipv4_addresses()
+    except OSError:  # no socket to ask with: the interfaces without their addresses
+        ipv4 = {}
+    return [
+        Interface(entry["name"], next(iter(entry["ipv4"] or []), None), entry["operstate"], entry["speed_mbps"])
+        for entry in interface_entries(root, ipv4, {})
+    ]
 
 
 def nccl_matches(spec: str, names: Sequence[str]) -> list[str]:
-    """The interfaces NCCL_SOCKET_IFNAME selects: a comma-separated list of name prefixes, ``=``
-    for exact names, a leading ``^`` to exclude those instead (NCCL's environment variables page)."""
-    spec = spec.strip()
-    exclude = spec.startswith("^")
-    spec = spec.removeprefix("^")
-    exact = spec.startswith("=")
-    spec = spec.removeprefix("=")
-    wanted = [part.strip() for part in spec.split(",") if part.strip()]
-
-    def hit(name: str) -> bool:
-        return any(name == w if exact else name.startswith(w) for w in wanted)
-
-    return [name for name in names if hit(name) != exclude]
+    """The interfaces NCCL_SOCKET_IFNAME selects, as NCCL parses the list (``network.derive``)."""
+    parsed = parse_spec(spec.strip(), MAX_SOCKET_ENTRIES)
+    return [name for name in names if selects(parsed, name)]
 
 
 def gloo_matches(spec: str, names: Sequence[str]) -> list[str]:

@@ -1,5 +1,5 @@
-"""What one node tells rank 0 about itself: the fast check's facts, the network family's where
-the families table has one, and the job's interface and address on this node."""
+"""What one node tells rank 0 about itself: the fast check's facts (the network probe's among
+them), and the job's interface and address on this node."""
 
 from __future__ import annotations
 
@@ -7,23 +7,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cuda_doctor.core.families import FAMILIES, PROBES, load
+from cuda_doctor.core.families import PROBES, load
 from cuda_doctor.core.pipeline import gather
 from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.nodes.interfaces import Interface, JobAddress, interfaces, job_address
 
-#: The fact families of the network probe, whichever of these names the table gives it.
-NETWORK_FAMILIES = ("net", "network")
-
 
 def probe_names() -> list[str]:
-    """The fast check's probes, then the network family's probe where the families table lists one."""
-    names = [name for name, entry in PROBES.items() if entry.fast]
-    for family in NETWORK_FAMILIES:
-        found = FAMILIES.get(family)
-        if found is not None and found.probe in PROBES and found.probe not in names:
-            names.append(found.probe)
-    return names
+    """The fast check's probes, the network probe among them."""
+    return [name for name, entry in PROBES.items() if entry.fast]
 
 
 def gather_facts(python: str, env: Mapping[str, str], timeout: float) -> dict[str, Any]:
