@@ -53,11 +53,6 @@ CASES = {
 }
 
 
-@pytest.fixture
-def ctx(tmp_path: Path) -> ProbeContext:
-    return ProbeContext(root=tmp_path, env={"PATH": ""}, timeout=10.0)
-
-
 def _per_gpu(calls: list[str], gpus: int) -> dict[str, float]:
     """Driver calls per GPU, by function (the system-wide ones left out)."""
     system = {"nvmlInit", "nvmlShutdown", "nvmlDeviceGetCount"}

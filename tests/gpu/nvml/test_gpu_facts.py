@@ -10,26 +10,13 @@ from typing import Any
 import pynvml
 import pytest
 
-from cuda_doctor.core.facts import Facts
 from cuda_doctor.core.probe import ProbeContext
 from cuda_doctor.gpu.nvml.binding import VERSION_MISMATCH_MESSAGE
 from cuda_doctor.gpu.nvml.gpu_facts import GPU_FIELDS, cuda_version_text, reason_names
-from cuda_doctor.gpu.nvml.read import NvmlRead, collect_nvml
+from cuda_doctor.gpu.nvml.read import collect_nvml
+from tests.gpu.nvml.reading import read_and_close
 
 MakeNvml = Callable[..., Any]
-
-
-def read_and_close(ctx: ProbeContext, module: Any) -> Facts:
-    """What collect_nvml reads, waited on until NVML is shut down (which follows the hand-over)."""
-    read = NvmlRead(ctx, module).start()
-    facts = read.facts(ctx.timeout)
-    assert read.closed.wait(10)
-    return facts
-
-
-@pytest.fixture
-def ctx(tmp_path: Path) -> ProbeContext:
-    return ProbeContext(root=tmp_path, env={"PATH": ""}, timeout=10.0)
 
 
 def test_h200_readings(make_nvml: MakeNvml, ctx: ProbeContext) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pynvml
@@ -21,11 +20,6 @@ PROBE_FIELDS = frozenset(set(fields.GPU_BATCH) | set(fields.LINK_FIELDS))
 def fields_from(first: int) -> frozenset[int]:
     """The fields a driver that predates field ``first`` does not know: it and every newer one."""
     return frozenset(f for f in PROBE_FIELDS if f >= first)
-
-
-@pytest.fixture
-def ctx(tmp_path: Path) -> ProbeContext:
-    return ProbeContext(root=tmp_path, env={"PATH": ""}, timeout=10.0)
 
 
 @pytest.mark.parametrize(
